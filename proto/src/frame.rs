@@ -1,0 +1,338 @@
+//! Framing: `[u32 big-endian length][Envelope]`, and the raw sideband payload that follows a
+//! RawHeader frame.
+//!
+//! [`FrameDecoder`] is incremental and sans-IO: hand it whatever bytes arrived and it returns
+//! `Ok(None)` until a whole item is there. It never trusts a length prefix: the announced length
+//! is checked against the limit before a single byte is reserved for it.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use prost::Message;
+
+use crate::pb::{Envelope, RawHeader, envelope::Msg};
+use crate::sideband::{SidebandError, decode_payload};
+use crate::violation::{Party, Rule, Violation};
+use crate::wire::{self, WireError, WireReport};
+
+/// Largest Envelope body in either direction (spec §1.5), the prefix not counted.
+pub const MAX_FRAME: u32 = 10 * 1024 * 1024;
+/// Default for the largest sideband or stream payload, before and after decompression.
+pub const LARGE_LIMIT: u64 = 64 * 1024 * 1024;
+/// Bytes of the length prefix.
+pub const PREFIX_LEN: usize = 4;
+
+/// What the decoder accepts. Every allocation it makes on a peer's behalf is bounded by these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest frame body; a longer prefix is refused before anything is allocated.
+    pub max_frame: u32,
+    /// Largest raw sideband payload (`RawHeader.size`) that is buffered; a larger one is
+    /// reported at once and then skipped without being stored.
+    pub max_sideband: u64,
+    /// Largest decompressed sideband payload.
+    pub max_decompressed: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_frame: MAX_FRAME, max_sideband: LARGE_LIMIT, max_decompressed: LARGE_LIMIT }
+    }
+}
+
+/// A decoded frame.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded {
+    /// Stream offset of the frame's length prefix.
+    pub offset: u64,
+    pub envelope: Envelope,
+    /// The body exactly as received.
+    pub body: Bytes,
+    /// Present when the body held more than its decoded Envelope shows: unknown fields or arms
+    /// (with their raw bytes), several oneof arms, or non-canonical encodings.
+    pub wire: Option<WireReport>,
+}
+
+/// The raw payload that followed a RawHeader frame.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sideband {
+    /// Stream offset of the first payload byte.
+    pub offset: u64,
+    pub header: RawHeader,
+    /// The payload as the field's bytes (decompressed), or why it could not be had. An error
+    /// here fails that call only; the stream stays in frame.
+    pub payload: Result<Bytes, SidebandError>,
+}
+
+/// One item of the byte stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Frame {
+    Envelope(Decoded),
+    Sideband(Sideband),
+}
+
+/// Where the stream ended when it ended too early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Prefix,
+    Body,
+    SidebandPayload,
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Stage::Prefix => "length prefix",
+            Stage::Body => "frame body",
+            Stage::SidebandPayload => "sideband payload",
+        })
+    }
+}
+
+/// Why the decoder could not produce the next item.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    /// Fatal: the framing is lost. Nothing was allocated for the announced length.
+    #[error("the {party} sent a frame at stream offset {offset} announcing {len} bytes, above the limit of {max}")]
+    Oversize { party: Party, offset: u64, len: u32, max: u32 },
+    /// Recoverable: the frame was consumed and the decoder continues with the next one.
+    #[error("the {party} sent a frame at stream offset {offset} whose {len}-byte body is not an Envelope: {error}")]
+    Undecodable { party: Party, offset: u64, len: u32, error: WireError, body: Bytes },
+    /// The stream ended inside an item.
+    #[error(
+        "the {party}'s stream ended inside the {stage} of the item at offset {offset}: {have} of {need} bytes arrived"
+    )]
+    Truncated { party: Party, offset: u64, stage: Stage, have: u64, need: u64 },
+}
+
+impl FrameError {
+    /// Whether decoding can go on after this error.
+    pub fn is_recoverable(&self) -> bool {
+        matches!(self, FrameError::Undecodable { .. })
+    }
+
+    /// The protocol rule this error shows broken, with the party at fault.
+    pub fn violation(&self) -> Violation {
+        match self {
+            FrameError::Oversize { party, .. } => Violation::new(Rule::FrameTooLong, *party, self.to_string()),
+            FrameError::Undecodable { party, .. } => Violation::new(Rule::BodyNotEnvelope, *party, self.to_string()),
+            FrameError::Truncated { party, stage: Stage::SidebandPayload, .. } => {
+                Violation::new(Rule::SidebandTruncated, *party, self.to_string())
+            }
+            FrameError::Truncated { party, .. } => Violation::new(Rule::PartialFrame, *party, self.to_string()),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum State {
+    Head,
+    Body {
+        len: usize,
+    },
+    /// Payload of a RawHeader: buffered up to the limit, or skipped when over it.
+    Raw {
+        header: Option<RawHeader>,
+        offset: u64,
+        size: u64,
+        left: u64,
+    },
+    Failed(FrameError),
+}
+
+/// Incremental decoder of one direction of a protomcp connection.
+#[derive(Debug)]
+pub struct FrameDecoder {
+    limits: Limits,
+    /// Who sends the bytes being decoded (for violations).
+    party: Party,
+    state: State,
+    /// Stream offset of the first byte not yet consumed.
+    consumed: u64,
+}
+
+impl FrameDecoder {
+    /// A decoder for bytes sent by `party`, with the default limits.
+    pub fn new(party: Party) -> Self {
+        Self::with_limits(party, Limits::default())
+    }
+
+    pub fn with_limits(party: Party, limits: Limits) -> Self {
+        FrameDecoder { limits, party, state: State::Head, consumed: 0 }
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Stream offset of the next unconsumed byte.
+    pub fn position(&self) -> u64 {
+        self.consumed
+    }
+
+    /// True between items (nothing partial pending apart from what `src` holds).
+    pub fn is_idle(&self) -> bool {
+        matches!(self.state, State::Head)
+    }
+
+    /// Decodes the next item from the front of `src`, consuming it. `Ok(None)` means more bytes
+    /// are needed. After an `Undecodable` error, call again for the next frame; after any other
+    /// error the same error is returned on every call.
+    pub fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+        loop {
+            match &mut self.state {
+                State::Failed(e) => return Err(e.clone()),
+                State::Head => {
+                    if src.len() < PREFIX_LEN {
+                        return Ok(None);
+                    }
+                    let len = u32::from_be_bytes([src[0], src[1], src[2], src[3]]);
+                    if len > self.limits.max_frame {
+                        let e = FrameError::Oversize {
+                            party: self.party,
+                            offset: self.consumed,
+                            len,
+                            max: self.limits.max_frame,
+                        };
+                        self.state = State::Failed(e.clone());
+                        return Err(e);
+                    }
+                    self.state = State::Body { len: len as usize };
+                }
+                State::Body { len } => {
+                    let len = *len;
+                    let total = PREFIX_LEN + len;
+                    if src.len() < total {
+                        // Bounded by max_frame, checked above.
+                        src.reserve(total - src.len());
+                        return Ok(None);
+                    }
+                    let offset = self.consumed;
+                    let mut frame = src.split_to(total);
+                    self.consumed += total as u64;
+                    frame.advance(PREFIX_LEN);
+                    let body = frame.freeze();
+                    self.state = State::Head;
+                    return self.finish_frame(offset, body).map(Some);
+                }
+                State::Raw { header, offset, size, left } => {
+                    let over_limit = *size > self.limits.max_sideband;
+                    if let Some(h) = header.take_if(|_| over_limit) {
+                        // Report at once; the bytes are then skipped as they come.
+                        let error = SidebandError::TooLarge { size: *size, limit: self.limits.max_sideband };
+                        return Ok(Some(Frame::Sideband(Sideband { offset: *offset, header: h, payload: Err(error) })));
+                    }
+                    if over_limit {
+                        let n = (*left).min(src.len() as u64) as usize;
+                        src.advance(n);
+                        self.consumed += n as u64;
+                        *left -= n as u64;
+                        if *left > 0 {
+                            return Ok(None);
+                        }
+                        self.state = State::Head;
+                        continue;
+                    }
+                    let need = *size as usize;
+                    if src.len() < need {
+                        src.reserve(need - src.len());
+                        return Ok(None);
+                    }
+                    let payload = src.split_to(need).freeze();
+                    self.consumed += need as u64;
+                    let (offset, header) = (*offset, header.take().expect("header present until delivered"));
+                    self.state = State::Head;
+                    let payload = decode_payload(&header, payload, &self.limits);
+                    return Ok(Some(Frame::Sideband(Sideband { offset, header, payload })));
+                }
+            }
+        }
+    }
+
+    /// Like [`decode`](Self::decode), for when the stream has ended: anything partial left over
+    /// is reported as [`FrameError::Truncated`].
+    pub fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+        if let Some(item) = self.decode(src)? {
+            return Ok(Some(item));
+        }
+        let (stage, have, need) = match &self.state {
+            State::Head if src.is_empty() => return Ok(None),
+            State::Head => (Stage::Prefix, src.len() as u64, PREFIX_LEN as u64),
+            State::Body { len } => (Stage::Body, src.len() as u64, (PREFIX_LEN + len) as u64),
+            State::Raw { size, left, .. } if *size > self.limits.max_sideband => {
+                (Stage::SidebandPayload, size - left, *size)
+            }
+            State::Raw { size, .. } => (Stage::SidebandPayload, src.len() as u64, *size),
+            State::Failed(e) => return Err(e.clone()),
+        };
+        let offset = match &self.state {
+            State::Raw { offset, .. } => *offset,
+            _ => self.consumed,
+        };
+        let e = FrameError::Truncated { party: self.party, offset, stage, have, need };
+        self.state = State::Failed(e.clone());
+        Err(e)
+    }
+
+    fn finish_frame(&mut self, offset: u64, body: Bytes) -> Result<Frame, FrameError> {
+        let envelope = match Envelope::decode(body.clone()) {
+            Ok(env) => env,
+            Err(prost_error) => {
+                let error = match wire::scan(&body) {
+                    Err(e) => e,
+                    // The scanner mirrors prost; should they ever disagree, keep prost's word.
+                    Ok(_) => WireError {
+                        offset: 0,
+                        path: "Envelope".into(),
+                        kind: wire::WireErrorKind::Other(prost_error.to_string()),
+                    },
+                };
+                return Err(FrameError::Undecodable { party: self.party, offset, len: body.len() as u32, error, body });
+            }
+        };
+        let wire =
+            if envelope.encoded_len() != body.len() { wire::scan(&body).ok().filter(|r| !r.is_empty()) } else { None };
+        if let Some(Msg::RawHeader(h)) = &envelope.msg {
+            self.state = State::Raw { header: Some(h.clone()), offset: self.consumed, size: h.size, left: h.size };
+        }
+        Ok(Frame::Envelope(Decoded { offset, envelope, body, wire }))
+    }
+}
+
+/// Why a frame could not be encoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EncodeError {
+    #[error("an Envelope of {len} bytes is above the frame limit of {max}")]
+    TooLarge { len: usize, max: u32 },
+}
+
+/// Appends `[len][body]` for `envelope` to `dst`, refusing bodies above `max_frame`.
+pub fn encode_frame_into(envelope: &Envelope, max_frame: u32, dst: &mut BytesMut) -> Result<(), EncodeError> {
+    let len = envelope.encoded_len();
+    if len > max_frame as usize {
+        return Err(EncodeError::TooLarge { len, max: max_frame });
+    }
+    dst.reserve(PREFIX_LEN + len);
+    dst.put_u32(len as u32);
+    envelope.encode_raw(dst);
+    Ok(())
+}
+
+/// `[len][body]` for `envelope`, within [`MAX_FRAME`].
+pub fn encode_frame(envelope: &Envelope) -> Result<Bytes, EncodeError> {
+    let mut dst = BytesMut::new();
+    encode_frame_into(envelope, MAX_FRAME, &mut dst)?;
+    Ok(dst.freeze())
+}
+
+/// A frame around arbitrary body bytes (they need not be an Envelope). Panics above 4 GiB.
+pub fn frame_bytes(body: &[u8]) -> Bytes {
+    let len = u32::try_from(body.len()).expect("a frame body fits a u32 prefix");
+    frame_with_prefix(len, body)
+}
+
+/// A length prefix that may lie about the body that follows it: for hostile-peer scenarios.
+pub fn frame_with_prefix(announced: u32, body: &[u8]) -> Bytes {
+    let mut dst = BytesMut::with_capacity(PREFIX_LEN + body.len());
+    dst.put_u32(announced);
+    dst.put_slice(body);
+    dst.freeze()
+}

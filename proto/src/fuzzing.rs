@@ -1,0 +1,309 @@
+//! Bodies of the cargo-fuzz targets. Each target in `fuzz/fuzz_targets/` is a one-line call into
+//! this module; `cargo test` replays every committed corpus file through the same functions, so
+//! an invariant broken once stays caught without a fuzzer.
+//!
+//! Invariants checked (a broken one panics):
+//! - nothing panics on any input;
+//! - the decoder gives the same items whether the bytes arrive at once or in any chunks;
+//! - every decoded Envelope re-encodes to bytes that decode back to it;
+//! - the wire scanner and prost agree on what is a valid Envelope;
+//! - no allocation exceeds the limits (with the `alloc-guard` feature, any single allocation
+//!   above [`GUARD_LIMIT`] aborts the process).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::BytesMut;
+use prost::Message;
+
+use crate::frame::{Frame, FrameDecoder, FrameError, Limits};
+use crate::pb::{Envelope, RawHeader};
+use crate::sideband::{self, Compression, StreamAssembler, StreamEvent, StreamLimits};
+use crate::violation::Party;
+use crate::wire;
+
+/// Limits the fuzz targets decode with: small, so that "never beyond the limit" is testable.
+pub const FUZZ_LIMITS: Limits = Limits { max_frame: 1 << 20, max_sideband: 1 << 20, max_decompressed: 1 << 20 };
+
+/// The largest single allocation the fuzz targets may make: twice the largest limit (a buffer
+/// may double once while it grows to the limit) plus slack.
+pub const GUARD_LIMIT: usize = 3 << 20;
+
+/// A global allocator that counts live and peak bytes and refuses (so the process aborts) any
+/// single allocation above its limit. Tests install it with `#[global_allocator]`.
+pub struct CountingAlloc {
+    live: AtomicUsize,
+    peak: AtomicUsize,
+    limit: usize,
+}
+
+impl CountingAlloc {
+    pub const fn new(limit: usize) -> Self {
+        CountingAlloc { live: AtomicUsize::new(0), peak: AtomicUsize::new(0), limit }
+    }
+
+    /// Bytes allocated and not yet freed.
+    pub fn live(&self) -> usize {
+        self.live.load(Ordering::Relaxed)
+    }
+
+    /// Highest `live` since the last [`reset_peak`](Self::reset_peak).
+    pub fn peak(&self) -> usize {
+        self.peak.load(Ordering::Relaxed)
+    }
+
+    pub fn reset_peak(&self) {
+        self.peak.store(self.live(), Ordering::Relaxed);
+    }
+
+    fn grew(&self, n: usize) {
+        let now = self.live.fetch_add(n, Ordering::Relaxed) + n;
+        self.peak.fetch_max(now, Ordering::Relaxed);
+    }
+}
+
+#[allow(unsafe_code)]
+// SAFETY: every call is forwarded to `System` unchanged; only counters are added.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if layout.size() > self.limit {
+            return std::ptr::null_mut();
+        }
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            self.grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if layout.size() > self.limit {
+            return std::ptr::null_mut();
+        }
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            self.grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        self.live.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if new_size > self.limit {
+            return std::ptr::null_mut();
+        }
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            self.live.fetch_sub(layout.size(), Ordering::Relaxed);
+            self.grew(new_size);
+        }
+        p
+    }
+}
+
+#[cfg(feature = "alloc-guard")]
+#[global_allocator]
+static GUARD: CountingAlloc = CountingAlloc::new(GUARD_LIMIT);
+
+/// A tiny deterministic generator for chunk sizes.
+struct XorShift(u32);
+
+impl XorShift {
+    fn next(&mut self) -> u32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 17;
+        self.0 ^= self.0 << 5;
+        self.0
+    }
+}
+
+/// Every item and error of a byte stream, decoded with `chunks` deciding how the bytes arrive.
+pub fn decode_all(data: &[u8], limits: Limits, mut chunks: impl FnMut() -> usize) -> Vec<Result<Frame, FrameError>> {
+    let mut decoder = FrameDecoder::with_limits(Party::ToolProcess, limits);
+    let mut buf = BytesMut::new();
+    let mut out = Vec::new();
+    let mut rest = data;
+    loop {
+        let n = chunks().clamp(1, rest.len().max(1)).min(rest.len());
+        buf.extend_from_slice(&rest[..n]);
+        rest = &rest[n..];
+        let at_eof = rest.is_empty();
+        loop {
+            let step = if at_eof { decoder.decode_eof(&mut buf) } else { decoder.decode(&mut buf) };
+            match step {
+                Ok(Some(item)) => out.push(Ok(item)),
+                Ok(None) => break,
+                Err(e) => {
+                    let go_on = e.is_recoverable();
+                    out.push(Err(e));
+                    if !go_on {
+                        return out;
+                    }
+                }
+            }
+        }
+        if at_eof {
+            return out;
+        }
+    }
+}
+
+/// Checks that an Envelope survives encode → decode → encode unchanged.
+fn assert_roundtrip(env: &Envelope) {
+    let bytes = env.encode_to_vec();
+    assert_eq!(bytes.len(), env.encoded_len(), "encoded_len agrees with encode");
+    let back = Envelope::decode(bytes.as_slice()).expect("a re-encoded Envelope decodes");
+    assert_eq!(&back, env, "decode(encode(e)) == e");
+    assert_eq!(back.encode_to_vec(), bytes, "encoding is a fixed point");
+}
+
+/// Target `frame_decoder`: the first byte seeds how the rest arrives in chunks.
+pub fn frame_decoder(data: &[u8]) {
+    let Some((&seed, stream)) = data.split_first() else { return };
+    let whole = decode_all(stream, FUZZ_LIMITS, || usize::MAX);
+    let mut rng = XorShift(u32::from(seed) | 0x100);
+    let chunked = decode_all(stream, FUZZ_LIMITS, || (rng.next() % 17) as usize + 1);
+    assert_eq!(whole, chunked, "the same bytes in chunks decode to the same items");
+    let mut consumed = 0u64;
+    for item in &whole {
+        match item {
+            Ok(Frame::Envelope(d)) => {
+                assert_eq!(d.offset, consumed, "frames are contiguous");
+                consumed += 4 + d.body.len() as u64;
+                assert!(d.body.len() <= FUZZ_LIMITS.max_frame as usize);
+                assert_roundtrip(&d.envelope);
+                if let Some(report) = &d.wire {
+                    for u in &report.unknown {
+                        assert!(!u.raw.is_empty() && u.raw.len() <= d.body.len());
+                    }
+                }
+            }
+            Ok(Frame::Sideband(s)) => {
+                assert_eq!(s.offset, consumed, "payload follows its header");
+                consumed += s.header.size;
+                if let Ok(p) = &s.payload {
+                    assert!(p.len() as u64 <= FUZZ_LIMITS.max_decompressed.max(FUZZ_LIMITS.max_sideband));
+                }
+            }
+            Err(FrameError::Undecodable { offset, body, error, .. }) => {
+                assert_eq!(*offset, consumed);
+                assert!(error.offset <= body.len(), "error offset lies inside the body");
+                consumed += 4 + body.len() as u64;
+            }
+            Err(FrameError::Oversize { len, max, .. }) => assert!(len > max),
+            Err(FrameError::Truncated { have, need, .. }) => assert!(have < need),
+        }
+    }
+}
+
+/// Target `envelope_roundtrip`: the input is one Envelope body.
+pub fn envelope_roundtrip(data: &[u8]) {
+    let body = bytes::Bytes::copy_from_slice(data);
+    let decoded = Envelope::decode(body.clone());
+    let scanned = wire::scan(&body);
+    match (&decoded, &scanned) {
+        (Ok(env), Ok(report)) => {
+            assert_roundtrip(env);
+            let canonical = env.encode_to_vec();
+            if canonical.len() == data.len() {
+                assert!(report.unknown.is_empty(), "no unknown field in a canonical body");
+            }
+            for u in &report.unknown {
+                assert_eq!(&data[u.offset..u.offset + u.raw.len()], &u.raw[..]);
+            }
+        }
+        (Err(_), Err(e)) => assert!(e.offset <= data.len()),
+        (Ok(_), Err(e)) => panic!("prost decodes what the scanner rejects: {e}"),
+        (Err(e), Ok(_)) => panic!("the scanner accepts what prost rejects: {e}"),
+    }
+}
+
+/// Target `sideband`: byte 0 picks the mode, byte 1 the split, the rest is the payload.
+pub fn sideband(data: &[u8]) {
+    let [mode, split, payload @ ..] = data else { return };
+    let limit: u64 = 64 * 1024;
+    match mode % 4 {
+        // Untrusted zstd bytes, with and without a declared size.
+        0 | 1 => {
+            let declared = if mode % 4 == 0 { 0 } else { u64::from(*split) * 97 };
+            if let Ok(out) = sideband::decompress_bounded(payload, declared, limit) {
+                assert!(out.len() as u64 <= limit);
+                if declared > 0 {
+                    assert_eq!(out.len() as u64, declared);
+                }
+            }
+        }
+        // Any value through encode_sideband and back through the decoder, split anywhere.
+        2 => {
+            let compression = if split % 2 == 0 { Compression::None } else { Compression::Zstd { level: 1 } };
+            let wire = sideband::encode_sideband("c1", "result_json", payload, compression).expect("small payload");
+            let at = usize::from(*split).min(wire.len());
+            let mut decoder = FrameDecoder::with_limits(Party::ToolProcess, FUZZ_LIMITS);
+            let mut buf = BytesMut::from(&wire[..at]);
+            let mut items = Vec::new();
+            while let Some(item) = decoder.decode(&mut buf).expect("valid sideband") {
+                items.push(item);
+            }
+            buf.extend_from_slice(&wire[at..]);
+            while let Some(item) = decoder.decode_eof(&mut buf).expect("valid sideband") {
+                items.push(item);
+            }
+            let [Frame::Envelope(h), Frame::Sideband(s)] = items.as_slice() else {
+                panic!("expected header and payload, got {items:?}")
+            };
+            assert!(h.envelope.request_id.is_empty());
+            assert_eq!(s.header.request_id, "c1");
+            assert_eq!(s.payload.as_deref(), Ok(payload), "payload survives the sideband");
+            assert!(
+                sideband::sideband_violations("", &s.header, &s.payload, Party::ToolProcess)
+                    .iter()
+                    .all(|v| v.rule == crate::violation::Rule::SidebandPlain)
+            );
+        }
+        // Any value as a stream with any chunk size, interleaved with a second stream.
+        _ => {
+            let chunk = u32::from(*split).max(1);
+            let a = sideband::encode_stream("a", "result_json", payload, chunk, split % 2 == 0);
+            let b = sideband::encode_stream("b", "structured_content_json", payload, chunk + 1, true);
+            let mut asm = StreamAssembler::new(
+                Party::ToolProcess,
+                StreamLimits { max_stream: limit, max_total: 2 * limit, max_open: 4 },
+            );
+            let mut done = Vec::new();
+            let (mut ia, mut ib) = (a.iter(), b.iter());
+            loop {
+                let (x, y) = (ia.next(), ib.next());
+                if x.is_none() && y.is_none() {
+                    break;
+                }
+                for env in [x, y].into_iter().flatten() {
+                    match asm.handle(env).expect("stream frame") {
+                        StreamEvent::Complete { rid, data, violations, .. } => done.push((rid, data, violations)),
+                        StreamEvent::Progress { .. } => {}
+                        other => panic!("unexpected {other:?}"),
+                    }
+                }
+            }
+            assert_eq!(done.len(), 2);
+            for (_, data, _) in &done {
+                assert_eq!(&data[..], payload);
+            }
+            assert_eq!(asm.buffered(), 0, "finished streams release their buffers");
+        }
+    }
+}
+
+/// A RawHeader for tests and generators.
+pub fn raw_header(call_rid: &str, size: u64, compression: &str, uncompressed_size: u64) -> RawHeader {
+    RawHeader {
+        request_id: call_rid.into(),
+        field_name: "result_json".into(),
+        size,
+        compression: compression.into(),
+        uncompressed_size,
+    }
+}

@@ -1,0 +1,31 @@
+//! Sans-IO core of protomcp-conform: the protomcp wire contract and everything that can be
+//! decided about it without a socket, a clock or a process.
+//!
+//! - [`pb`]: the Envelope and its messages, generated from `protomcp.proto`;
+//! - [`frame`]: the incremental, bounded [`FrameDecoder`](frame::FrameDecoder) and frame encoders;
+//! - [`sideband`]: raw sideband payloads (plain and zstd) and chunked-stream reassembly;
+//! - [`envelopes`]: the arm table and the builder vocabulary used everywhere else;
+//! - [`wire`]: a schema-driven protobuf scanner that keeps unknown fields and error offsets;
+//! - [`violation`]: protocol rules broken on the wire, with the party at fault;
+//! - [`fuzzing`]: the bodies of the cargo-fuzz targets, also replayed by `cargo test`.
+
+#![deny(unsafe_code)]
+
+#[allow(clippy::all, missing_docs)]
+pub mod pb {
+    //! Generated from `proto/protomcp.proto` by prost-build (see `build.rs`).
+    include!(concat!(env!("OUT_DIR"), "/protomcp.rs"));
+}
+
+pub mod envelopes;
+pub mod frame;
+pub mod fuzzing;
+pub mod schema;
+pub mod sideband;
+pub mod violation;
+pub mod wire;
+
+pub use envelopes::{Arm, EnvelopeExt};
+pub use frame::{Decoded, Frame, FrameDecoder, FrameError, Limits, MAX_FRAME};
+pub use pb::Envelope;
+pub use violation::{Party, Violation};
