@@ -43,12 +43,12 @@ impl Default for Limits {
 pub struct Decoded {
     /// Stream offset of the frame's length prefix.
     pub offset: u64,
+    /// Body length from the prefix.
+    pub len: u32,
     pub envelope: Envelope,
-    /// The body exactly as received.
-    pub body: Bytes,
     /// Present when the body held more than its decoded Envelope shows: unknown fields or arms
     /// (with their raw bytes), several oneof arms, or non-canonical encodings.
-    pub wire: Option<WireReport>,
+    pub wire: Option<Box<WireReport>>,
 }
 
 /// The raw payload that followed a RawHeader frame.
@@ -66,7 +66,8 @@ pub struct Sideband {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Frame {
     Envelope(Decoded),
-    Sideband(Sideband),
+    /// Boxed: rare, and it keeps the common item small.
+    Sideband(Box<Sideband>),
 }
 
 /// Where the stream ended when it ended too early.
@@ -95,7 +96,7 @@ pub enum FrameError {
     Oversize { party: Party, offset: u64, len: u32, max: u32 },
     /// Recoverable: the frame was consumed and the decoder continues with the next one.
     #[error("the {party} sent a frame at stream offset {offset} whose {len}-byte body is not an Envelope: {error}")]
-    Undecodable { party: Party, offset: u64, len: u32, error: WireError, body: Bytes },
+    Undecodable { party: Party, offset: u64, len: u32, error: Box<WireError>, body: Bytes },
     /// The stream ended inside an item.
     #[error(
         "the {party}'s stream ended inside the {stage} of the item at offset {offset}: {have} of {need} bytes arrived"
@@ -195,30 +196,33 @@ impl FrameDecoder {
                         self.state = State::Failed(e.clone());
                         return Err(e);
                     }
+                    let total = PREFIX_LEN + len as usize;
+                    if src.len() >= total {
+                        // The whole frame is here: decode it without a state change.
+                        return self.take_frame(src, total);
+                    }
                     self.state = State::Body { len: len as usize };
                 }
                 State::Body { len } => {
-                    let len = *len;
-                    let total = PREFIX_LEN + len;
+                    let total = PREFIX_LEN + *len;
                     if src.len() < total {
                         // Bounded by max_frame, checked above.
                         src.reserve(total - src.len());
                         return Ok(None);
                     }
-                    let offset = self.consumed;
-                    let mut frame = src.split_to(total);
-                    self.consumed += total as u64;
-                    frame.advance(PREFIX_LEN);
-                    let body = frame.freeze();
                     self.state = State::Head;
-                    return self.finish_frame(offset, body).map(Some);
+                    return self.take_frame(src, total);
                 }
                 State::Raw { header, offset, size, left } => {
                     let over_limit = *size > self.limits.max_sideband;
                     if let Some(h) = header.take_if(|_| over_limit) {
                         // Report at once; the bytes are then skipped as they come.
                         let error = SidebandError::TooLarge { size: *size, limit: self.limits.max_sideband };
-                        return Ok(Some(Frame::Sideband(Sideband { offset: *offset, header: h, payload: Err(error) })));
+                        return Ok(Some(Frame::Sideband(Box::new(Sideband {
+                            offset: *offset,
+                            header: h,
+                            payload: Err(error),
+                        }))));
                     }
                     if over_limit {
                         let n = (*left).min(src.len() as u64) as usize;
@@ -241,7 +245,7 @@ impl FrameDecoder {
                     let (offset, header) = (*offset, header.take().expect("header present until delivered"));
                     self.state = State::Head;
                     let payload = decode_payload(&header, payload, &self.limits);
-                    return Ok(Some(Frame::Sideband(Sideband { offset, header, payload })));
+                    return Ok(Some(Frame::Sideband(Box::new(Sideband { offset, header, payload }))));
                 }
             }
         }
@@ -272,28 +276,46 @@ impl FrameDecoder {
         Err(e)
     }
 
-    fn finish_frame(&mut self, offset: u64, body: Bytes) -> Result<Frame, FrameError> {
-        let envelope = match Envelope::decode(body.clone()) {
-            Ok(env) => env,
-            Err(prost_error) => {
-                let error = match wire::scan(&body) {
-                    Err(e) => e,
-                    // The scanner mirrors prost; should they ever disagree, keep prost's word.
-                    Ok(_) => WireError {
-                        offset: 0,
-                        path: "Envelope".into(),
-                        kind: wire::WireErrorKind::Other(prost_error.to_string()),
-                    },
-                };
-                return Err(FrameError::Undecodable { party: self.party, offset, len: body.len() as u32, error, body });
-            }
-        };
-        let wire =
-            if envelope.encoded_len() != body.len() { wire::scan(&body).ok().filter(|r| !r.is_empty()) } else { None };
-        if let Some(Msg::RawHeader(h)) = &envelope.msg {
-            self.state = State::Raw { header: Some(h.clone()), offset: self.consumed, size: h.size, left: h.size };
+    /// Decodes the complete frame at the front of `src` and consumes it. Decoding reads
+    /// straight from the buffer; bytes are copied out only for frames that need them kept
+    /// (unknown fields, undecodable bodies).
+    #[inline]
+    fn take_frame(&mut self, src: &mut BytesMut, total: usize) -> Result<Option<Frame>, FrameError> {
+        let offset = self.consumed;
+        let item = self.finish_frame(offset, &src[PREFIX_LEN..total]);
+        src.advance(total);
+        self.consumed += total as u64;
+        item
+    }
+
+    #[inline]
+    fn finish_frame(&mut self, offset: u64, body: &[u8]) -> Result<Option<Frame>, FrameError> {
+        let len = body.len() as u32;
+        // Decoded in place inside the item that is returned: the Envelope is never moved.
+        let mut item = Frame::Envelope(Decoded { offset, len, envelope: Envelope::default(), wire: None });
+        let Frame::Envelope(d) = &mut item else { unreachable!() };
+        if let Err(prost_error) = d.envelope.merge(body) {
+            let body = Bytes::copy_from_slice(body);
+            let error = Box::new(match wire::scan(&body) {
+                Err(e) => e,
+                // The scanner mirrors prost; should they ever disagree, keep prost's word.
+                Ok(_) => WireError {
+                    offset: 0,
+                    path: "Envelope".into(),
+                    kind: wire::WireErrorKind::Other(prost_error.to_string()),
+                },
+            });
+            return Err(FrameError::Undecodable { party: self.party, offset, len, error, body });
         }
-        Ok(Frame::Envelope(Decoded { offset, envelope, body, wire }))
+        // Re-encoding to another length means the body held more than the Envelope shows.
+        if d.envelope.encoded_len() != body.len() {
+            d.wire = wire::scan(&Bytes::copy_from_slice(body)).ok().filter(|r| !r.is_empty()).map(Box::new);
+        }
+        if let Some(Msg::RawHeader(h)) = &d.envelope.msg {
+            let payload_at = self.consumed + (PREFIX_LEN + body.len()) as u64;
+            self.state = State::Raw { header: Some(h.clone()), offset: payload_at, size: h.size, left: h.size };
+        }
+        Ok(Some(item))
     }
 }
 

@@ -173,12 +173,12 @@ pub fn frame_decoder(data: &[u8]) {
         match item {
             Ok(Frame::Envelope(d)) => {
                 assert_eq!(d.offset, consumed, "frames are contiguous");
-                consumed += 4 + d.body.len() as u64;
-                assert!(d.body.len() <= FUZZ_LIMITS.max_frame as usize);
+                consumed += 4 + u64::from(d.len);
+                assert!(d.len <= FUZZ_LIMITS.max_frame);
                 assert_roundtrip(&d.envelope);
                 if let Some(report) = &d.wire {
                     for u in &report.unknown {
-                        assert!(!u.raw.is_empty() && u.raw.len() <= d.body.len());
+                        assert!(!u.raw.is_empty() && u.raw.len() <= d.len as usize);
                     }
                 }
             }

@@ -96,7 +96,7 @@ fn offsets_count_from_the_start_of_the_stream() {
     let Some(Frame::Envelope(a)) = d.decode(&mut buf).unwrap() else { panic!() };
     let Some(Frame::Envelope(b)) = d.decode(&mut buf).unwrap() else { panic!() };
     assert_eq!(a.offset, 0);
-    assert_eq!(b.offset, 4 + a.body.len() as u64);
+    assert_eq!(b.offset, 4 + u64::from(a.len));
     assert_eq!(d.position(), wire.len() as u64);
 }
 

@@ -40,7 +40,7 @@ fn reset_rss_hwm() -> bool {
 
 #[test]
 fn a_4_gib_length_prefix_allocates_nothing_for_its_body() {
-    let _g = SERIAL.lock().unwrap();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut d = FrameDecoder::new(Party::ToolProcess);
     let mut buf = BytesMut::with_capacity(64);
     buf.extend_from_slice(&[0xFF, 0xFF, 0xFF, 0xFF]);
@@ -52,7 +52,7 @@ fn a_4_gib_length_prefix_allocates_nothing_for_its_body() {
 
 #[test]
 fn a_legal_but_unfulfilled_prefix_reserves_at_most_the_limit() {
-    let _g = SERIAL.lock().unwrap();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let limits = Limits { max_frame: MIB as u32, ..Limits::default() };
     let mut d = FrameDecoder::with_limits(Party::ToolProcess, limits);
     let mut buf = BytesMut::from(&(MIB as u32).to_be_bytes()[..]);
@@ -62,7 +62,7 @@ fn a_legal_but_unfulfilled_prefix_reserves_at_most_the_limit() {
 
 #[test]
 fn a_sideband_size_of_2_pow_64_is_skipped_without_storage() {
-    let _g = SERIAL.lock().unwrap();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut d = FrameDecoder::new(Party::ToolProcess);
     let mut buf = BytesMut::from(&Envelope::from(raw_header("c1", u64::MAX, "zstd", u64::MAX)).to_frame()[..]);
     let peak = peak_during(|| {
@@ -90,7 +90,7 @@ fn bomb(n: usize, level: i32) -> Vec<u8> {
 
 #[test]
 fn a_zip_bomb_decompresses_no_further_than_the_limit() {
-    let _g = SERIAL.lock().unwrap();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let bomb = bomb(1 << 30, 3); // 1 GiB of zeros
     assert!(bomb.len() < 64 * 1024, "{} bytes of bomb", bomb.len());
     let limit = 4 * MIB as u64;
@@ -108,7 +108,7 @@ fn a_zip_bomb_decompresses_no_further_than_the_limit() {
 
 #[test]
 fn a_bomb_that_lies_about_its_size_is_caught_at_the_declared_size() {
-    let _g = SERIAL.lock().unwrap();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let bomb = bomb(64 * MIB, 3);
     let mut out = None;
     let peak = peak_during(|| out = Some(sideband::decompress_bounded(&bomb, 1000, 64 * MIB as u64)));
@@ -118,7 +118,7 @@ fn a_bomb_that_lies_about_its_size_is_caught_at_the_declared_size() {
 
 #[test]
 fn a_window_beyond_the_limit_is_refused() {
-    let _g = SERIAL.lock().unwrap();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // Level 22 asks for a 128 MiB window on big inputs; with a 1 MiB limit we allow 8 MiB.
     let mut enc = zstd::stream::Encoder::new(Vec::new(), 22).unwrap();
     enc.long_distance_matching(true).unwrap();
@@ -127,12 +127,12 @@ fn a_window_beyond_the_limit_is_refused() {
     enc.write_all(&vec![7u8; 2 * MIB]).unwrap();
     let z = enc.finish().unwrap();
     let r = sideband::decompress_bounded(&z, 0, MIB as u64);
-    assert!(matches!(r, Err(SidebandError::Zstd(_)) | Err(SidebandError::DecompressedTooLarge { .. })), "{r:?}");
+    assert!(matches!(&r, Err(SidebandError::Zstd(why)) if why.contains("memory")), "{r:?}");
 }
 
 #[test]
 fn stream_total_size_is_not_trusted() {
-    let _g = SERIAL.lock().unwrap();
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut asm = StreamAssembler::new(Party::ToolProcess, StreamLimits::default());
     let peak = peak_during(|| {
         for i in 0..100 {
