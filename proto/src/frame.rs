@@ -64,6 +64,7 @@ pub struct Sideband {
 
 /// One item of the byte stream.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant, reason = "the common item stays inline; only the rare one is boxed")]
 pub enum Frame {
     Envelope(Decoded),
     /// Boxed: rare, and it keeps the common item small.
