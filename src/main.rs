@@ -1,1 +1,111 @@
-fn main() {}
+//! `protomcp-conform`: the command line. Thin by design: it parses arguments, calls into
+//! `protomcp-harness`, and maps outcomes to exit codes.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use protomcp_proto::frame::{Limits, MAX_FRAME};
+use protomcp_proto::violation::Party;
+
+/// Conformance harness and protocol fuzzer for protomcp tool processes (SDKs) and bridges.
+#[derive(Parser)]
+#[command(version, about, long_about = None, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+const EXIT_CODES: &str = "Exit codes:\n  0  success (decode: no protocol rule broken)\n  1  protocol rules broken\n  2  usage error or unreadable input";
+
+#[derive(Subcommand)]
+enum Command {
+    /// Decode a captured byte stream (one direction of a protomcp connection) into frames,
+    /// sideband payloads, and the protocol rules it breaks.
+    ///
+    /// The input is raw bytes as they crossed the socket, e.g. captured with `strace -e read`
+    /// or written by a test; use `--hex` for whitespace-separated hex text.
+    #[command(after_help = EXIT_CODES)]
+    Decode {
+        /// File to read; `-` or nothing reads standard input.
+        file: Option<PathBuf>,
+        /// Who sent these bytes (decides which requirement IDs a violation names).
+        #[arg(long, value_enum, default_value_t = Sender::ToolProcess)]
+        from: Sender,
+        /// The input is hex text (whitespace and `0x` prefixes ignored).
+        #[arg(long)]
+        hex: bool,
+        /// Largest frame body accepted, in bytes.
+        #[arg(long, default_value_t = MAX_FRAME)]
+        max_frame: u32,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Sender {
+    ToolProcess,
+    Bridge,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("protomcp-conform: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Decode { file, from, hex, max_frame } => {
+            let mut raw = Vec::new();
+            match &file {
+                Some(p) if p.as_os_str() != "-" => {
+                    raw = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?
+                }
+                _ => {
+                    std::io::stdin().read_to_end(&mut raw).context("reading standard input")?;
+                }
+            }
+            let bytes = if hex { parse_hex(&raw)? } else { raw };
+            let party = match from {
+                Sender::ToolProcess => Party::ToolProcess,
+                Sender::Bridge => Party::Bridge,
+            };
+            let limits = Limits { max_frame, ..Limits::default() };
+            let dump = protomcp_harness::dump::dump(&bytes, party, limits);
+            for line in &dump.lines {
+                println!("{line}");
+            }
+            println!("{} frames in {} bytes", dump.frames, bytes.len());
+            for v in &dump.violations {
+                println!("VIOLATION {v}");
+            }
+            Ok(if dump.violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+    }
+}
+
+fn parse_hex(text: &[u8]) -> Result<Vec<u8>> {
+    let text = std::str::from_utf8(text).context("--hex input is not text")?;
+    let mut out = Vec::new();
+    for (lineno, line) in text.lines().enumerate() {
+        for word in line.split_whitespace() {
+            let word = word.trim_start_matches("0x");
+            if word.len() % 2 != 0 {
+                bail!("line {}: {word:?} has an odd number of hex digits", lineno + 1);
+            }
+            for i in (0..word.len()).step_by(2) {
+                let byte = u8::from_str_radix(&word[i..i + 2], 16)
+                    .with_context(|| format!("line {}: {:?} is not hex", lineno + 1, &word[i..i + 2]))?;
+                out.push(byte);
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,1 +1,5 @@
+//! I/O side of protomcp-conform: everything that touches sockets, processes and clocks. The
+//! protocol decisions themselves live in `protomcp-proto`.
 
+pub mod dump;
+pub mod io;

@@ -51,6 +51,22 @@ pub struct Decoded {
     pub wire: Option<Box<WireReport>>,
 }
 
+impl Decoded {
+    /// Framing-layer rules this frame breaks when `party` sent it: a non-empty `namespace`
+    /// (TP-FRAME-08, BR-FRAME-06).
+    pub fn violations(&self, party: Party) -> Vec<Violation> {
+        let mut v = Vec::new();
+        if !self.envelope.namespace.is_empty() {
+            v.push(Violation::new(
+                Rule::NamespaceNotEmpty,
+                party,
+                format!("frame at offset {} sets namespace {:?}", self.offset, self.envelope.namespace),
+            ));
+        }
+        v
+    }
+}
+
 /// The raw payload that followed a RawHeader frame.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sideband {

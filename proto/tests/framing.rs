@@ -303,7 +303,13 @@ fn a_lying_short_prefix_desynchronises_into_an_error_not_a_hang() {
 }
 
 #[test]
-fn namespace_is_kept_for_the_caller_to_judge() {
+fn namespace_is_decoded_and_judged_against_the_sender() {
     let e = env::list_tools().with_rid("r").with_namespace("ns");
-    assert_eq!(feed(&mut tool_process(), &[&e.to_frame()]), vec![e]);
+    assert_eq!(feed(&mut tool_process(), &[&e.to_frame()]), vec![e.clone()]);
+    let Ok(Some(Frame::Envelope(d))) = tool_process().decode(&mut BytesMut::from(&e.to_frame()[..])) else { panic!() };
+    assert_eq!(d.violations(Party::ToolProcess)[0].requirement(), "TP-FRAME-08");
+    assert_eq!(d.violations(Party::Bridge)[0].requirement(), "BR-FRAME-06");
+    let clean = env::list_tools().with_rid("r").to_frame();
+    let Ok(Some(Frame::Envelope(d))) = tool_process().decode(&mut BytesMut::from(&clean[..])) else { panic!() };
+    assert!(d.violations(Party::ToolProcess).is_empty());
 }

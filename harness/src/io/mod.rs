@@ -1,0 +1,5 @@
+//! Transports.
+
+pub mod codec;
+
+pub use codec::{CodecError, EnvelopeCodec, Incoming, Outgoing};
