@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
+use protomcp_harness::testee::{self, Misbehave};
 use protomcp_proto::frame::{Limits, MAX_FRAME};
 use protomcp_proto::violation::Party;
 
@@ -41,6 +43,26 @@ enum Command {
         #[arg(long, default_value_t = MAX_FRAME)]
         max_frame: u32,
     },
+    /// Run the reference testee: a tool process that serves the whole fixture contract
+    /// (harness/testees/README.md) over the socket named by PROTOMCP_SOCKET.
+    ///
+    /// Exit status: 0 when the bridge closed the connection, 1 when connecting failed or the
+    /// framing was lost, 2 when PROTOMCP_SOCKET is unset or empty, 3 for --misbehave
+    /// crash-mid-call. PROTOMCP_CHUNK_THRESHOLD and PROTOMCP_COMPRESS_THRESHOLD move the
+    /// sideband and compression thresholds.
+    Testee {
+        /// The middleware variant: also register guard (1), mirror (10) and broken (20).
+        #[arg(long)]
+        middleware: bool,
+        /// Break one rule on purpose (otherwise behaving normally), for self-tests of the harness.
+        #[arg(long, value_name = "KIND", value_parser = misbehave_parser())]
+        misbehave: Option<Misbehave>,
+    },
+}
+
+fn misbehave_parser() -> impl TypedValueParser<Value = Misbehave> {
+    let values = Misbehave::ALL.iter().map(|(m, name)| PossibleValue::new(*name).help(m.summary()));
+    PossibleValuesParser::new(values).try_map(|name| name.parse::<Misbehave>())
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -62,6 +84,11 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::Testee { middleware, misbehave } => {
+            let opts = testee::Options { middleware, misbehave, ..testee::Options::from_env() };
+            let code = testee::run_blocking(opts);
+            Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+        }
         Command::Decode { file, from, hex, max_frame } => {
             let mut raw = Vec::new();
             match &file {

@@ -3,3 +3,4 @@
 
 pub mod dump;
 pub mod io;
+pub mod testee;

@@ -324,16 +324,34 @@ impl FrameDecoder {
             });
             return Err(FrameError::Undecodable { party: self.party, offset, len, error, body });
         }
-        // Re-encoding to another length means the body held more than the Envelope shows.
-        if d.envelope.encoded_len() != body.len() {
+        if needs_scan(&d.envelope, body.len()) {
             d.wire = wire::scan(&Bytes::copy_from_slice(body)).ok().filter(|r| !r.is_empty()).map(Box::new);
         }
-        if let Some(Msg::RawHeader(h)) = &d.envelope.msg {
+        // Only a tool process sends sideband payloads (§11): from a bridge a RawHeader is an
+        // ordinary frame (and a BR-SIDEBAND-10 violation), with no unframed bytes after it.
+        if let (Party::ToolProcess, Some(Msg::RawHeader(h))) = (self.party, &d.envelope.msg) {
             let payload_at = self.consumed + (PREFIX_LEN + body.len()) as u64;
             self.state = State::Raw { header: Some(h.clone()), offset: payload_at, size: h.size, left: h.size };
         }
         Ok(Some(item))
     }
+}
+
+/// Whether a body that decoded to `envelope` may hold more than the Envelope shows (unknown
+/// fields, several arms, non-canonical encodings), so that the wire scanner must look at it.
+///
+/// Re-encoding drops unknown fields and shortens non-canonical ones, so a different length is
+/// the sign. The one thing that lengthens a body is a negative int32: prost writes it as a
+/// 10-byte varint, while the wire may carry it in 5. That growth can make up for a dropped
+/// unknown field exactly, so an Envelope holding one is always scanned.
+pub(crate) fn needs_scan(envelope: &Envelope, body_len: usize) -> bool {
+    let negative_int32 = match &envelope.msg {
+        Some(Msg::RegisterMiddleware(m)) => m.priority < 0,
+        Some(Msg::CompletionResponse(m)) => m.total < 0,
+        Some(Msg::SamplingRequest(m)) => m.max_tokens < 0,
+        _ => false,
+    };
+    negative_int32 || envelope.encoded_len() != body_len
 }
 
 /// Why a frame could not be encoded.

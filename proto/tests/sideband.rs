@@ -358,3 +358,15 @@ fn streams_from_the_bridge_break_br_stream_08() {
     };
     assert_eq!(violations[0].requirement(), "BR-STREAM-08");
 }
+
+#[test]
+fn a_raw_header_from_the_bridge_is_an_ordinary_frame() {
+    // Sideband payloads only flow from a tool process; a bridge's RawHeader has no payload.
+    let mut wire = Envelope::from(protomcp_proto::fuzzing::raw_header("c1", 5, "", 0)).to_frame().to_vec();
+    wire.extend_from_slice(&protomcp_proto::envelopes::list_tools().with_rid("next").to_frame());
+    let mut d = FrameDecoder::new(Party::Bridge);
+    let mut buf = BytesMut::from(&wire[..]);
+    assert!(matches!(d.decode(&mut buf), Ok(Some(Frame::Envelope(_)))));
+    let Ok(Some(Frame::Envelope(next))) = d.decode(&mut buf) else { panic!("the next frame, not a payload") };
+    assert_eq!(next.envelope.request_id, "next");
+}

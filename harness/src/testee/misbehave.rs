@@ -1,0 +1,242 @@
+//! Hostile modes of the testee (`--misbehave KIND`), for self-tests of the harness: each breaks
+//! one thing on purpose and otherwise behaves like the conforming testee, so a harness can show
+//! that it notices exactly that breakage (and that its watchdogs end every wait).
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+
+use super::exit;
+
+/// One hostile behaviour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Misbehave {
+    /// Stays alive and never connects to `PROTOMCP_SOCKET` (not even when it is unset): for
+    /// startup watchdogs (BR-CONN-10).
+    NeverConnect,
+    /// Connects, reads everything, and never writes a byte; exits when the bridge closes.
+    Silent,
+    /// Connects and at once writes 4 KiB of pseudo-random bytes that are not protocol (the
+    /// first byte is non-zero, so the first "length prefix" is far above `MAX_FRAME`); then
+    /// reads until the bridge closes.
+    Garbage,
+    /// Connects, writes the length prefix `FF FF FF FF` (4 GiB) and then stays silent, reading
+    /// until the bridge closes (BR-FRAME-03).
+    HugePrefix,
+    /// Writes everything one byte per second: a peer that is alive but hopelessly slow.
+    Drip,
+    /// Answers every tool call under a different rid (`wrong-<rid>`): the reply to a call
+    /// never arrives under the call's rid (BR-CALL-17).
+    WrongRid,
+    /// Answers every tool call twice (BR-CALL-17: the second result must be discarded).
+    AnswerTwice,
+    /// Exits at once with status 3, without answering, when a CallToolRequest for `slow`
+    /// arrives: a crash while a call is in flight (BR-LIFECYCLE-03).
+    CrashMidCall,
+    /// After the handshake sends 100,000 LogMessages as fast as the socket takes them, while
+    /// still answering requests.
+    Flood,
+    /// Installs a SIGTERM handler that ignores the signal: teardown must escalate to SIGKILL
+    /// (BR-LIFECYCLE-09/10).
+    IgnoreSigterm,
+    /// Starts `sleep 3600` as a child in the testee's own process group and leaves it running
+    /// when the testee exits: a leftover companion process (TP-LIFECYCLE-03) that teardown must find.
+    Grandchild,
+}
+
+impl Misbehave {
+    /// Every kind with its command-line name, in documentation order.
+    pub const ALL: &'static [(Misbehave, &'static str)] = &[
+        (Misbehave::NeverConnect, "never-connect"),
+        (Misbehave::Silent, "silent"),
+        (Misbehave::Garbage, "garbage"),
+        (Misbehave::HugePrefix, "huge-prefix"),
+        (Misbehave::Drip, "drip"),
+        (Misbehave::WrongRid, "wrong-rid"),
+        (Misbehave::AnswerTwice, "answer-twice"),
+        (Misbehave::CrashMidCall, "crash-mid-call"),
+        (Misbehave::Flood, "flood"),
+        (Misbehave::IgnoreSigterm, "ignore-sigterm"),
+        (Misbehave::Grandchild, "grandchild"),
+    ];
+
+    /// The command-line names of every kind.
+    pub const NAMES: &'static [&'static str] = &[
+        "never-connect",
+        "silent",
+        "garbage",
+        "huge-prefix",
+        "drip",
+        "wrong-rid",
+        "answer-twice",
+        "crash-mid-call",
+        "flood",
+        "ignore-sigterm",
+        "grandchild",
+    ];
+
+    /// One line for `--help`.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Misbehave::NeverConnect => "stay alive and never connect",
+            Misbehave::Silent => "connect and never write",
+            Misbehave::Garbage => "write 4 KiB of random non-protocol bytes after connecting",
+            Misbehave::HugePrefix => "write the length prefix FF FF FF FF, then stay silent",
+            Misbehave::Drip => "write everything one byte per second",
+            Misbehave::WrongRid => "answer tool calls under a different rid",
+            Misbehave::AnswerTwice => "answer every tool call twice",
+            Misbehave::CrashMidCall => "exit with status 3 when a call of `slow` arrives",
+            Misbehave::Flood => "send 100,000 LogMessages after the handshake",
+            Misbehave::IgnoreSigterm => "ignore SIGTERM",
+            Misbehave::Grandchild => "leave `sleep 3600` running in the process group",
+        }
+    }
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        Misbehave::ALL.iter().find(|(m, _)| *m == self).map_or("?", |(_, n)| n)
+    }
+}
+
+impl std::fmt::Display for Misbehave {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Misbehave {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Misbehave::ALL
+            .iter()
+            .find(|(_, n)| *n == s)
+            .map(|(m, _)| *m)
+            .ok_or_else(|| format!("unknown misbehaviour {s:?}; one of: {}", Misbehave::NAMES.join(", ")))
+    }
+}
+
+/// Number of LogMessages [`Misbehave::Flood`] sends.
+pub const FLOOD_COUNT: usize = 100_000;
+
+/// Bytes [`Misbehave::Garbage`] writes.
+pub const GARBAGE_LEN: usize = 4096;
+
+/// `never-connect`: alive until killed.
+pub(super) async fn never_connect() -> i32 {
+    eprintln!("protomcp-conform testee: misbehaving (never-connect): not connecting, waiting to be killed");
+    std::future::pending::<()>().await;
+    exit::FAILURE
+}
+
+/// `ignore-sigterm`: SIGTERM is caught and ignored for the life of the process.
+pub(super) fn ignore_sigterm() -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    // Detached on purpose: it lives as long as the runtime (the process).
+    tokio::spawn(async move {
+        while term.recv().await.is_some() {
+            eprintln!("protomcp-conform testee: misbehaving (ignore-sigterm): SIGTERM ignored");
+        }
+    });
+    Ok(())
+}
+
+/// `grandchild`: `sleep 3600` in our process group, never waited for.
+pub(super) fn spawn_grandchild() {
+    use std::process::{Command, Stdio};
+    match Command::new("sleep").arg("3600").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn() {
+        // Dropping a Child neither kills nor waits for it: it outlives us on purpose.
+        Ok(child) => {
+            eprintln!(
+                "protomcp-conform testee: misbehaving (grandchild): left `sleep 3600` running as pid {}",
+                child.id()
+            )
+        }
+        Err(e) => eprintln!("protomcp-conform testee: misbehaving (grandchild): cannot start sleep: {e}"),
+    }
+}
+
+/// Reads and discards until end-of-file or an error; the exit status for the end.
+async fn drain(stream: &mut UnixStream) -> i32 {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) => return exit::BRIDGE_CLOSED,
+            Ok(_) => {}
+            Err(_) => return exit::FAILURE,
+        }
+    }
+}
+
+/// `silent`.
+pub(super) async fn silent(mut stream: UnixStream) -> i32 {
+    drain(&mut stream).await
+}
+
+/// `garbage`.
+pub(super) async fn garbage(mut stream: UnixStream) -> i32 {
+    let bytes = garbage_bytes(GARBAGE_LEN, seed());
+    if stream.write_all(&bytes).await.is_err() {
+        return exit::FAILURE;
+    }
+    drain(&mut stream).await
+}
+
+/// `huge-prefix`.
+pub(super) async fn huge_prefix(mut stream: UnixStream) -> i32 {
+    if stream.write_all(&[0xFF, 0xFF, 0xFF, 0xFF]).await.is_err() {
+        return exit::FAILURE;
+    }
+    drain(&mut stream).await
+}
+
+fn seed() -> u64 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    (nanos.as_nanos() as u64) ^ u64::from(std::process::id()).rotate_left(32)
+}
+
+/// `len` pseudo-random bytes (xorshift64*) whose first byte is non-zero, so that whatever reads
+/// them as a frame sees a length prefix of at least 16 MiB: above `MAX_FRAME`.
+pub fn garbage_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        let word = state.wrapping_mul(0x2545_F491_4F6C_DD1D);
+        out.extend(word.to_le_bytes().iter().take(len - out.len()));
+    }
+    if let Some(first) = out.first_mut() {
+        *first |= 0x01;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        assert_eq!(Misbehave::ALL.len(), Misbehave::NAMES.len());
+        for ((m, n), listed) in Misbehave::ALL.iter().zip(Misbehave::NAMES) {
+            assert_eq!(n, listed);
+            assert_eq!(n.parse::<Misbehave>(), Ok(*m));
+            assert_eq!(m.to_string(), *n);
+        }
+        assert!("nope".parse::<Misbehave>().unwrap_err().contains("never-connect"));
+    }
+
+    #[test]
+    fn garbage_is_never_a_legal_frame_prefix() {
+        for seed in 0..200 {
+            let g = garbage_bytes(16, seed);
+            assert_eq!(g.len(), 16);
+            let prefix = u32::from_be_bytes([g[0], g[1], g[2], g[3]]);
+            assert!(prefix > protomcp_proto::MAX_FRAME, "{prefix}");
+        }
+    }
+}
