@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
 use protomcp_proto::envelopes::{self as env, Arm, Direction, EnvelopeExt, Kind};
-use protomcp_proto::frame::{Frame, FrameDecoder, FrameError, Limits, MAX_FRAME};
+use protomcp_proto::frame::{Frame, FrameError, Limits, MAX_FRAME};
 use protomcp_proto::pb::envelope::Msg;
 use protomcp_proto::pb::{CallToolRequest, Envelope, RegisterMiddlewareResponse};
 use protomcp_proto::violation::Party;
@@ -20,7 +20,7 @@ use tokio::net::UnixStream;
 use tokio::net::unix::OwnedReadHalf;
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
-use tokio_util::codec::{Decoder, FramedRead};
+use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
 use super::call::{self, CallTable, Waiter, lock};
@@ -28,7 +28,7 @@ use super::middleware::{self, MIDDLEWARE};
 use super::misbehave::FLOOD_COUNT;
 use super::writer::{self, Out};
 use super::{Misbehave, Options, diag, exit, resources, tools};
-use crate::io::{CodecError, Incoming};
+use crate::io::{CodecError, EnvelopeCodec, Incoming};
 
 /// Requests held back while a middleware registration waits for its acknowledgement.
 const MAX_QUEUED: usize = 4096;
@@ -101,7 +101,10 @@ impl Session {
     /// ended when this returns.
     pub(super) async fn serve(stream: UnixStream, opts: Options) -> i32 {
         let (rd, wr) = stream.into_split();
-        let mut frames = FramedRead::new(rd, BridgeCodec::new());
+        let mut frames = FramedRead::new(
+            rd,
+            EnvelopeCodec::new(Party::Bridge, Limits { max_frame: MAX_FRAME, max_sideband: 0, max_decompressed: 0 }),
+        );
         let (tx, rx) = mpsc::channel(writer::CAPACITY);
         let drip = opts.misbehave == Some(Misbehave::Drip);
         let mut writer = tokio::spawn(writer::write_loop(wr, rx, drip));
@@ -141,7 +144,7 @@ impl Session {
     /// The reader loop. Returns why it ended, and whether the writer task has already ended.
     async fn run(
         &mut self,
-        frames: &mut FramedRead<OwnedReadHalf, BridgeCodec>,
+        frames: &mut FramedRead<OwnedReadHalf, EnvelopeCodec>,
         writer: &mut JoinHandle<std::io::Result<()>>,
     ) -> (End, bool) {
         loop {
@@ -185,7 +188,7 @@ impl Session {
             // TP-CONN-08/09: the bridge closed the connection; leave with status 0.
             None => Some(End { code: exit::BRIDGE_CLOSED, flush: true }),
             Some(Ok(Incoming::Frame(Frame::Envelope(d)))) => self.on_envelope(d.envelope).await,
-            // BridgeCodec never yields payloads.
+            // The decoder expects no payloads from a bridge (§11).
             Some(Ok(Incoming::Frame(Frame::Sideband(_)))) => None,
             // TP-FRAME-13/14: an undecodable body is skipped and the connection stays in service.
             Some(Ok(Incoming::Malformed(e))) => {
@@ -409,54 +412,4 @@ impl Session {
 fn is_request(msg: &Msg) -> bool {
     let arm = Arm::of(msg);
     arm.direction() == Direction::BridgeToTool && arm.kind() == Kind::Request
-}
-
-/// The decoder of what the bridge sends: [`FrameDecoder`] within `MAX_FRAME`, except that a
-/// RawHeader is an ordinary frame. Only a tool process sends sideband payloads
-/// (BR-SIDEBAND-10), so no unframed bytes follow a RawHeader from the bridge; reading them as a
-/// payload would swallow the frames behind it, and TP-SECURITY-01/02 ask that any sequence of
-/// decodable frames leaves the testee serving. Undecodable bodies are in-band
-/// ([`Incoming::Malformed`]) as in [`crate::io::EnvelopeCodec`].
-#[derive(Debug)]
-pub(super) struct BridgeCodec {
-    decoder: FrameDecoder,
-}
-
-impl BridgeCodec {
-    const LIMITS: Limits = Limits { max_frame: MAX_FRAME, max_sideband: 0, max_decompressed: 0 };
-
-    fn new() -> Self {
-        BridgeCodec { decoder: FrameDecoder::with_limits(Party::Bridge, Self::LIMITS) }
-    }
-
-    fn item(&mut self, step: Result<Option<Frame>, FrameError>) -> Result<Option<Incoming>, CodecError> {
-        match step {
-            Ok(Some(Frame::Envelope(d))) => {
-                if let Some(Msg::RawHeader(_)) = d.envelope.msg {
-                    // The decoder now waits for a payload that is not coming: start afresh at
-                    // the next frame boundary, which is where the stream is.
-                    self.decoder = FrameDecoder::with_limits(Party::Bridge, Self::LIMITS);
-                }
-                Ok(Some(Incoming::Frame(Frame::Envelope(d))))
-            }
-            Ok(other) => Ok(other.map(Incoming::Frame)),
-            Err(e) if e.is_recoverable() => Ok(Some(Incoming::Malformed(e))),
-            Err(e) => Err(e.into()),
-        }
-    }
-}
-
-impl Decoder for BridgeCodec {
-    type Item = Incoming;
-    type Error = CodecError;
-
-    fn decode(&mut self, src: &mut bytes::BytesMut) -> Result<Option<Incoming>, CodecError> {
-        let step = self.decoder.decode(src);
-        self.item(step)
-    }
-
-    fn decode_eof(&mut self, src: &mut bytes::BytesMut) -> Result<Option<Incoming>, CodecError> {
-        let step = self.decoder.decode_eof(src);
-        self.item(step)
-    }
 }
