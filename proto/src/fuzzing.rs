@@ -170,43 +170,98 @@ fn assert_roundtrip(env: &Envelope) {
     assert_eq!(back.encode_to_vec(), bytes, "encoding is a fixed point");
 }
 
-/// Target `frame_decoder`: the first byte seeds how the rest arrives in chunks.
+/// Target `frame_decoder`: the first byte seeds how the rest arrives in chunks (0: all at once).
+///
+/// The oracle is a reference reading of the input itself: every item must start where the
+/// previous one ended, carry the length its prefix announces, and the decoder must fail exactly
+/// where the framing does (an oversize prefix, or bytes missing at the end). Each frame is
+/// decoded from one contiguous slice whatever the chunking, so items that sit at the right
+/// offsets with the right lengths are the same items; round trips are `envelope_roundtrip`'s.
 pub fn frame_decoder(data: &[u8]) {
     let Some((&seed, stream)) = data.split_first() else { return };
-    let whole = decode_all(stream, FUZZ_LIMITS, || usize::MAX);
+    let limits = FUZZ_LIMITS;
+    let prefix_at = |at: usize| u32::from_be_bytes([stream[at], stream[at + 1], stream[at + 2], stream[at + 3]]);
     let mut rng = XorShift(u32::from(seed) | 0x100);
-    let chunked = decode_all(stream, FUZZ_LIMITS, || (rng.next() % 17) as usize + 1);
-    assert_eq!(whole, chunked, "the same bytes in chunks decode to the same items");
-    let mut consumed = 0u64;
-    for item in &whole {
-        match item {
-            Ok(Frame::Envelope(d)) => {
-                assert_eq!(d.offset, consumed, "frames are contiguous");
-                consumed += 4 + u64::from(d.len);
-                assert!(d.len <= FUZZ_LIMITS.max_frame);
-                assert_roundtrip(&d.envelope);
-                if let Some(report) = &d.wire {
-                    for u in &report.unknown {
-                        assert!(!u.raw.is_empty() && u.raw.len() <= d.len as usize);
+    let mut decoder = FrameDecoder::with_limits(Party::ToolProcess, limits);
+    let mut buf = BytesMut::new();
+    let (mut fed, mut at) = (0usize, 0usize);
+    // Size of the sideband payload that must come next, if any.
+    let mut payload: Option<u64> = None;
+    // An over-limit payload reported at once and then skipped: where it started and its size.
+    let mut skipping: Option<(usize, u64)> = None;
+    loop {
+        let n = if seed == 0 { stream.len() } else { (rng.next() % 17) as usize + 1 };
+        let n = n.min(stream.len() - fed);
+        buf.extend_from_slice(&stream[fed..fed + n]);
+        fed += n;
+        let eof = fed == stream.len();
+        loop {
+            let step = if eof { decoder.decode_eof(&mut buf) } else { decoder.decode(&mut buf) };
+            match step {
+                Ok(None) => break,
+                Ok(Some(Frame::Envelope(d))) => {
+                    assert!(payload.is_none(), "a payload was due at {at}");
+                    assert_eq!(d.offset, at as u64, "frames are contiguous");
+                    assert_eq!(d.len, prefix_at(at), "the announced length");
+                    assert!(d.len <= limits.max_frame);
+                    at += 4 + d.len as usize;
+                    if let Some(crate::pb::envelope::Msg::RawHeader(h)) = &d.envelope.msg {
+                        payload = Some(h.size);
+                    }
+                    if let Some(report) = &d.wire {
+                        assert!(report.unknown.iter().all(|u| !u.raw.is_empty() && u.raw.len() <= d.len as usize));
                     }
                 }
-            }
-            Ok(Frame::Sideband(s)) => {
-                assert_eq!(s.offset, consumed, "payload follows its header");
-                consumed += s.header.size;
-                if let Ok(p) = &s.payload {
-                    assert!(p.len() as u64 <= FUZZ_LIMITS.max_decompressed.max(FUZZ_LIMITS.max_sideband));
+                Ok(Some(Frame::Sideband(s))) => {
+                    assert_eq!(payload.take(), Some(s.header.size), "a payload only after its RawHeader");
+                    assert_eq!(s.offset, at as u64, "the payload follows its header");
+                    if let Ok(p) = &s.payload {
+                        assert!(p.len() as u64 <= limits.max_decompressed.max(limits.max_sideband));
+                    } else if s.header.size > limits.max_sideband {
+                        // Reported before its bytes arrive, then skipped unread.
+                        assert!(matches!(s.payload, Err(crate::sideband::SidebandError::TooLarge { .. })));
+                        skipping = Some((at, s.header.size));
+                    }
+                    at = at.saturating_add(usize::try_from(s.header.size).unwrap_or(usize::MAX));
+                }
+                Err(FrameError::Undecodable { offset, len, error, body, .. }) => {
+                    assert!(payload.is_none());
+                    assert_eq!((offset, len), (at as u64, prefix_at(at)));
+                    assert_eq!(body.len(), len as usize);
+                    assert!(error.offset <= body.len(), "the error offset lies inside the body");
+                    at += 4 + len as usize;
+                }
+                Err(FrameError::Oversize { offset, len, max, .. }) => {
+                    assert!(payload.is_none());
+                    assert_eq!((offset, len), (at as u64, prefix_at(at)));
+                    assert!(len > max);
+                    return;
+                }
+                Err(FrameError::Truncated { offset, have, need, .. }) => {
+                    assert!(eof, "truncation is only known at the end");
+                    assert!(have < need);
+                    match (payload, skipping) {
+                        (Some(size), _) => {
+                            assert!(offset == at as u64 && ((stream.len() - at) as u64) < size, "payload cut short")
+                        }
+                        (None, Some((start, size))) if at > stream.len() => {
+                            assert!(offset == start as u64 && ((stream.len() - start) as u64) < size, "skip cut short")
+                        }
+                        _ => {
+                            let left = stream.len() - at;
+                            assert!(left < 4 || left < 4 + prefix_at(at) as usize, "frame cut short");
+                        }
+                    }
+                    return;
                 }
             }
-            Err(FrameError::Undecodable { offset, body, error, .. }) => {
-                assert_eq!(*offset, consumed);
-                assert!(error.offset <= body.len(), "error offset lies inside the body");
-                consumed += 4 + body.len() as u64;
-            }
-            Err(FrameError::Oversize { len, max, .. }) => assert!(len > max),
-            Err(FrameError::Truncated { have, need, .. }) => assert!(have < need),
+        }
+        if eof {
+            break;
         }
     }
+    assert!(payload.is_none() || payload == Some(0) && at == stream.len(), "a due payload was never reported");
+    assert_eq!(at, stream.len(), "every byte belongs to an item");
 }
 
 /// Target `envelope_roundtrip`: the input is one Envelope body.
