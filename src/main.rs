@@ -124,7 +124,7 @@ fn parse_hex(text: &[u8]) -> Result<Vec<u8>> {
     for (lineno, line) in text.lines().enumerate() {
         for word in line.split_whitespace() {
             let word = word.trim_start_matches("0x");
-            if word.len() % 2 != 0 {
+            if !word.len().is_multiple_of(2) {
                 bail!("line {}: {word:?} has an odd number of hex digits", lineno + 1);
             }
             for i in (0..word.len()).step_by(2) {

@@ -3,4 +3,6 @@
 
 pub mod dump;
 pub mod io;
+pub mod requirements;
+pub mod scenario;
 pub mod testee;

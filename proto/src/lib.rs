@@ -17,6 +17,7 @@ pub mod pb {
     include!(concat!(env!("OUT_DIR"), "/protomcp.rs"));
 }
 
+pub mod dynamic;
 pub mod envelopes;
 pub mod frame;
 pub mod fuzzing;

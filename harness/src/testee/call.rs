@@ -174,11 +174,11 @@ pub(crate) fn route_reverse(shared: &Shared, rid: &str, msg: Msg) {
         return;
     }
     let mut waiters = lock(&shared.reverse);
-    if waiters.get(rid).is_some_and(|w| w.kind == kind) {
-        if let Some(w) = waiters.remove(rid) {
-            // The handler may have stopped waiting a moment ago: then the answer is dropped.
-            let _ = w.tx.send(Envelope { msg: Some(msg), request_id: rid.to_owned(), ..Default::default() });
-        }
+    if waiters.get(rid).is_some_and(|w| w.kind == kind)
+        && let Some(w) = waiters.remove(rid)
+    {
+        // The handler may have stopped waiting a moment ago: then the answer is dropped.
+        let _ = w.tx.send(Envelope { msg: Some(msg), request_id: rid.to_owned(), ..Default::default() });
     }
 }
 

@@ -150,14 +150,14 @@ impl Session {
         loop {
             // Requests held back during a burst are served first, in arrival order, once the
             // burst is over (TP-HANDSHAKE-11).
-            if matches!(self.phase, Phase::Serving) {
-                if let Some(q) = self.queue.pop_front() {
-                    self.queued_bytes -= q.bytes;
-                    if let Some(end) = self.dispatch(q.rid, q.msg, q.cancelled).await {
-                        return (end, false);
-                    }
-                    continue;
+            if matches!(self.phase, Phase::Serving)
+                && let Some(q) = self.queue.pop_front()
+            {
+                self.queued_bytes -= q.bytes;
+                if let Some(end) = self.dispatch(q.rid, q.msg, q.cancelled).await {
+                    return (end, false);
                 }
+                continue;
             }
             tokio::select! {
                 biased;

@@ -134,13 +134,12 @@ fn longest_text(result_json: &str) -> Option<(usize, usize)> {
 /// result_json with its longest text element cut to `keep` bytes; a result_json that is not a
 /// content array becomes one text element holding a prefix of it.
 fn shorten_text(result_json: &str, keep: usize) -> String {
-    if let Ok(Value::Array(mut items)) = serde_json::from_str::<Value>(result_json) {
-        if let Some((i, _)) = longest_text(result_json) {
-            if let Some(Value::String(t)) = items.get_mut(i).and_then(|item| item.get_mut("text")) {
-                truncate_at_char(t, keep);
-                return Value::Array(items).to_string();
-            }
-        }
+    if let Ok(Value::Array(mut items)) = serde_json::from_str::<Value>(result_json)
+        && let Some((i, _)) = longest_text(result_json)
+        && let Some(Value::String(t)) = items.get_mut(i).and_then(|item| item.get_mut("text"))
+    {
+        truncate_at_char(t, keep);
+        return Value::Array(items).to_string();
     }
     let mut raw = result_json.to_owned();
     truncate_at_char(&mut raw, keep);

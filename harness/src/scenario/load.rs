@@ -1,0 +1,704 @@
+//! Reading scenario files: serde-saphyr for the structure (unknown keys rejected), then every
+//! check that needs the spec, the schema or the steps before — each error with its
+//! `file:line:col`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use protomcp_proto::dynamic::{DynErrorKind, PathSeg};
+use protomcp_proto::envelopes::Arm;
+use regex::Regex;
+use serde_saphyr::Spanned;
+
+use super::error::{ScenarioError, ScenarioErrors};
+use super::model::*;
+use super::pattern::{Compiler, Pattern};
+use super::raw::{self, Ms, RawScenario, RawStep};
+use super::template::{self, Template};
+use super::yaml::{Loc, Node, NodeKind};
+use crate::requirements::{self, Level, strength};
+use crate::testee::Misbehave;
+
+/// Largest scenario file the loader reads.
+pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Loads one scenario file.
+pub fn load_file(path: &Path) -> Result<Scenario, ScenarioErrors> {
+    let text = read(path)?;
+    parse_str(path, &text)
+}
+
+fn read(path: &Path) -> Result<String, ScenarioError> {
+    let io = |e: std::io::Error| ScenarioError::new(path, Loc::default(), format!("cannot read: {e}"));
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(ScenarioError::new(
+            path,
+            Loc::default(),
+            format!("{} bytes is more than a scenario file may have ({MAX_FILE_BYTES})", meta.len()),
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(io)?;
+    String::from_utf8(bytes).map_err(|e| {
+        ScenarioError::new(path, Loc::default(), format!("not UTF-8 (at byte {})", e.utf8_error().valid_up_to()))
+    })
+}
+
+/// Every `*.yaml` / `*.yml` file under `root`, recursively, sorted by path. Directories and
+/// files whose name starts with `.` are skipped; symbolic links to directories are not followed.
+pub fn scenario_files(root: &Path) -> Result<Vec<PathBuf>, ScenarioError> {
+    fn walk(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) -> Result<(), ScenarioError> {
+        let io = |e: std::io::Error| ScenarioError::new(dir, Loc::default(), format!("cannot list the directory: {e}"));
+        if depth > 32 {
+            return Err(ScenarioError::new(dir, Loc::default(), "directories nested more than 32 deep"));
+        }
+        for entry in std::fs::read_dir(dir).map_err(io)? {
+            let entry = entry.map_err(io)?;
+            let path = entry.path();
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let kind = entry.file_type().map_err(io)?;
+            if kind.is_dir() {
+                walk(&path, depth + 1, out)?;
+            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") && path.is_file() {
+                out.push(path);
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(root, 0, &mut out)?;
+    out.sort();
+    Ok(out)
+}
+
+/// Loads every scenario under `root` (see [`scenario_files`]), sorted by path. Every file is
+/// read even after an error, so that all problems are reported at once; scenario ids must be
+/// unique across the directory.
+pub fn load_dir(root: &Path) -> Result<Vec<Scenario>, ScenarioErrors> {
+    let files = scenario_files(root)?;
+    let mut scenarios = Vec::new();
+    let mut errors = Vec::new();
+    let mut seen: HashMap<String, (PathBuf, Loc)> = HashMap::new();
+    for file in files {
+        match load_file(&file) {
+            Ok(s) => {
+                if let Some((first, loc)) = seen.get(&s.id) {
+                    errors.push(ScenarioError::new(
+                        &s.file,
+                        s.id_loc,
+                        format!(
+                            "duplicate scenario id `{}`: also defined at {}:{}:{}",
+                            s.id,
+                            first.display(),
+                            loc.line,
+                            loc.col
+                        ),
+                    ));
+                } else {
+                    seen.insert(s.id.clone(), (s.file.clone(), s.id_loc));
+                }
+                scenarios.push(s);
+            }
+            Err(e) => errors.extend(e.0),
+        }
+    }
+    if errors.is_empty() { Ok(scenarios) } else { Err(ScenarioErrors(errors)) }
+}
+
+/// The message of a serde-saphyr error without its position (which the caller reports in the
+/// `file:line:col` form) and without a source snippet.
+pub(crate) fn plain_message(e: &serde_saphyr::Error) -> String {
+    static POSITION: OnceLock<(Regex, Regex)> = OnceLock::new();
+    let (prefix, suffix) = POSITION.get_or_init(|| {
+        (
+            Regex::new(r"^(?:error: )?line \d+ column \d+: ").expect("valid"),
+            Regex::new(r" at line \d+,? column \d+$").expect("valid"),
+        )
+    });
+    let rendered = e.without_snippet().render_with_options(serde_saphyr::render_options! {
+        snippets: serde_saphyr::SnippetMode::Off,
+    });
+    let first = rendered.lines().next().unwrap_or("").trim();
+    let first = prefix.replace(first, "");
+    let first = suffix.replace(&first, "");
+    if first.is_empty() { "invalid YAML".to_owned() } else { first.into_owned() }
+}
+
+/// Parses and checks one scenario. `file` is only used for error messages and
+/// [`Scenario::file`].
+pub fn parse_str(file: &Path, text: &str) -> Result<Scenario, ScenarioErrors> {
+    let raw: RawScenario = match serde_saphyr::from_str_with_options(text, super::yaml::options()) {
+        Ok(r) => r,
+        Err(e) => {
+            let loc = e.location().map(|l| Loc::of(&l)).filter(|l| l.is_known()).unwrap_or(Loc::new(1, 1));
+            return Err(ScenarioError::new(file, loc, plain_message(&e)).into());
+        }
+    };
+    let mut c = Checker { file, errors: Vec::new() };
+    let scenario = c.scenario(raw);
+    if c.errors.is_empty() {
+        Ok(scenario)
+    } else {
+        c.errors.sort_by_key(|e| (e.line, e.col));
+        Err(ScenarioErrors(c.errors))
+    }
+}
+
+fn loc<T>(s: &Spanned<T>) -> Loc {
+    Loc::of_spanned(s)
+}
+
+fn ms(d: Option<&Spanned<Ms>>, default: Duration) -> Duration {
+    d.map_or(default, |m| Duration::from_millis(m.value.0))
+}
+
+fn id_syntax() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| Regex::new(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*(?:\.[a-z0-9]+(?:[-_][a-z0-9]+)*)+$").expect("valid"))
+}
+
+fn env_name() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| Regex::new(r"^[A-Za-z_][A-Za-z0-9_]*$").expect("valid"))
+}
+
+struct Checker<'a> {
+    file: &'a Path,
+    errors: Vec<ScenarioError>,
+}
+
+/// What the steps so far did to the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Conn {
+    Open,
+    /// `close: {mode: write}` at this place.
+    WriteClosed(Loc),
+    /// `close: {}` at this place.
+    Closed(Loc),
+}
+
+impl Checker<'_> {
+    fn error(&mut self, loc: Loc, message: impl Into<String>) {
+        self.errors.push(ScenarioError::new(self.file, loc, message));
+    }
+
+    fn scenario(&mut self, raw: RawScenario) -> Scenario {
+        let id = raw.id.value.trim().to_owned();
+        if !id_syntax().is_match(&id) {
+            self.error(
+                loc(&raw.id),
+                format!("scenario id `{id}` must be lowercase words joined by dots (at least two), e.g. calls.request-id-echo"),
+            );
+        }
+        let title = raw.title.value.trim().to_owned();
+        if title.is_empty() {
+            self.error(loc(&raw.title), "the title is empty");
+        }
+        let role = match raw.role.value.as_str() {
+            "tool-process" => Role::ToolProcess,
+            "bridge" => Role::Bridge,
+            other => {
+                self.error(loc(&raw.role), format!("unknown role `{other}`; valid: tool-process, bridge"));
+                Role::ToolProcess
+            }
+        };
+        let level = match raw.level.value.as_str() {
+            "MUST" => Level::Must,
+            "SHOULD" => Level::Should,
+            "MAY" => Level::May,
+            other => {
+                self.error(loc(&raw.level), format!("unknown level `{other}`; valid: MUST, SHOULD, MAY"));
+                Level::Must
+            }
+        };
+        let needs = self.needs(raw.needs.as_ref(), role);
+        let reqs = self.requirements(&raw.requirements, role, &needs);
+        self.check_level(&raw.level, level, &reqs);
+        let timeout = raw.timeout_ms.as_ref().and_then(|t| {
+            if t.value.0 == 0 {
+                self.error(loc(t), "timeout_ms must be at least 1");
+                None
+            } else {
+                Some(Duration::from_millis(t.value.0))
+            }
+        });
+        let testee = match &raw.testee {
+            Some(t) => self.testee(t, role, &needs),
+            None => TesteeSetup::default(),
+        };
+        let steps = self.steps(&raw.steps, &testee);
+        Scenario {
+            file: self.file.to_owned(),
+            id,
+            id_loc: loc(&raw.id),
+            title,
+            requirements: reqs.into_iter().map(|(r, _)| r).collect(),
+            level,
+            role,
+            needs: needs.into_iter().map(|(n, _)| n).collect(),
+            notes: raw.notes.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()),
+            timeout,
+            testee,
+            steps,
+        }
+    }
+
+    fn needs(&mut self, needs: Option<&Spanned<Vec<Spanned<String>>>>, role: Role) -> Vec<(String, Loc)> {
+        let mut out: Vec<(String, Loc)> = Vec::new();
+        let known = requirements::features(role.party());
+        for n in needs.map(|n| n.value.as_slice()).unwrap_or_default() {
+            let name = n.value.as_str();
+            if !known.contains(&name) {
+                self.error(
+                    loc(n),
+                    format!(
+                        "unknown feature `{name}` for role {}; valid: {}",
+                        if role == Role::Bridge { "bridge" } else { "tool-process" },
+                        known.join(", ")
+                    ),
+                );
+            } else if out.iter().any(|(o, _)| o == name) {
+                self.error(loc(n), format!("feature `{name}` is listed twice"));
+            } else {
+                out.push((name.to_owned(), loc(n)));
+            }
+        }
+        out
+    }
+
+    fn requirements(
+        &mut self,
+        list: &Spanned<Vec<Spanned<String>>>,
+        role: Role,
+        needs: &[(String, Loc)],
+    ) -> Vec<(&'static requirements::Requirement, Loc)> {
+        if list.value.is_empty() {
+            self.error(loc(list), "a scenario must cite at least one requirement");
+        }
+        let mut out: Vec<(&'static requirements::Requirement, Loc)> = Vec::new();
+        for item in &list.value {
+            let id = item.value.trim();
+            let at = loc(item);
+            let Some(r) = requirements::get(id) else {
+                self.error(at, unknown_requirement(id));
+                continue;
+            };
+            if r.withdrawn {
+                self.error(at, format!("{id} is withdrawn and cannot be cited"));
+            }
+            if r.party() != role.party() {
+                self.error(
+                    at,
+                    format!(
+                        "{id} is an obligation of a {}, but this scenario's role is {}",
+                        r.party(),
+                        if role == Role::Bridge { "bridge" } else { "tool-process" }
+                    ),
+                );
+            }
+            if let Some(f) = r.feature
+                && !needs.iter().any(|(n, _)| n == f)
+            {
+                self.error(at, format!("{id} depends on feature `{f}`: add it to `needs`"));
+            }
+            if out.iter().any(|(o, _)| o.id == r.id) {
+                self.error(at, format!("{id} is cited twice"));
+                continue;
+            }
+            out.push((r, at));
+        }
+        out
+    }
+
+    /// The scenario's level must lie between the weakest and the strongest level it cites: a
+    /// failure must never be reported stronger than any cited requirement allows, nor weaker
+    /// than all of them.
+    fn check_level(&mut self, at: &Spanned<String>, level: Level, reqs: &[(&'static requirements::Requirement, Loc)]) {
+        let Some(max) = reqs.iter().map(|(r, _)| r.level).max_by_key(|l| strength(*l)) else { return };
+        let min = reqs.iter().map(|(r, _)| r.level).min_by_key(|l| strength(*l)).expect("non-empty");
+        let cited = reqs.iter().map(|(r, _)| format!("{} {}", r.id, r.level)).collect::<Vec<_>>().join(", ");
+        if strength(level) > strength(max) {
+            self.error(loc(at), format!("level {level} is stronger than every requirement cited ({cited}); use {max}"));
+        } else if strength(level) < strength(min) {
+            self.error(loc(at), format!("level {level} is weaker than every requirement cited ({cited}); use {min}"));
+        }
+    }
+
+    fn testee(&mut self, t: &Spanned<raw::RawTestee>, role: Role, needs: &[(String, Loc)]) -> TesteeSetup {
+        let t = &t.value;
+        let mut out = TesteeSetup::default();
+        if let Some(m) = &t.middleware {
+            out.middleware = m.value;
+            if m.value && !needs.iter().any(|(n, _)| n == "middleware") {
+                self.error(loc(m), "the middleware variant needs `middleware` in `needs`");
+            }
+        }
+        if let Some(m) = &t.misbehave {
+            match m.value.parse::<Misbehave>() {
+                Ok(kind) if role == Role::ToolProcess => out.misbehave = Some(kind),
+                Ok(_) => self.error(loc(m), "misbehave applies to the reference testee (role tool-process) only"),
+                Err(_) => self.error(
+                    loc(m),
+                    format!("unknown misbehave kind `{}`; valid: {}", m.value, Misbehave::NAMES.join(", ")),
+                ),
+            }
+        }
+        if let Some(s) = &t.socket {
+            match SocketSetup::NAMES.iter().find(|(n, _)| *n == s.value) {
+                Some((_, setup)) => out.socket = *setup,
+                None => {
+                    let valid: Vec<&str> = SocketSetup::NAMES.iter().map(|(n, _)| *n).collect();
+                    self.error(loc(s), format!("unknown socket setup `{}`; valid: {}", s.value, valid.join(", ")));
+                }
+            }
+        }
+        if let Some(env) = &t.env {
+            out.env = self.env(env);
+        }
+        out
+    }
+
+    fn env(&mut self, node: &Node) -> BTreeMap<String, Option<String>> {
+        let mut out = BTreeMap::new();
+        let Some(entries) = node.as_map() else {
+            self.error(
+                node.loc,
+                format!("`env` is a mapping of variable names to values, found {}", node.kind.describe()),
+            );
+            return out;
+        };
+        for (k, v) in entries {
+            if !env_name().is_match(&k.name) {
+                self.error(k.loc, format!("`{}` is not an environment variable name", k.name));
+                continue;
+            }
+            if k.name == crate::testee::ENV_SOCKET {
+                self.error(k.loc, "PROTOMCP_SOCKET belongs to the harness; use `testee.socket` to break it");
+                continue;
+            }
+            let value = match &v.kind {
+                NodeKind::Null => None,
+                NodeKind::Str(s) => Some(s.clone()),
+                NodeKind::Bool(b) => Some(b.to_string()),
+                NodeKind::Int(i) => Some(i.to_string()),
+                NodeKind::Float(f) => Some(f.to_string()),
+                other => {
+                    self.error(
+                        v.loc,
+                        format!("an environment value is a scalar (or null to unset it), found {}", other.describe()),
+                    );
+                    continue;
+                }
+            };
+            if value.as_deref().is_some_and(|s| s.contains('\0')) {
+                self.error(v.loc, "an environment value cannot hold a NUL character");
+                continue;
+            }
+            out.insert(k.name.clone(), value);
+        }
+        out
+    }
+
+    fn steps(&mut self, steps: &Spanned<Vec<Spanned<RawStep>>>, testee: &TesteeSetup) -> Vec<Step> {
+        if steps.value.is_empty() {
+            self.error(loc(steps), "a scenario needs at least one step");
+        }
+        let mut out = Vec::new();
+        let mut defined: HashSet<String> = HashSet::new();
+        let mut conn = Conn::Open;
+        for step in &steps.value {
+            let at = loc(step);
+            let mut compiler = Compiler::default();
+            let Some(action) = self.action(&step.value, &mut compiler) else { continue };
+            for (name, used_at) in &compiler.used {
+                if !defined.contains(name) {
+                    self.error(
+                        *used_at,
+                        format!(
+                            "`${{{name}}}` is not defined: no earlier step captures `{name}` (with {{capture: {name}}})"
+                        ),
+                    );
+                }
+            }
+            defined.extend(compiler.defined);
+            if testee.socket != SocketSetup::Normal && action.needs_connection() {
+                self.error(
+                    at,
+                    format!(
+                        "`{}` needs the connection, but with testee.socket set the testee never connects: only expect_exit, expect_no_connect, sleep and signal apply",
+                        action.keyword()
+                    ),
+                );
+            }
+            match conn {
+                Conn::Closed(closed) if action.needs_connection() => self.error(
+                    at,
+                    format!("`{}` needs the connection, which the `close` step at {closed} closed", action.keyword()),
+                ),
+                Conn::WriteClosed(closed) if action.writes() => self.error(
+                    at,
+                    format!(
+                        "`{}` writes to the connection, whose sending side the `close` step at {closed} shut down",
+                        action.keyword()
+                    ),
+                ),
+                _ => {}
+            }
+            match action {
+                Action::Close(CloseMode::Both) => conn = Conn::Closed(at),
+                Action::Close(CloseMode::Write) => conn = Conn::WriteClosed(at),
+                _ => {}
+            }
+            out.push(Step { loc: at, action });
+        }
+        out
+    }
+
+    fn within(&mut self, d: Option<&Spanned<Ms>>, default: Duration) -> Duration {
+        if let Some(m) = d
+            && m.value.0 == 0
+        {
+            self.error(loc(m), "a time must be at least 1 ms");
+        }
+        ms(d, default)
+    }
+
+    fn ignore(&mut self, list: Option<&Vec<Spanned<String>>>) -> Vec<Arm> {
+        let mut out = Vec::new();
+        for item in list.map(Vec::as_slice).unwrap_or_default() {
+            match Arm::from_name(&item.value) {
+                Some(arm) => out.push(arm),
+                None => {
+                    let valid: Vec<&str> = Arm::ALL.iter().map(|a| a.name()).collect();
+                    self.error(loc(item), format!("unknown arm `{}`; valid: {}", item.value, valid.join(", ")));
+                }
+            }
+        }
+        out
+    }
+
+    fn pattern(&mut self, r: Result<Pattern, super::pattern::PatternError>) -> Option<Pattern> {
+        r.map_err(|e| self.error(e.loc, e.message)).ok()
+    }
+
+    /// A send template: placeholders checked (and recorded as used), then the tree checked
+    /// against the schema.
+    fn template(&mut self, node: &Node, compiler: &mut Compiler) -> Option<Template> {
+        let mut ok = true;
+        walk_strings(node, &mut |s, at| match template::parse(s) {
+            Ok(pieces) => {
+                for p in pieces {
+                    if let template::Piece::Var(name) = p {
+                        compiler.used.push((name, at));
+                    }
+                }
+            }
+            Err(m) => {
+                ok = false;
+                self.errors.push(ScenarioError::new(self.file, at, m));
+            }
+        });
+        if !ok {
+            return None;
+        }
+        let tree = match node.to_value() {
+            Ok(t) => t,
+            Err((at, m)) => {
+                self.error(at, m);
+                return None;
+            }
+        };
+        match Template::new(tree) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                // An unknown name is reported at the key; anything else at the value.
+                let at = match (&e.kind, e.path.split_last()) {
+                    (DynErrorKind::UnknownField { .. }, Some((PathSeg::Key(k), parent))) => {
+                        node.locate_node(parent).and_then(|n| n.key_loc(k)).unwrap_or_else(|| node.locate(&e.path))
+                    }
+                    _ => node.locate(&e.path),
+                };
+                self.error(at, e.to_string());
+                None
+            }
+        }
+    }
+
+    fn hex(&mut self, s: &Spanned<String>) -> Option<Vec<u8>> {
+        protomcp_proto::dynamic::hex_decode(&s.value).map_err(|m| self.error(loc(s), format!("invalid hex: {m}"))).ok()
+    }
+
+    fn names(&mut self, list: &[Spanned<String>], what: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for n in list {
+            if n.value.is_empty() {
+                self.error(loc(n), format!("a {what} name cannot be empty"));
+            }
+            out.push(n.value.clone());
+        }
+        out
+    }
+
+    fn action(&mut self, step: &RawStep, compiler: &mut Compiler) -> Option<Action> {
+        Some(match step {
+            RawStep::Handshake(h) => {
+                let rid = match &h.rid {
+                    Some(r) if r.value.is_empty() => {
+                        self.error(loc(r), "the handshake's rid cannot be empty (BR-HANDSHAKE-01)");
+                        return None;
+                    }
+                    Some(r) => r.value.clone(),
+                    None => DEFAULT_HANDSHAKE_RID.to_owned(),
+                };
+                let hidden = h.hidden.as_deref().map(|l| self.names(l, "tool"));
+                let middleware = h.middleware.as_deref().map(|l| self.names(l, "middleware"));
+                let tool_list = match &h.tool_list {
+                    Some(n) => Some(self.pattern(compiler.message(n, "ToolListResponse"))?),
+                    None => None,
+                };
+                let within = self.within(h.within_ms.as_ref(), T_START);
+                Action::Handshake(Handshake { rid, hidden, middleware, tool_list, within })
+            }
+            RawStep::Send(node) => Action::Send(self.template(node, compiler)?),
+            RawStep::SendRaw(r) => {
+                let bytes = self.hex(&r.hex)?;
+                if bytes.is_empty() {
+                    self.error(loc(&r.hex), "send_raw needs at least one byte");
+                    return None;
+                }
+                Action::SendRaw(bytes)
+            }
+            RawStep::SendFrame(f) => {
+                let body = match (&f.body_hex, &f.body) {
+                    (Some(_), Some(b)) => {
+                        self.error(b.loc, "give the frame's body as `body_hex` or as `body`, not both");
+                        return None;
+                    }
+                    (Some(h), None) => FrameBody::Hex(self.hex(h)?),
+                    (None, Some(b)) => FrameBody::Envelope(self.template(b, compiler)?),
+                    (None, None) => FrameBody::Hex(Vec::new()),
+                };
+                Action::SendFrame(SendFrame { length: f.length.as_ref().map(|l| l.value), body })
+            }
+            RawStep::Expect(e) => {
+                let pattern = self.pattern(compiler.envelope(&e.envelope));
+                let within = self.within(e.within_ms.as_ref(), T_PROMPT);
+                let ignore = self.ignore(e.ignore.as_ref());
+                Action::Expect(Expect { pattern: pattern?, within, ignore })
+            }
+            RawStep::ExpectAnyOrder(e) => {
+                if e.envelopes.value.is_empty() {
+                    self.error(loc(&e.envelopes), "expect_any_order needs at least one envelope pattern");
+                }
+                let mut patterns = Vec::new();
+                let mut ok = true;
+                for n in &e.envelopes.value {
+                    match self.pattern(compiler.envelope(n)) {
+                        Some(p) => patterns.push(p),
+                        None => ok = false,
+                    }
+                }
+                let within = self.within(e.within_ms.as_ref(), T_PROMPT);
+                let ignore = self.ignore(e.ignore.as_ref());
+                if !ok {
+                    return None;
+                }
+                Action::ExpectAnyOrder(ExpectAnyOrder { patterns, within, ignore })
+            }
+            RawStep::ExpectNothing(e) => {
+                let duration = self.within(Some(&e.for_ms), T_PROMPT);
+                Action::ExpectNothing(ExpectNothing { duration, ignore: self.ignore(e.ignore.as_ref()) })
+            }
+            RawStep::ExpectClose(w) => Action::ExpectClose { within: self.within(w.within_ms.as_ref(), T_PROMPT) },
+            RawStep::ExpectAlive(w) => Action::ExpectAlive { within: self.within(w.within_ms.as_ref(), T_PROMPT) },
+            RawStep::ExpectExit(e) => {
+                let within = self.within(e.within_ms.as_ref(), T_PROMPT);
+                let code = match &e.code {
+                    None => ExitCode::Any,
+                    Some(n) => match &n.kind {
+                        NodeKind::Int(i) => match i32::try_from(*i) {
+                            Ok(c) => ExitCode::Exactly(c),
+                            Err(_) => {
+                                self.error(n.loc, format!("exit code {i} is out of range"));
+                                return None;
+                            }
+                        },
+                        NodeKind::Str(s) if s == "nonzero" => ExitCode::NonZero,
+                        NodeKind::Str(s) if s == "any" => ExitCode::Any,
+                        other => {
+                            self.error(
+                                n.loc,
+                                format!("`code` is an integer, `nonzero` or `any`, found {}", other.describe()),
+                            );
+                            return None;
+                        }
+                    },
+                };
+                let stderr = match &e.stderr {
+                    Some(n) => Some(self.pattern(compiler.value(n))?),
+                    None => None,
+                };
+                Action::ExpectExit(ExpectExit { within, code, stderr })
+            }
+            RawStep::ExpectNoConnect(f) => Action::ExpectNoConnect { duration: self.within(Some(&f.for_ms), T_PROMPT) },
+            RawStep::Sleep(s) => Action::Sleep(self.within(Some(&s.ms), T_PROMPT)),
+            RawStep::Close(c) => Action::Close(match c.mode.as_ref().map(|m| (m.value.as_str(), loc(m))) {
+                None | Some(("both", _)) => CloseMode::Both,
+                Some(("write", _)) => CloseMode::Write,
+                Some((other, l)) => {
+                    self.error(l, format!("unknown close mode `{other}`; valid: both, write"));
+                    return None;
+                }
+            }),
+            RawStep::Signal(s) => {
+                let name = s.value_name();
+                match Signal::NAMES.iter().find(|(n, _)| *n == name) {
+                    Some((_, sig)) => Action::Signal(*sig),
+                    None => {
+                        self.error(
+                            loc(&s.name),
+                            format!("unknown signal `{}`; valid: TERM, INT, HUP, KILL", s.name.value),
+                        );
+                        return None;
+                    }
+                }
+            }
+        })
+    }
+}
+
+impl raw::RawSignal {
+    /// The name without a `SIG` prefix.
+    fn value_name(&self) -> &str {
+        self.name.value.strip_prefix("SIG").unwrap_or(&self.name.value)
+    }
+}
+
+/// Calls `f` with every string in the tree and where it is.
+fn walk_strings(node: &Node, f: &mut dyn FnMut(&str, Loc)) {
+    match &node.kind {
+        NodeKind::Str(s) => f(s, node.loc),
+        NodeKind::Seq(items) => items.iter().for_each(|n| walk_strings(n, f)),
+        NodeKind::Map(entries) => entries.iter().for_each(|(_, n)| walk_strings(n, f)),
+        _ => {}
+    }
+}
+
+/// "unknown requirement" with a hint: the right spelling, or the IDs of the area.
+fn unknown_requirement(id: &str) -> String {
+    let upper = id.to_ascii_uppercase();
+    if upper != id && requirements::get(&upper).is_some() {
+        return format!("unknown requirement `{id}`; did you mean {upper}?");
+    }
+    let prefix: String = upper.rsplit_once('-').map(|(p, _)| format!("{p}-")).unwrap_or_default();
+    let area: Vec<&str> =
+        requirements::all().iter().filter(|r| !prefix.is_empty() && r.id.starts_with(&prefix)).map(|r| r.id).collect();
+    match (area.first(), area.last()) {
+        (Some(first), Some(last)) => format!("unknown requirement `{id}`; {prefix}* runs from {first} to {last}"),
+        _ => format!("unknown requirement `{id}`; IDs look like TP-CALL-01 (see spec/protocol.md)"),
+    }
+}

@@ -1,0 +1,32 @@
+//! The scenario language: YAML files that each check one behaviour of a tool process (or, later,
+//! a bridge) and cite the requirements of `spec/protocol.md` they check. `scenarios/README.md`
+//! is the language reference.
+//!
+//! This module is sans-IO: it reads and checks scenario files, and gives the runner everything
+//! it needs to execute them against a live peer:
+//!
+//! - [`load_file`], [`load_dir`], [`parse_str`]: files into [`Scenario`]s, or
+//!   [`ScenarioErrors`] whose every entry displays as `file:line:col: message`;
+//! - [`Step`] / [`Action`]: what to do, each with its [`Loc`] for `file:line:col` reports
+//!   ([`Scenario::at`]);
+//! - [`Template`]: an Envelope to send, filled in from the [`Captures`] of earlier steps;
+//! - [`match_envelope`], [`match_any_order`]: a compiled [`Pattern`] against the tree of what
+//!   the peer sent, explaining a failure as a [`Mismatch`];
+//! - [`normalize`]: sideband transfers and streams as the equivalent CallToolResponse tree, so
+//!   one pattern fits every form of a result.
+
+mod error;
+mod load;
+mod model;
+pub mod normalize;
+pub mod pattern;
+mod raw;
+pub mod template;
+pub mod yaml;
+
+pub use error::{ScenarioError, ScenarioErrors, SourceLoc};
+pub use load::{MAX_FILE_BYTES, load_dir, load_file, parse_str, scenario_files};
+pub use model::*;
+pub use pattern::{Mismatch, Pattern, PatternError, match_any_order, match_envelope, match_value};
+pub use template::{Captures, RenderError, Template};
+pub use yaml::Loc;

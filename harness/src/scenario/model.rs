@@ -1,0 +1,322 @@
+//! A loaded scenario: checked, with every envelope checked against the schema and every pattern
+//! compiled, and each step keeping its place in the file. This is what the runner executes;
+//! scenarios/README.md describes what each step means.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use protomcp_proto::envelopes::Arm;
+
+use super::error::SourceLoc;
+use super::pattern::Pattern;
+use super::template::Template;
+use super::yaml::Loc;
+use crate::requirements::{Level, Requirement};
+use crate::testee::Misbehave;
+
+/// `T_PROMPT` of the spec (§1.5): the default wait of `expect` and friends.
+pub const T_PROMPT: Duration = Duration::from_millis(1000);
+/// `T_START`: the default wait of `handshake`.
+pub const T_START: Duration = Duration::from_millis(10_000);
+/// `T_LISTCHANGE`.
+pub const T_LISTCHANGE: Duration = Duration::from_millis(1000);
+/// `HANDSHAKE_QUIET`.
+pub const HANDSHAKE_QUIET: Duration = Duration::from_millis(500);
+
+/// The named times a scenario may write instead of milliseconds.
+pub const NAMED_TIMES: &[(&str, Duration)] = &[
+    ("T_PROMPT", T_PROMPT),
+    ("T_START", T_START),
+    ("T_LISTCHANGE", T_LISTCHANGE),
+    ("HANDSHAKE_QUIET", HANDSHAKE_QUIET),
+];
+
+/// The rid of the handshake's ListToolsRequest unless the step names one.
+pub const DEFAULT_HANDSHAKE_RID: &str = "req-0";
+
+/// The role under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    ToolProcess,
+    /// Accepted by the loader, reserved: the runner does not drive bridges yet.
+    Bridge,
+}
+
+impl Role {
+    pub fn party(self) -> crate::requirements::Party {
+        match self {
+            Role::ToolProcess => crate::requirements::Party::ToolProcess,
+            Role::Bridge => crate::requirements::Party::Bridge,
+        }
+    }
+}
+
+/// One scenario file.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// The file it was loaded from (as given to the loader).
+    pub file: PathBuf,
+    pub id: String,
+    /// Where `id`'s value is.
+    pub id_loc: Loc,
+    pub title: String,
+    /// The requirements it checks, in the order cited.
+    pub requirements: Vec<&'static Requirement>,
+    /// The verdict level: a failure is FAIL for MUST, WARN for SHOULD, informational for MAY.
+    pub level: Level,
+    pub role: Role,
+    /// Features the target must claim, or the scenario is skipped.
+    pub needs: Vec<String>,
+    pub notes: Option<String>,
+    /// Budget of the whole scenario, when it sets one.
+    pub timeout: Option<Duration>,
+    pub testee: TesteeSetup,
+    pub steps: Vec<Step>,
+}
+
+impl Scenario {
+    /// `file:line:col` of a place in this scenario's file.
+    pub fn at(&self, loc: Loc) -> SourceLoc {
+        SourceLoc { file: self.file.clone(), loc }
+    }
+
+    /// Whether the testee is expected to connect at all.
+    pub fn connects(&self) -> bool {
+        self.testee.socket == SocketSetup::Normal
+    }
+}
+
+/// How the testee is started.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TesteeSetup {
+    /// Start the middleware variant (Appendix B.3).
+    pub middleware: bool,
+    /// Extra environment: `Some(value)` sets, `None` removes the variable.
+    pub env: BTreeMap<String, Option<String>>,
+    /// A hostile mode of the reference testee: such a scenario is a self-test of the harness
+    /// and only runs against the reference.
+    pub misbehave: Option<Misbehave>,
+    pub socket: SocketSetup,
+}
+
+/// What `PROTOMCP_SOCKET` holds when the testee starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SocketSetup {
+    /// The path of the harness's listening socket.
+    #[default]
+    Normal,
+    /// The variable is not set.
+    Unset,
+    /// The variable is set to "".
+    Empty,
+    /// An absolute path where nothing exists.
+    Missing,
+    /// An absolute path of a regular file.
+    NotASocket,
+    /// An absolute path of a unix socket nobody listens on.
+    Refused,
+}
+
+impl SocketSetup {
+    pub const NAMES: &'static [(&'static str, SocketSetup)] = &[
+        ("normal", SocketSetup::Normal),
+        ("unset", SocketSetup::Unset),
+        ("empty", SocketSetup::Empty),
+        ("missing", SocketSetup::Missing),
+        ("not_a_socket", SocketSetup::NotASocket),
+        ("refused", SocketSetup::Refused),
+    ];
+}
+
+/// One step, with where it starts in the file.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub loc: Loc,
+    pub action: Action,
+}
+
+impl Step {
+    /// The step's keyword (`send`, `expect`, …).
+    pub fn keyword(&self) -> &'static str {
+        self.action.keyword()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum Action {
+    Handshake(Handshake),
+    /// Send one Envelope frame.
+    Send(Template),
+    /// Write these bytes as they are.
+    SendRaw(Vec<u8>),
+    /// Write a frame whose prefix may lie about its body.
+    SendFrame(SendFrame),
+    Expect(Expect),
+    ExpectAnyOrder(ExpectAnyOrder),
+    ExpectNothing(ExpectNothing),
+    /// The peer closes its side of the connection (EOF) within the time.
+    ExpectClose {
+        within: Duration,
+    },
+    ExpectExit(ExpectExit),
+    /// The peer still answers: the runner calls `echo` and expects the result.
+    ExpectAlive {
+        within: Duration,
+    },
+    /// No second connection arrives on the harness's socket during the time (TP-CONN-06).
+    ExpectNoConnect {
+        duration: Duration,
+    },
+    Sleep(Duration),
+    /// The harness closes the connection.
+    Close(CloseMode),
+    /// The harness sends a signal to the testee.
+    Signal(Signal),
+}
+
+impl Action {
+    pub fn keyword(&self) -> &'static str {
+        match self {
+            Action::Handshake(_) => "handshake",
+            Action::Send(_) => "send",
+            Action::SendRaw(_) => "send_raw",
+            Action::SendFrame(_) => "send_frame",
+            Action::Expect(_) => "expect",
+            Action::ExpectAnyOrder(_) => "expect_any_order",
+            Action::ExpectNothing(_) => "expect_nothing",
+            Action::ExpectClose { .. } => "expect_close",
+            Action::ExpectExit(_) => "expect_exit",
+            Action::ExpectAlive { .. } => "expect_alive",
+            Action::ExpectNoConnect { .. } => "expect_no_connect",
+            Action::Sleep(_) => "sleep",
+            Action::Close(_) => "close",
+            Action::Signal(_) => "signal",
+        }
+    }
+
+    /// Whether the step needs the protocol connection.
+    pub fn needs_connection(&self) -> bool {
+        !matches!(self, Action::ExpectExit(_) | Action::ExpectNoConnect { .. } | Action::Sleep(_) | Action::Signal(_))
+    }
+
+    /// Whether the step writes to the connection.
+    pub fn writes(&self) -> bool {
+        matches!(
+            self,
+            Action::Handshake(_)
+                | Action::Send(_)
+                | Action::SendRaw(_)
+                | Action::SendFrame(_)
+                | Action::ExpectAlive { .. }
+        )
+    }
+}
+
+/// The standard startup exchange (see scenarios/README.md for the exact algorithm).
+#[derive(Debug, Clone)]
+pub struct Handshake {
+    /// The ListToolsRequest's rid.
+    pub rid: String,
+    /// Names of the one DisableToolsRequest expected right after the marker; `None`: `secret`
+    /// when the target claims `hidden`, none otherwise. `Some(vec![])`: none.
+    pub hidden: Option<Vec<String>>,
+    /// Middleware names expected in the burst, in order; `None`: `guard, mirror, broken` with the
+    /// middleware variant, none otherwise.
+    pub middleware: Option<Vec<String>>,
+    /// Pattern for the ToolListResponse (the `tool_list` arm's message).
+    pub tool_list: Option<Pattern>,
+    pub within: Duration,
+}
+
+/// A frame with a prefix that may lie.
+#[derive(Debug, Clone)]
+pub struct SendFrame {
+    /// The length prefix; `None` = the true body length.
+    pub length: Option<u32>,
+    pub body: FrameBody,
+}
+
+#[derive(Debug, Clone)]
+pub enum FrameBody {
+    Hex(Vec<u8>),
+    Envelope(Template),
+}
+
+/// The next frame from the peer (skipping arms in `ignore`) must match.
+#[derive(Debug, Clone)]
+pub struct Expect {
+    pub pattern: Pattern,
+    pub within: Duration,
+    pub ignore: Vec<Arm>,
+}
+
+/// The next `patterns.len()` frames (skipping `ignore`) must match the patterns in some order.
+#[derive(Debug, Clone)]
+pub struct ExpectAnyOrder {
+    pub patterns: Vec<Pattern>,
+    pub within: Duration,
+    pub ignore: Vec<Arm>,
+}
+
+/// No frame (except arms in `ignore`) arrives for `duration`, and the connection stays open.
+#[derive(Debug, Clone)]
+pub struct ExpectNothing {
+    pub duration: Duration,
+    pub ignore: Vec<Arm>,
+}
+
+/// The testee process ends within the time.
+#[derive(Debug, Clone)]
+pub struct ExpectExit {
+    pub within: Duration,
+    pub code: ExitCode,
+    /// Pattern for everything the testee wrote to stderr (a string).
+    pub stderr: Option<Pattern>,
+}
+
+/// The exit status a scenario accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitCode {
+    Any,
+    /// Any non-zero status, or death by a signal the harness did not send (spec §1.6).
+    NonZero,
+    Exactly(i32),
+}
+
+impl ExitCode {
+    /// Whether a process that ended with `status` (`None`: killed by a signal the harness did
+    /// not send) satisfies this.
+    pub fn accepts(self, status: Option<i32>) -> bool {
+        match (self, status) {
+            (ExitCode::Any, _) => true,
+            (ExitCode::NonZero, Some(c)) => c != 0,
+            (ExitCode::NonZero, None) => true,
+            (ExitCode::Exactly(want), Some(c)) => c == want,
+            (ExitCode::Exactly(_), None) => false,
+        }
+    }
+}
+
+/// How the harness closes the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CloseMode {
+    /// `shutdown(SHUT_RDWR)` and drop the socket.
+    #[default]
+    Both,
+    /// `shutdown(SHUT_WR)` only: the peer sees end-of-file, and the harness can still read.
+    Write,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    Term,
+    Int,
+    Hup,
+    Kill,
+}
+
+impl Signal {
+    pub const NAMES: &'static [(&'static str, Signal)] =
+        &[("TERM", Signal::Term), ("INT", Signal::Int), ("HUP", Signal::Hup), ("KILL", Signal::Kill)];
+}

@@ -1,0 +1,198 @@
+//! The scenario file as serde reads it: structure and key names only (unknown keys rejected),
+//! with the place of everything the loader checks afterwards.
+
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
+use serde_saphyr::Spanned;
+
+use super::yaml::Node;
+
+/// Milliseconds, written as an integer or as one of the spec's named times (`T_PROMPT`, …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Ms(pub u64);
+
+impl<'de> Deserialize<'de> for Ms {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Ms;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("milliseconds (an integer) or one of T_PROMPT, T_START, T_LISTCHANGE, HANDSHAKE_QUIET")
+            }
+
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Ms, E> {
+                Ok(Ms(v))
+            }
+
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Ms, E> {
+                u64::try_from(v).map(Ms).map_err(|_| E::custom("a time cannot be negative"))
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Ms, E> {
+                super::model::NAMED_TIMES
+                    .iter()
+                    .find(|(n, _)| *n == v)
+                    .map(|(_, d)| Ms(d.as_millis() as u64))
+                    .ok_or_else(|| E::custom(format!("`{v}` is not a time: write milliseconds or one of T_PROMPT, T_START, T_LISTCHANGE, HANDSHAKE_QUIET")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawScenario {
+    pub id: Spanned<String>,
+    pub title: Spanned<String>,
+    pub requirements: Spanned<Vec<Spanned<String>>>,
+    pub level: Spanned<String>,
+    pub role: Spanned<String>,
+    #[serde(default)]
+    pub needs: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    pub notes: Option<String>,
+    #[serde(default)]
+    pub timeout_ms: Option<Spanned<Ms>>,
+    #[serde(default)]
+    pub testee: Option<Spanned<RawTestee>>,
+    pub steps: Spanned<Vec<Spanned<RawStep>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTestee {
+    #[serde(default)]
+    pub middleware: Option<Spanned<bool>>,
+    #[serde(default)]
+    pub env: Option<Node>,
+    #[serde(default)]
+    pub misbehave: Option<Spanned<String>>,
+    #[serde(default)]
+    pub socket: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub(super) enum RawStep {
+    Handshake(RawHandshake),
+    Send(Node),
+    SendRaw(RawSendRaw),
+    SendFrame(RawSendFrame),
+    Expect(RawExpect),
+    ExpectAnyOrder(RawExpectAnyOrder),
+    ExpectNothing(RawExpectNothing),
+    ExpectClose(RawWithin),
+    ExpectExit(RawExpectExit),
+    ExpectAlive(RawWithin),
+    ExpectNoConnect(RawFor),
+    Sleep(RawSleep),
+    Close(RawClose),
+    Signal(RawSignal),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHandshake {
+    #[serde(default)]
+    pub rid: Option<Spanned<String>>,
+    #[serde(default)]
+    pub hidden: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub middleware: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub tool_list: Option<Node>,
+    #[serde(default)]
+    pub within_ms: Option<Spanned<Ms>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSendRaw {
+    pub hex: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSendFrame {
+    #[serde(default)]
+    pub length: Option<Spanned<u32>>,
+    #[serde(default)]
+    pub body_hex: Option<Spanned<String>>,
+    #[serde(default)]
+    pub body: Option<Node>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawExpect {
+    pub envelope: Node,
+    #[serde(default)]
+    pub within_ms: Option<Spanned<Ms>>,
+    #[serde(default)]
+    pub ignore: Option<Vec<Spanned<String>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawExpectAnyOrder {
+    pub envelopes: Spanned<Vec<Node>>,
+    #[serde(default)]
+    pub within_ms: Option<Spanned<Ms>>,
+    #[serde(default)]
+    pub ignore: Option<Vec<Spanned<String>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawExpectNothing {
+    pub for_ms: Spanned<Ms>,
+    #[serde(default)]
+    pub ignore: Option<Vec<Spanned<String>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawWithin {
+    #[serde(default)]
+    pub within_ms: Option<Spanned<Ms>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFor {
+    pub for_ms: Spanned<Ms>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawExpectExit {
+    #[serde(default)]
+    pub within_ms: Option<Spanned<Ms>>,
+    #[serde(default)]
+    pub code: Option<Node>,
+    #[serde(default)]
+    pub stderr: Option<Node>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSleep {
+    pub ms: Spanned<Ms>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawClose {
+    #[serde(default)]
+    pub mode: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSignal {
+    pub name: Spanned<String>,
+}
