@@ -12,18 +12,39 @@ use protomcp_harness::testee::{self, Misbehave};
 use protomcp_proto::frame::{Limits, MAX_FRAME};
 use protomcp_proto::violation::Party;
 
+mod run;
+
 /// Conformance harness and protocol fuzzer for protomcp tool processes (SDKs) and bridges.
+///
+/// Without a subcommand it runs the scenario catalogue against a target: the bundled reference
+/// testee by default, `--sdk DIR` (DIR/protomcp-conform.toml) or `--testee 'CMD ARGS…'`.
 #[derive(Parser)]
-#[command(version, about, long_about = None, after_help = EXIT_CODES)]
+#[command(version, about, long_about = None, after_help = RUN_EXIT_CODES, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    #[command(flatten)]
+    run: run::RunArgs,
 }
 
 const EXIT_CODES: &str = "Exit codes:\n  0  success (decode: no protocol rule broken)\n  1  protocol rules broken\n  2  usage error or unreadable input";
 
+const RUN_EXIT_CODES: &str = "Exit codes of a run:\n  0  every scenario PASS, XFAIL, SKIP or WARN\n  1  a FAIL, or an XPASS (a stale known-failures entry)\n  2  usage error or scenario-file error (file:line:col)\n  3  an ERROR (the harness could not judge), or a run that executed no scenario\n  130  interrupted (SIGINT): every testee killed, every temp dir removed\n\nEnvironment: PROTOMCP_CONFORM_TMPDIR is where the per-scenario temp dirs go (default: the system temp dir).";
+
 #[derive(Subcommand)]
 enum Command {
+    /// List the scenarios: id, level, requirements, title.
+    List {
+        #[command(flatten)]
+        sel: run::Selection,
+    },
+    /// Show one scenario, the texts of the requirements it checks, and how to re-run just it.
+    Explain {
+        /// The scenario id.
+        id: String,
+        #[command(flatten)]
+        sel: run::Selection,
+    },
     /// Decode a captured byte stream (one direction of a protomcp connection) into frames,
     /// sideband payloads, and the protocol rules it breaks.
     ///
@@ -83,7 +104,10 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
-    match cli.command {
+    let Some(command) = cli.command else { return run::run(cli.run) };
+    match command {
+        Command::List { sel } => run::list(&sel),
+        Command::Explain { id, sel } => run::explain(&sel, &id),
         Command::Testee { middleware, misbehave } => {
             let opts = testee::Options { middleware, misbehave, ..testee::Options::from_env() };
             let code = testee::run_blocking(opts);

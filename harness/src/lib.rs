@@ -4,5 +4,6 @@
 pub mod dump;
 pub mod io;
 pub mod requirements;
+pub mod runner;
 pub mod scenario;
 pub mod testee;

@@ -1,0 +1,39 @@
+//! Embeds the scenario catalogue (`scenarios/**/*.yaml`) into the binary, so that it runs
+//! outside the repository.
+
+use std::path::{Path, PathBuf};
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let mut entries: Vec<_> = rd.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with('.') {
+            continue;
+        }
+        if p.is_dir() {
+            walk(&p, out);
+        } else if name.ends_with(".yaml") || name.ends_with(".yml") {
+            out.push(p);
+        }
+    }
+}
+
+fn main() {
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("scenarios");
+    println!("cargo:rerun-if-changed={}", root.display());
+    let mut files = Vec::new();
+    walk(&root, &mut files);
+    let mut code = String::from(
+        "/// The bundled catalogue: (path relative to scenarios/, text).\npub const SCENARIOS: &[(&str, &str)] = &[\n",
+    );
+    for f in &files {
+        println!("cargo:rerun-if-changed={}", f.display());
+        let rel = f.strip_prefix(&root).unwrap().display().to_string();
+        code.push_str(&format!("    ({rel:?}, include_str!({:?})),\n", f.display().to_string()));
+    }
+    code.push_str("];\n");
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("scenarios.rs");
+    std::fs::write(out, code).unwrap();
+}

@@ -1,0 +1,549 @@
+//! Executes the steps of one scenario against a live testee over the harness's socket. The
+//! protocol decisions are the scenario module's (matching) and `verdict`'s (levels); this file
+//! only moves bytes, keeps time and records the transcript.
+
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use protomcp_proto::dynamic::arm_of;
+use protomcp_proto::envelopes::{self as env, Arm, EnvelopeExt};
+use protomcp_proto::frame::{Frame, Limits};
+use protomcp_proto::sideband::{StreamAssembler, StreamEvent, StreamLimits};
+use protomcp_proto::violation::Party;
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::net::UnixListener;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::time::Instant;
+use tokio_util::codec::FramedRead;
+
+use super::process::{ExitInfo, Testee};
+use crate::io::{EnvelopeCodec, Incoming};
+use crate::scenario::normalize::{frame_value, sideband_value, stream_value};
+use crate::scenario::{
+    Action, Captures, CloseMode, FrameBody, Handshake, Scenario, Signal, T_PROMPT, T_START, match_any_order,
+    match_envelope, match_value,
+};
+
+/// How many transcript lines a report shows.
+pub const TRANSCRIPT_TAIL: usize = 12;
+
+/// Why a step did not pass.
+#[derive(Debug)]
+pub enum StepError {
+    /// The testee did not do what the scenario checks.
+    Fail(String),
+    /// The harness could not judge.
+    Error(String),
+}
+
+/// The process under test: a real child, or (for tests of the harness) a task in this process.
+pub enum Proc {
+    Child(Testee),
+    Task { handle: tokio::task::JoinHandle<i32>, ended: Option<ExitInfo> },
+}
+
+impl Proc {
+    async fn wait(&mut self, within: Duration) -> Option<ExitInfo> {
+        match self {
+            Proc::Child(t) => t.wait(within).await,
+            Proc::Task { handle, ended } => {
+                if ended.is_none()
+                    && let Ok(r) = tokio::time::timeout(within, &mut *handle).await
+                {
+                    *ended = Some(ExitInfo { code: Some(r.unwrap_or(-1)), signal: None });
+                }
+                *ended
+            }
+        }
+    }
+
+    fn exited(&self) -> Option<ExitInfo> {
+        match self {
+            Proc::Child(t) => t.exited(),
+            Proc::Task { ended, .. } => *ended,
+        }
+    }
+
+    pub async fn stderr(&self) -> String {
+        match self {
+            Proc::Child(t) => t.stderr().await,
+            Proc::Task { .. } => String::new(),
+        }
+    }
+}
+
+struct Conn {
+    rx: Option<FramedRead<OwnedReadHalf, EnvelopeCodec>>,
+    tx: Option<OwnedWriteHalf>,
+    streams: StreamAssembler,
+    /// The rid of the RawHeader frame whose payload comes next.
+    raw_header_rid: Option<String>,
+}
+
+enum Got {
+    Value(Value),
+    Eof,
+    Timeout,
+}
+
+/// The state of one scenario run.
+pub struct Exec<'a> {
+    pub scenario: &'a Scenario,
+    pub scale: f64,
+    /// The features the target claims (the handshake's default hidden tools depend on them).
+    pub features: &'a [String],
+    /// Whether the testee is the middleware variant.
+    pub middleware: bool,
+    pub listener: UnixListener,
+    pub proc: Proc,
+    conn: Option<Conn>,
+    accepted: bool,
+    caps: Captures,
+    pub transcript: Vec<String>,
+    alive: u32,
+}
+
+fn signo(s: Signal) -> i32 {
+    match s {
+        Signal::Term => libc::SIGTERM,
+        Signal::Int => libc::SIGINT,
+        Signal::Hup => libc::SIGHUP,
+        Signal::Kill => libc::SIGKILL,
+    }
+}
+
+/// Longest transcript line kept, in characters.
+const LINE_MAX: usize = 400;
+
+fn compact(v: &Value) -> String {
+    let s = serde_json::to_string(v).unwrap_or_default();
+    if s.chars().count() > LINE_MAX {
+        let cut: String = s.chars().take(LINE_MAX).collect();
+        format!("{cut}… ({} bytes)", s.len())
+    } else {
+        s
+    }
+}
+
+impl<'a> Exec<'a> {
+    pub fn new(
+        scenario: &'a Scenario,
+        scale: f64,
+        features: &'a [String],
+        middleware: bool,
+        listener: UnixListener,
+        proc: Proc,
+    ) -> Self {
+        Exec {
+            scenario,
+            scale: scale.max(1.0),
+            features,
+            middleware,
+            listener,
+            proc,
+            conn: None,
+            accepted: false,
+            caps: Captures::new(),
+            transcript: Vec::new(),
+            alive: 0,
+        }
+    }
+
+    fn t(&self, d: Duration) -> Duration {
+        d.mul_f64(self.scale)
+    }
+
+    /// Runs every step; the error names the step's `file:line:col`.
+    pub async fn run_steps(&mut self) -> Result<(), StepError> {
+        for step in &self.scenario.steps {
+            let at = self.scenario.at(step.loc);
+            let kw = step.keyword();
+            if step.action.needs_connection() {
+                self.ensure_conn().await.map_err(|e| prefix(e, &at.to_string(), kw))?;
+            }
+            self.step(&step.action).await.map_err(|e| prefix(e, &at.to_string(), kw))?;
+        }
+        Ok(())
+    }
+
+    async fn ensure_conn(&mut self) -> Result<(), StepError> {
+        if self.accepted {
+            return Ok(());
+        }
+        let within = self.t(T_START);
+        let deadline = Instant::now() + within;
+        let stream = loop {
+            tokio::select! {
+                biased;
+                r = tokio::time::timeout_at(deadline, self.listener.accept()) => match r {
+                    Ok(Ok((s, _))) => break s,
+                    Ok(Err(e)) => return Err(StepError::Error(format!("accept failed: {e}"))),
+                    Err(_) => return Err(StepError::Fail(format!("the testee did not connect within {within:?}"))),
+                },
+                x = self.proc.wait(within) => if let Some(x) = x {
+                    // It may have connected just before it ended: the connection waits in the
+                    // backlog.
+                    match tokio::time::timeout(Duration::from_millis(50), self.listener.accept()).await {
+                        Ok(Ok((s, _))) => break s,
+                        _ => return Err(StepError::Fail(format!("the testee ended ({x}) without connecting"))),
+                    }
+                }
+            }
+        };
+        self.accepted = true;
+        self.transcript.push("-- connected".into());
+        let (rd, wr) = stream.into_split();
+        let rx = FramedRead::new(rd, EnvelopeCodec::new(Party::ToolProcess, Limits::default()));
+        self.conn = Some(Conn {
+            rx: Some(rx),
+            tx: Some(wr),
+            streams: StreamAssembler::new(Party::ToolProcess, StreamLimits::default()),
+            raw_header_rid: None,
+        });
+        Ok(())
+    }
+
+    async fn write(&mut self, bytes: &[u8], what: String) -> Result<(), StepError> {
+        let within = self.t(Duration::from_secs(5));
+        self.transcript.push(format!("→ {what}"));
+        let tx = self
+            .conn
+            .as_mut()
+            .and_then(|c| c.tx.as_mut())
+            .ok_or_else(|| StepError::Error("the connection is closed for writing".into()))?;
+        match tokio::time::timeout(within, tx.write_all(bytes)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(StepError::Fail(format!("writing to the testee failed: {e}"))),
+            Err(_) => Err(StepError::Fail(format!("the testee did not read {} bytes within {within:?}", bytes.len()))),
+        }
+    }
+
+    async fn send_value(&mut self, v: Value) -> Result<(), StepError> {
+        let body = protomcp_proto::dynamic::encode(&v).map_err(|e| StepError::Error(e.to_string()))?;
+        let bytes = protomcp_proto::frame::frame_bytes(&body);
+        self.write(&bytes, compact(&v)).await
+    }
+
+    /// The next tree (not in `ignore`) until `deadline`; sideband transfers and completed streams
+    /// arrive as their equivalent result.
+    async fn next(&mut self, deadline: Instant, ignore: &[Arm]) -> Result<Got, StepError> {
+        loop {
+            let conn = self.conn.as_mut().ok_or_else(|| StepError::Error("no connection".into()))?;
+            let rx = conn.rx.as_mut().ok_or_else(|| StepError::Error("the connection is closed".into()))?;
+            let item = match tokio::time::timeout_at(deadline, rx.next()).await {
+                Err(_) => return Ok(Got::Timeout),
+                Ok(None) => {
+                    self.transcript.push("← end of file".into());
+                    return Ok(Got::Eof);
+                }
+                Ok(Some(Err(e))) => {
+                    self.transcript.push(format!("← stream error: {e}"));
+                    return Err(StepError::Fail(format!("the connection broke: {e}")));
+                }
+                Ok(Some(Ok(i))) => i,
+            };
+            let v = match item {
+                Incoming::Malformed(e) => {
+                    self.transcript.push(format!("← malformed: {e}"));
+                    return Err(StepError::Fail(format!("the testee sent a malformed frame: {e}")));
+                }
+                Incoming::Frame(Frame::Sideband(sb)) => {
+                    let rid = conn.raw_header_rid.take().unwrap_or_default();
+                    sideband_value(&sb, &rid)
+                }
+                Incoming::Frame(Frame::Envelope(d)) => {
+                    let tree = frame_value(&d).map_err(|e| StepError::Error(e.to_string()))?;
+                    if arm_of(&tree) == Some("raw_header") {
+                        // The payload follows as a Sideband item, which stands for the result.
+                        self.transcript.push(format!("← {} (sideband header)", compact(&tree)));
+                        conn.raw_header_rid = Some(d.envelope.request_id.clone());
+                        continue;
+                    }
+                    match conn.streams.handle(&d.envelope) {
+                        None => tree,
+                        Some(ev @ StreamEvent::Complete { .. }) => {
+                            self.transcript.push(format!("← {} (stream end)", compact(&tree)));
+                            stream_value(&ev).unwrap_or(tree)
+                        }
+                        Some(StreamEvent::Progress { .. }) => {
+                            self.transcript.push(format!("← {} (stream)", compact(&tree)));
+                            continue;
+                        }
+                        Some(StreamEvent::Failed { rid, error, .. }) => {
+                            json!({"request_id": rid, "via": "stream", "stream": {"error": error.to_string()}})
+                        }
+                        Some(StreamEvent::Orphan { violation, .. }) => {
+                            self.transcript.push(format!("← {} (orphan chunk: {violation})", compact(&tree)));
+                            continue;
+                        }
+                    }
+                }
+            };
+            let ignored = arm_of(&v).and_then(Arm::from_name).is_some_and(|a| ignore.contains(&a));
+            self.transcript.push(format!("← {}{}", compact(&v), if ignored { " (ignored)" } else { "" }));
+            if !ignored {
+                return Ok(Got::Value(v));
+            }
+        }
+    }
+
+    async fn next_required(&mut self, deadline: Instant, within: Duration, ignore: &[Arm]) -> Result<Value, StepError> {
+        match self.next(deadline, ignore).await? {
+            Got::Value(v) => Ok(v),
+            Got::Eof => Err(StepError::Fail("the testee closed the connection".into())),
+            Got::Timeout => Err(StepError::Fail(format!("nothing arrived within {within:?}"))),
+        }
+    }
+
+    fn shutdown(&mut self, how: i32) {
+        if let Some(c) = &self.conn {
+            let fd =
+                c.tx.as_ref()
+                    .map(|t| t.as_ref().as_raw_fd())
+                    .or(c.rx.as_ref().map(|r| r.get_ref().as_ref().as_raw_fd()));
+            if let Some(fd) = fd {
+                // SAFETY: fd is an open socket owned by this connection.
+                unsafe { libc::shutdown(fd, how) };
+            }
+        }
+    }
+
+    /// Closes the connection as spec B.4 asks: shutdown(SHUT_RDWR), then drop.
+    pub fn close(&mut self) {
+        self.shutdown(libc::SHUT_RDWR);
+        self.conn = None;
+    }
+
+    async fn handshake(&mut self, h: &Handshake) -> Result<(), StepError> {
+        let within = self.t(h.within);
+        let deadline = Instant::now() + within;
+        self.send_value(json!({"request_id": h.rid, "list_tools": {}})).await?;
+        let v = self.next_required(deadline, within, &[]).await?;
+        if v.get("request_id").and_then(Value::as_str).unwrap_or("") != h.rid || arm_of(&v) != Some("tool_list") {
+            return Err(StepError::Fail(format!(
+                "expected the tool_list under rid {:?} first, got {}",
+                h.rid,
+                compact(&v)
+            )));
+        }
+        if let Some(p) = &h.tool_list {
+            match_value(p, v.get("tool_list"), &mut self.caps)
+                .map_err(|m| StepError::Fail(format!("tool_list: {m}")))?;
+        }
+        let mut registered = Vec::new();
+        loop {
+            let v = self.next_required(deadline, within, &[]).await?;
+            let rid = v.get("request_id").and_then(Value::as_str).unwrap_or("");
+            match arm_of(&v) {
+                Some("register_middleware") if rid.is_empty() => {
+                    registered.push(v["register_middleware"]["name"].as_str().unwrap_or("").to_owned());
+                    let ack = env::register_middleware_response(true);
+                    let text = format!("{ack:?}");
+                    self.write(&ack.to_frame(), text).await?;
+                }
+                Some("reload_response") if rid.is_empty() && v["reload_response"]["success"] == json!(true) => break,
+                _ => {
+                    return Err(StepError::Fail(format!(
+                        "expected a register_middleware or the reload_response marker, got {}",
+                        compact(&v)
+                    )));
+                }
+            }
+        }
+        let want_mw = h.middleware.clone().unwrap_or_else(|| {
+            if self.middleware { ["guard", "mirror", "broken"].map(String::from).to_vec() } else { Vec::new() }
+        });
+        if registered != want_mw {
+            return Err(StepError::Fail(format!("middleware registered: {registered:?}, expected {want_mw:?}")));
+        }
+        let hidden = h.hidden.clone().unwrap_or_else(|| {
+            if self.features.iter().any(|f| f == "hidden") { vec!["secret".to_owned()] } else { Vec::new() }
+        });
+        if !hidden.is_empty() {
+            let v = self.next_required(deadline, within, &[]).await?;
+            let rid = v.get("request_id").and_then(Value::as_str).unwrap_or("");
+            let mut got: Vec<String> = v["disable_tools"]["tool_names"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|n| n.as_str().map(String::from)).collect())
+                .unwrap_or_default();
+            let mut want = hidden.clone();
+            got.sort();
+            want.sort();
+            if arm_of(&v) != Some("disable_tools") || !rid.is_empty() || got != want {
+                return Err(StepError::Fail(format!(
+                    "expected disable_tools {hidden:?} with an empty rid, got {}",
+                    compact(&v)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    async fn step(&mut self, action: &Action) -> Result<(), StepError> {
+        let render = |e: crate::scenario::RenderError| StepError::Error(e.to_string());
+        match action {
+            Action::Handshake(h) => self.handshake(h).await,
+            Action::Send(t) => {
+                let v = t.render(&self.caps).map_err(render)?;
+                let bytes = t.frame(&self.caps).map_err(render)?;
+                self.write(&bytes, compact(&v)).await
+            }
+            Action::SendRaw(b) => self.write(b, format!("raw {} bytes", b.len())).await,
+            Action::SendFrame(f) => {
+                let body = match &f.body {
+                    FrameBody::Hex(b) => b.clone(),
+                    FrameBody::Envelope(t) => t.body(&self.caps).map_err(render)?,
+                };
+                let len = f.length.unwrap_or(u32::try_from(body.len()).unwrap_or(u32::MAX));
+                let mut bytes = len.to_be_bytes().to_vec();
+                bytes.extend(&body);
+                self.write(&bytes, format!("frame: prefix {len}, {} body bytes", body.len())).await
+            }
+            Action::Expect(e) => {
+                let within = self.t(e.within);
+                let v = self.next_required(Instant::now() + within, within, &e.ignore).await?;
+                match_envelope(&e.pattern, &v, &mut self.caps)
+                    .map_err(|m| StepError::Fail(format!("{m}\n  arrived: {}", compact(&v))))
+            }
+            Action::ExpectAnyOrder(e) => {
+                let within = self.t(e.within);
+                let deadline = Instant::now() + within;
+                let mut values = Vec::new();
+                for _ in &e.patterns {
+                    values.push(self.next_required(deadline, within, &e.ignore).await?);
+                }
+                match_any_order(&e.patterns, &values, &mut self.caps).map(|_| ()).map_err(|m| {
+                    let got: Vec<String> = values.iter().map(compact).collect();
+                    StepError::Fail(format!("{m}\n  arrived: {}", got.join("\n           ")))
+                })
+            }
+            Action::ExpectNothing(e) => {
+                let d = self.t(e.duration);
+                match self.next(Instant::now() + d, &e.ignore).await? {
+                    Got::Timeout => Ok(()),
+                    Got::Eof => Err(StepError::Fail(format!("the testee closed the connection within {d:?}"))),
+                    Got::Value(v) => Err(StepError::Fail(format!("expected nothing for {d:?}, got {}", compact(&v)))),
+                }
+            }
+            Action::ExpectClose { within } => {
+                let within = self.t(*within);
+                let deadline = Instant::now() + within;
+                loop {
+                    match self.next(deadline, &[]).await {
+                        Ok(Got::Eof) | Err(StepError::Fail(_)) => return Ok(()),
+                        Ok(Got::Value(_)) => continue,
+                        Ok(Got::Timeout) => {
+                            return Err(StepError::Fail(format!("the connection was still open after {within:?}")));
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            Action::ExpectExit(x) => {
+                let within = self.t(x.within);
+                let Some(info) = self.proc.wait(within).await else {
+                    return Err(StepError::Fail(format!("the testee was still running after {within:?}")));
+                };
+                self.transcript.push(format!("-- testee {info}"));
+                let sent = match &self.proc {
+                    Proc::Child(t) => t.sent_signals.clone(),
+                    Proc::Task { .. } => Vec::new(),
+                };
+                // A death by a signal the harness sent counts as 128 + signal; by any other
+                // signal as "no status" (spec §1.6: non-zero).
+                let status = match (info.code, info.signal) {
+                    (Some(c), _) => Some(c),
+                    (None, Some(s)) if sent.contains(&s) => Some(128 + s),
+                    _ => None,
+                };
+                if !x.code.accepts(status) {
+                    return Err(StepError::Fail(format!("the testee ended with {info}, expected {:?}", x.code)));
+                }
+                if let Some(p) = &x.stderr {
+                    let text = self.proc.stderr().await;
+                    match_value(p, Some(&Value::String(text)), &mut self.caps)
+                        .map_err(|m| StepError::Fail(format!("stderr: {m}")))?;
+                }
+                Ok(())
+            }
+            Action::ExpectAlive { within } => {
+                let within = self.t(*within);
+                self.alive += 1;
+                let rid = format!("alive-{}", self.alive);
+                self.send_value(
+                    json!({"request_id": rid, "call_tool": {"name": "echo", "arguments_json": "{\"text\":\"alive\"}"}}),
+                )
+                .await?;
+                let deadline = Instant::now() + within;
+                loop {
+                    let v = self.next_required(deadline, within, &[]).await?;
+                    if v.get("request_id").and_then(Value::as_str) == Some(rid.as_str()) {
+                        return if v.get("call_result").is_some() {
+                            Ok(())
+                        } else {
+                            Err(StepError::Fail(format!("the echo call {rid} got {}", compact(&v))))
+                        };
+                    }
+                }
+            }
+            Action::ExpectNoConnect { duration } => {
+                let d = self.t(*duration);
+                match tokio::time::timeout(d, self.listener.accept()).await {
+                    Ok(Ok(_)) => {
+                        Err(StepError::Fail(format!("a connection reached the harness's socket within {d:?}")))
+                    }
+                    Ok(Err(e)) => Err(StepError::Error(format!("accept failed: {e}"))),
+                    Err(_) => Ok(()),
+                }
+            }
+            Action::Sleep(d) => {
+                tokio::time::sleep(self.t(*d)).await;
+                Ok(())
+            }
+            Action::Close(CloseMode::Both) => {
+                self.transcript.push("→ shutdown(SHUT_RDWR)".into());
+                self.close();
+                Ok(())
+            }
+            Action::Close(CloseMode::Write) => {
+                self.transcript.push("→ shutdown(SHUT_WR)".into());
+                self.shutdown(libc::SHUT_WR);
+                if let Some(c) = self.conn.as_mut() {
+                    c.tx = None;
+                }
+                Ok(())
+            }
+            Action::Signal(s) => match &mut self.proc {
+                Proc::Child(t) => {
+                    t.signal(signo(*s));
+                    self.transcript.push(format!("-- sent signal {s:?}"));
+                    Ok(())
+                }
+                Proc::Task { .. } => Err(StepError::Error("signals need a testee process".into())),
+            },
+        }
+    }
+
+    /// The last lines of the transcript.
+    pub fn transcript_tail(&self) -> Vec<String> {
+        let n = self.transcript.len().saturating_sub(TRANSCRIPT_TAIL);
+        self.transcript[n..].to_vec()
+    }
+
+    /// Whether the testee has ended.
+    pub fn ended(&self) -> bool {
+        self.proc.exited().is_some()
+    }
+}
+
+fn prefix(e: StepError, at: &str, kw: &str) -> StepError {
+    match e {
+        StepError::Fail(m) => StepError::Fail(format!("{at}: {kw}: {m}")),
+        StepError::Error(m) => StepError::Error(format!("{at}: {kw}: {m}")),
+    }
+}
+
+/// `T_PROMPT`, re-exported for the runner's defaults.
+pub const DEFAULT_STEP: Duration = T_PROMPT;

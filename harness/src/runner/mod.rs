@@ -1,0 +1,273 @@
+//! The runner: executes scenarios against a target, each in isolation, in parallel.
+//!
+//! Per scenario: a fresh private temp dir (0700) holding the socket, which the runner binds
+//! before it starts the testee (it plays the bridge); the testee in its own process group with
+//! `PROTOMCP_SOCKET`, stdin at EOF, stdout discarded and stderr kept; the steps with their own
+//! deadlines inside the scenario's budget; then `shutdown(SHUT_RDWR)` of the connection, SIGTERM
+//! to the group, a grace period, SIGKILL to the group, and every member reaped. The verdict is
+//! computed by [`verdict::judge`] from the outcome, the scenario's level and the known failures.
+
+pub mod exec;
+pub mod process;
+pub mod report;
+pub mod target;
+pub mod verdict;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::net::UnixListener;
+
+pub use exec::{Exec, Proc, StepError};
+pub use target::{KnownFailures, Manifest, Target, TargetKind, load_known_failures};
+pub use verdict::{Outcome, Summary, Verdict, judge};
+
+use crate::requirements::Level;
+use crate::scenario::{Scenario, SocketSetup};
+use crate::testee::ENV_SOCKET;
+
+/// Budget of a scenario that sets no `timeout_ms`.
+pub const DEFAULT_SCENARIO_TIMEOUT: Duration = Duration::from_secs(60);
+/// Time between SIGTERM and SIGKILL at teardown.
+pub const GRACE: Duration = Duration::from_secs(2);
+/// How long teardown waits for the group to vanish after SIGKILL.
+pub const KILL_LIMIT: Duration = Duration::from_secs(5);
+/// The stderr tail shown in a report, in lines.
+pub const STDERR_TAIL: usize = 20;
+
+/// Options of a run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Parallel scenarios.
+    pub jobs: usize,
+    /// Every time of a scenario is multiplied by this (never less than 1).
+    pub timeout_scale: f64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1), timeout_scale: 1.0 }
+    }
+}
+
+/// The result of one scenario.
+#[derive(Debug, Clone)]
+pub struct CaseResult {
+    pub id: String,
+    pub title: String,
+    pub file: String,
+    pub requirements: Vec<String>,
+    pub level: Level,
+    pub verdict: Verdict,
+    pub message: String,
+    pub duration: Duration,
+    pub transcript_tail: Vec<String>,
+    pub stderr_tail: String,
+    /// The testee command used (empty when not started).
+    pub command: Vec<String>,
+}
+
+fn tail_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Runs one scenario against the target and judges it.
+pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseResult {
+    let started = Instant::now();
+    let mut res = CaseResult {
+        id: s.id.clone(),
+        title: s.title.clone(),
+        file: s.file.display().to_string(),
+        requirements: s.requirements.iter().map(|r| r.id.to_owned()).collect(),
+        level: s.level,
+        verdict: Verdict::Pass,
+        message: String::new(),
+        duration: Duration::ZERO,
+        transcript_tail: Vec::new(),
+        stderr_tail: String::new(),
+        command: Vec::new(),
+    };
+    let outcome = match target.plan(s) {
+        Err(why) => Outcome::Skipped(why),
+        Ok(argv) => {
+            res.command = argv.clone();
+            execute(s, target, cfg, argv, &mut res).await
+        }
+    };
+    let known = target.known_failures.get(&s.id).map(String::as_str);
+    let (verdict, message) = judge(&outcome, s.level, known);
+    res.verdict = verdict;
+    res.message = message;
+    res.duration = started.elapsed();
+    res
+}
+
+async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>, res: &mut CaseResult) -> Outcome {
+    let dir = match process::ScenarioDir::new() {
+        Ok(d) => d,
+        Err(e) => return Outcome::Error(format!("cannot create the scenario's temp dir: {e}")),
+    };
+    let sock = dir.path().join("protomcp.sock");
+    let listener = match UnixListener::bind(&sock) {
+        Ok(l) => l,
+        Err(e) => return Outcome::Error(format!("cannot bind {}: {e}", sock.display())),
+    };
+    let mut env: BTreeMap<String, Option<String>> = target.env.clone();
+    env.extend(s.testee.env.clone());
+    let sock_value = match s.testee.socket {
+        SocketSetup::Normal => Some(sock.display().to_string()),
+        SocketSetup::Unset => None,
+        SocketSetup::Empty => Some(String::new()),
+        SocketSetup::Missing => Some(dir.path().join("missing.sock").display().to_string()),
+        SocketSetup::NotASocket => {
+            let p = dir.path().join("not-a-socket");
+            if let Err(e) = std::fs::write(&p, b"not a socket\n") {
+                return Outcome::Error(format!("cannot create {}: {e}", p.display()));
+            }
+            Some(p.display().to_string())
+        }
+        SocketSetup::Refused => {
+            let p = dir.path().join("refused.sock");
+            match std::os::unix::net::UnixListener::bind(&p) {
+                Ok(l) => drop(l),
+                Err(e) => return Outcome::Error(format!("cannot bind {}: {e}", p.display())),
+            }
+            Some(p.display().to_string())
+        }
+    };
+    env.insert(ENV_SOCKET.to_owned(), sock_value.clone());
+    let proc = match &target.kind {
+        TargetKind::InProcess => {
+            let Some(path) = sock_value else { return Outcome::Error("in-process testees need the socket".into()) };
+            let opts = crate::testee::Options {
+                middleware: s.testee.middleware,
+                misbehave: s.testee.misbehave,
+                ..crate::testee::Options::default()
+            };
+            let handle = tokio::spawn(async move {
+                match tokio::net::UnixStream::connect(&path).await {
+                    Ok(st) => crate::testee::serve(st, opts).await,
+                    Err(_) => crate::testee::exit::FAILURE,
+                }
+            });
+            Proc::Task { handle, ended: None }
+        }
+        _ => match process::spawn(&argv, &env) {
+            Ok(t) => Proc::Child(t),
+            Err(e) => return Outcome::Error(format!("cannot start the testee `{}`: {e}", argv.join(" "))),
+        },
+    };
+    let scale = cfg.timeout_scale.max(1.0);
+    let budget = s.timeout.unwrap_or(DEFAULT_SCENARIO_TIMEOUT).mul_f64(scale);
+    let mut ex = Exec::new(s, scale, &target.features, s.testee.middleware, listener, proc);
+    let outcome = match tokio::time::timeout(budget, ex.run_steps()).await {
+        Ok(Ok(())) => Outcome::Passed,
+        Ok(Err(StepError::Fail(m))) => Outcome::Failed(m),
+        Ok(Err(StepError::Error(m))) => Outcome::Error(m),
+        Err(_) => Outcome::Error(format!("the scenario exceeded its budget of {budget:?}")),
+    };
+    ex.close();
+    res.transcript_tail = ex.transcript_tail();
+    let outcome = match &mut ex.proc {
+        Proc::Child(t) => {
+            let clean = t.teardown(GRACE, KILL_LIMIT).await;
+            res.stderr_tail = tail_lines(&t.stderr().await, STDERR_TAIL);
+            match (clean, outcome) {
+                (false, Outcome::Passed) => {
+                    Outcome::Error(format!("processes of the testee's group {} survived SIGKILL", t.pid))
+                }
+                (_, o) => o,
+            }
+        }
+        Proc::Task { handle, .. } => {
+            handle.abort();
+            outcome
+        }
+    };
+    drop(dir);
+    outcome
+}
+
+/// Called with each finished result, the number finished so far and the total.
+pub type OnDone = Arc<dyn Fn(&CaseResult, usize, usize) + Send + Sync>;
+
+/// Runs the scenarios, at most `cfg.jobs` at a time; `on_done` sees each result as it finishes
+/// (with the count finished so far). Results come back in the order of `scenarios`.
+pub async fn run_all(
+    scenarios: Arc<Vec<Scenario>>,
+    target: Arc<Target>,
+    cfg: Config,
+    on_done: OnDone,
+) -> Vec<CaseResult> {
+    let total = scenarios.len();
+    let sem = Arc::new(tokio::sync::Semaphore::new(cfg.jobs.max(1)));
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..total {
+        let (scenarios, target, cfg, sem, done, on_done) =
+            (scenarios.clone(), target.clone(), cfg.clone(), sem.clone(), done.clone(), on_done.clone());
+        set.spawn(async move {
+            let _permit = sem.acquire_owned().await.expect("semaphore open");
+            let r = run_scenario(&scenarios[i], &target, &cfg).await;
+            let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            on_done(&r, n, total);
+            (i, r)
+        });
+    }
+    let mut out: Vec<Option<CaseResult>> = vec![None; total];
+    while let Some(j) = set.join_next().await {
+        match j {
+            Ok((i, r)) => out[i] = Some(r),
+            Err(e) => eprintln!("protomcp-conform: a scenario task failed: {e}"),
+        }
+    }
+    out.into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            r.unwrap_or_else(|| CaseResult {
+                id: scenarios[i].id.clone(),
+                title: scenarios[i].title.clone(),
+                file: scenarios[i].file.display().to_string(),
+                requirements: scenarios[i].requirements.iter().map(|r| r.id.to_owned()).collect(),
+                level: scenarios[i].level,
+                verdict: Verdict::Error,
+                message: "the harness task running this scenario panicked".into(),
+                duration: Duration::ZERO,
+                transcript_tail: Vec::new(),
+                stderr_tail: String::new(),
+                command: Vec::new(),
+            })
+        })
+        .collect()
+}
+
+/// Whether `id` matches the glob (`*` any run of characters, `?` one character).
+pub fn glob_match(glob: &str, id: &str) -> bool {
+    fn m(g: &[char], s: &[char]) -> bool {
+        match g.split_first() {
+            None => s.is_empty(),
+            Some(('*', rest)) => (0..=s.len()).any(|i| m(rest, &s[i..])),
+            Some(('?', rest)) => !s.is_empty() && m(rest, &s[1..]),
+            Some((c, rest)) => s.first() == Some(c) && m(rest, &s[1..]),
+        }
+    }
+    let g: Vec<char> = glob.chars().collect();
+    let s: Vec<char> = id.chars().collect();
+    m(&g, &s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("calls.*", "calls.echo"));
+        assert!(glob_match("*echo", "calls.echo"));
+        assert!(glob_match("c?lls.echo", "calls.echo"));
+        assert!(!glob_match("calls.*", "conn.x"));
+        assert!(glob_match("calls.echo", "calls.echo"));
+    }
+}

@@ -1,0 +1,261 @@
+//! Processes and temp dirs: each testee in its own process group, each scenario in its own
+//! private temp dir; a registry of both so that an interrupted run can clean up everything.
+
+use std::collections::{BTreeMap, HashSet};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+use tokio::sync::watch;
+
+/// Environment variable naming the directory under which the per-scenario temp dirs are made.
+pub const ENV_TMPDIR: &str = "PROTOMCP_CONFORM_TMPDIR";
+
+/// At most this much of a testee's stderr is kept (the tail).
+const STDERR_KEEP: usize = 256 * 1024;
+
+#[derive(Default)]
+struct Registry {
+    groups: HashSet<i32>,
+    dirs: HashSet<PathBuf>,
+}
+
+static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
+
+fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
+    let mut g = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    f(g.get_or_insert_with(Registry::default))
+}
+
+/// Kills every testee process group still alive and removes every temp dir of this run (for
+/// SIGINT). Returns how many groups and dirs it dealt with.
+pub fn emergency_cleanup() -> (usize, usize) {
+    with_registry(|r| {
+        for &g in &r.groups {
+            // SAFETY: killpg has no memory-safety preconditions.
+            unsafe { libc::killpg(g, libc::SIGKILL) };
+        }
+        for d in &r.dirs {
+            let _ = std::fs::remove_dir_all(d);
+        }
+        let n = (r.groups.len(), r.dirs.len());
+        r.groups.clear();
+        r.dirs.clear();
+        n
+    })
+}
+
+/// Makes this process the reaper of orphaned descendants (Linux), so that leftovers of a testee's
+/// group (a grandchild whose parent exited) can be reaped by the runner. Harmless elsewhere.
+pub fn become_subreaper() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes an integer argument only.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// A private temp dir (mode 0700), removed on drop.
+pub struct ScenarioDir {
+    dir: Option<tempfile::TempDir>,
+}
+
+impl ScenarioDir {
+    pub fn new() -> std::io::Result<ScenarioDir> {
+        let root = std::env::var_os(ENV_TMPDIR).map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+        let dir = tempfile::Builder::new().prefix("protomcp-conform-").tempdir_in(root)?;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
+        with_registry(|r| r.dirs.insert(dir.path().to_owned()));
+        Ok(ScenarioDir { dir: Some(dir) })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.as_ref().expect("present until drop").path()
+    }
+}
+
+impl Drop for ScenarioDir {
+    fn drop(&mut self) {
+        if let Some(d) = self.dir.take() {
+            let p = d.path().to_owned();
+            let _ = d.close();
+            with_registry(|r| r.dirs.remove(&p));
+        }
+    }
+}
+
+/// How a testee ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitInfo {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl std::fmt::Display for ExitInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.code, self.signal) {
+            (Some(c), _) => write!(f, "exit status {c}"),
+            (None, Some(s)) => write!(f, "killed by signal {s}"),
+            (None, None) => f.write_str("ended"),
+        }
+    }
+}
+
+/// A running testee: the leader of its own process group.
+pub struct Testee {
+    pub pid: i32,
+    status: watch::Receiver<Option<ExitInfo>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    stderr_done: watch::Receiver<bool>,
+    /// Signals the harness sent (`signal` steps).
+    pub sent_signals: Vec<i32>,
+}
+
+/// Spawns `argv` in a new process group with stdin at EOF, stdout discarded, stderr kept.
+pub fn spawn(argv: &[String], env: &BTreeMap<String, Option<String>>) -> std::io::Result<Testee> {
+    let (prog, args) = argv.split_first().ok_or_else(|| std::io::Error::other("empty testee command"))?;
+    let mut cmd = tokio::process::Command::new(prog);
+    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).process_group(0);
+    for (k, v) in env {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let mut child = cmd.spawn()?;
+    let pid = child.id().and_then(|p| i32::try_from(p).ok()).ok_or_else(|| std::io::Error::other("no pid"))?;
+    with_registry(|r| r.groups.insert(pid));
+    let stderr = Arc::new(Mutex::new(Vec::new()));
+    let (done_tx, stderr_done) = watch::channel(false);
+    if let Some(mut pipe) = child.stderr.take() {
+        let buf = stderr.clone();
+        tokio::spawn(async move {
+            let mut chunk = [0u8; 8192];
+            while let Ok(n) = pipe.read(&mut chunk).await {
+                if n == 0 {
+                    break;
+                }
+                let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
+                b.extend_from_slice(&chunk[..n]);
+                if b.len() > STDERR_KEEP {
+                    let cut = b.len() - STDERR_KEEP;
+                    b.drain(..cut);
+                }
+            }
+            let _ = done_tx.send(true);
+        });
+    } else {
+        let _ = done_tx.send(true);
+    }
+    let (tx, status) = watch::channel(None);
+    tokio::spawn(async move {
+        use std::os::unix::process::ExitStatusExt;
+        let info = match child.wait().await {
+            Ok(s) => ExitInfo { code: s.code(), signal: s.signal() },
+            Err(_) => ExitInfo { code: None, signal: None },
+        };
+        let _ = tx.send(Some(info));
+    });
+    Ok(Testee { pid, status, stderr, stderr_done, sent_signals: Vec::new() })
+}
+
+impl Testee {
+    /// The exit, if it has happened.
+    pub fn exited(&self) -> Option<ExitInfo> {
+        *self.status.borrow()
+    }
+
+    /// Waits for the exit, at most `within`.
+    pub async fn wait(&mut self, within: Duration) -> Option<ExitInfo> {
+        let mut rx = self.status.clone();
+        let r = tokio::time::timeout(within, rx.wait_for(|s| s.is_some())).await;
+        match r {
+            Ok(Ok(s)) => *s,
+            _ => None,
+        }
+    }
+
+    /// Everything kept of stderr so far (waits briefly for the pipe to drain after an exit).
+    pub async fn stderr(&self) -> String {
+        if self.exited().is_some() {
+            let mut rx = self.stderr_done.clone();
+            let _ = tokio::time::timeout(Duration::from_millis(500), rx.wait_for(|d| *d)).await;
+        }
+        String::from_utf8_lossy(&self.stderr.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+
+    /// Sends a signal to the testee process itself.
+    pub fn signal(&mut self, sig: i32) {
+        self.sent_signals.push(sig);
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(self.pid, sig) };
+    }
+
+    /// SIGTERM to the whole group, `grace` to exit, then SIGKILL to the whole group; waits until
+    /// the leader is reaped and no member of the group is left (reaping orphans when this process
+    /// is their subreaper). Returns false if something survived `limit`.
+    pub async fn teardown(&mut self, grace: Duration, limit: Duration) -> bool {
+        let pgid = self.pid;
+        // SAFETY: killpg has no memory-safety preconditions.
+        unsafe { libc::killpg(pgid, libc::SIGTERM) };
+        let _ = self.wait(grace).await;
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            // SAFETY: as above; waitpid with WNOHANG on a process group reaps only its members.
+            unsafe {
+                libc::killpg(pgid, libc::SIGKILL);
+                // Reap orphans of the group that were reparented to us (not the leader: tokio
+                // reaps that one; after it is reaped the pgid names only the leftovers).
+                if self.exited().is_some() {
+                    let mut st = 0;
+                    while libc::waitpid(-pgid, &mut st, libc::WNOHANG) > 0 {}
+                }
+            }
+            let leader_gone = self.exited().is_some();
+            let group_gone = !group_alive(pgid);
+            if leader_gone && group_gone {
+                with_registry(|r| r.groups.remove(&pgid));
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Whether any process of group `pgid` is still running (zombies count as gone: they are dead,
+/// only not yet reaped by their parent).
+pub fn group_alive(pgid: i32) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        let Ok(dir) = std::fs::read_dir("/proc") else { return unsafe_group_exists(pgid) };
+        for e in dir.flatten() {
+            let name = e.file_name();
+            let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+            // pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
+            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { continue };
+            let mut f = rest.split_whitespace();
+            let state = f.next().unwrap_or("");
+            let pgrp = f.nth(1).and_then(|g| g.parse::<i32>().ok());
+            if pgrp == Some(pgid) && state != "Z" && state != "X" {
+                return true;
+            }
+        }
+        false
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        unsafe_group_exists(pgid)
+    }
+}
+
+fn unsafe_group_exists(pgid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    unsafe { libc::killpg(pgid, 0) == 0 }
+}

@@ -1,0 +1,126 @@
+//! Reports: the human one (a line per scenario, a summary, details of each failure), JSON and
+//! JUnit.
+
+use std::fmt::Write as _;
+
+use serde_json::json;
+
+use super::{CaseResult, Summary, Verdict};
+
+fn colour(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Pass | Verdict::Xfail => "\x1b[32m",
+        Verdict::Skip => "\x1b[2m",
+        Verdict::Warn => "\x1b[33m",
+        Verdict::Fail | Verdict::Xpass | Verdict::Error => "\x1b[31m",
+    }
+}
+
+/// The one line of a finished scenario.
+pub fn line(r: &CaseResult, tty: bool) -> String {
+    let v = format!("{:<5}", r.verdict.name());
+    let v = if tty { format!("{}{v}\x1b[0m", colour(r.verdict)) } else { v };
+    let mut s = format!("{v} {} ({} ms)", r.id, r.duration.as_millis());
+    if matches!(r.verdict, Verdict::Skip | Verdict::Xfail | Verdict::Xpass)
+        || (r.verdict == Verdict::Pass && !r.message.is_empty())
+    {
+        let first = r.message.lines().next().unwrap_or("");
+        let _ = write!(s, ": {first}");
+    }
+    s
+}
+
+/// The command that re-runs one scenario against the same target.
+pub fn rerun_command(target_args: &str, id: &str) -> String {
+    let mut s = String::from("protomcp-conform");
+    if !target_args.is_empty() {
+        s.push(' ');
+        s.push_str(target_args);
+    }
+    let _ = write!(s, " --only '{id}'");
+    s
+}
+
+/// The details of a FAIL, WARN, XPASS or ERROR.
+pub fn details(r: &CaseResult, target_args: &str) -> String {
+    let mut s = format!("── {} {} ({}, {})\n", r.verdict, r.id, r.level, r.requirements.join(", "));
+    let _ = writeln!(s, "   {}", r.title);
+    for l in r.message.lines() {
+        let _ = writeln!(s, "   {l}");
+    }
+    if !r.transcript_tail.is_empty() {
+        let _ = writeln!(s, "   transcript (last {} lines):", r.transcript_tail.len());
+        for l in &r.transcript_tail {
+            let _ = writeln!(s, "     {l}");
+        }
+    }
+    if !r.stderr_tail.trim().is_empty() {
+        let _ = writeln!(s, "   testee stderr (tail):");
+        for l in r.stderr_tail.lines() {
+            let _ = writeln!(s, "     {l}");
+        }
+    }
+    if !r.command.is_empty() {
+        let _ = writeln!(s, "   testee: {}", r.command.join(" "));
+    }
+    let _ = writeln!(s, "   re-run: {}", rerun_command(target_args, &r.id));
+    s
+}
+
+/// The JSON report.
+pub fn json_report(target: &str, results: &[CaseResult]) -> serde_json::Value {
+    let summary = Summary::of(results.iter().map(|r| r.verdict));
+    let cases: Vec<_> = results
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.id,
+                "requirements": r.requirements,
+                "level": r.level.to_string(),
+                "verdict": r.verdict.name(),
+                "message": r.message,
+                "duration_ms": u64::try_from(r.duration.as_millis()).unwrap_or(u64::MAX),
+            })
+        })
+        .collect();
+    json!({"target": target, "summary": summary, "cases": cases})
+}
+
+/// The JUnit XML report.
+pub fn junit_report(target: &str, results: &[CaseResult]) -> Result<String, String> {
+    use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+    let mut report = Report::new("protomcp-conform");
+    let mut suite = TestSuite::new(target);
+    for r in results {
+        let status = match r.verdict {
+            Verdict::Pass | Verdict::Xfail | Verdict::Warn => TestCaseStatus::success(),
+            Verdict::Skip => {
+                let mut s = TestCaseStatus::skipped();
+                s.set_message(r.message.as_str());
+                s
+            }
+            Verdict::Fail | Verdict::Xpass => {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                s.set_message(r.message.lines().next().unwrap_or(""));
+                s.set_type(r.verdict.name());
+                s.set_description(r.message.as_str());
+                s
+            }
+            Verdict::Error => {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
+                s.set_message(r.message.lines().next().unwrap_or(""));
+                s.set_description(r.message.as_str());
+                s
+            }
+        };
+        let mut case = TestCase::new(r.id.as_str(), status);
+        case.set_classname(r.id.split('.').next().unwrap_or(""));
+        case.set_time(r.duration);
+        if !r.stderr_tail.is_empty() {
+            case.set_system_err(r.stderr_tail.as_str());
+        }
+        suite.add_test_case(case);
+    }
+    report.add_test_suite(suite);
+    report.to_string().map_err(|e| e.to_string())
+}

@@ -1,0 +1,181 @@
+//! What runs the scenarios: the bundled reference testee, a command, or an SDK's manifest.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::requirements::TP_FEATURES;
+use crate::scenario::{Action, Role, Scenario, SocketSetup};
+
+/// Known failures: scenario id → reason.
+pub type KnownFailures = BTreeMap<String, String>;
+
+/// How the testee is started.
+#[derive(Debug, Clone)]
+pub enum TargetKind {
+    /// The reference testee of this binary: `exe testee [--middleware] [--misbehave K]`.
+    Reference { exe: PathBuf },
+    /// A command of an SDK's testee; `middleware_command` starts its middleware variant.
+    Command { argv: Vec<String>, middleware_command: Option<Vec<String>> },
+    /// The reference testee served by a task of this process (for tests of the harness): only
+    /// scenarios with the normal socket, no extra environment and no misbehaviour.
+    InProcess,
+}
+
+/// A target: what to start, what it claims, what it is known to fail.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Shown in reports.
+    pub name: String,
+    pub kind: TargetKind,
+    pub features: Vec<String>,
+    pub known_failures: KnownFailures,
+    /// Extra environment of every testee.
+    pub env: BTreeMap<String, Option<String>>,
+}
+
+impl Target {
+    /// The reference testee at `exe` (normally this binary), claiming every feature.
+    pub fn reference(exe: PathBuf) -> Target {
+        Target {
+            name: "reference testee".into(),
+            kind: TargetKind::Reference { exe },
+            features: TP_FEATURES.iter().map(|f| f.to_string()).collect(),
+            known_failures: KnownFailures::new(),
+            env: BTreeMap::new(),
+        }
+    }
+
+    /// The reference testee in-process.
+    pub fn in_process() -> Target {
+        Target {
+            name: "reference testee (in-process)".into(),
+            kind: TargetKind::InProcess,
+            ..Target::reference("".into())
+        }
+    }
+
+    /// A command line (split on whitespace) claiming every feature.
+    pub fn command(argv: Vec<String>) -> Target {
+        Target {
+            name: argv.join(" "),
+            kind: TargetKind::Command { argv, middleware_command: None },
+            ..Target::reference("".into())
+        }
+    }
+
+    /// The command that starts the testee for `s`, or why `s` is skipped.
+    pub fn plan(&self, s: &Scenario) -> Result<Vec<String>, String> {
+        if s.role == Role::Bridge {
+            return Err("bridge scenarios are not run yet".into());
+        }
+        let missing: Vec<&str> = s.needs.iter().filter(|n| !self.features.contains(n)).map(String::as_str).collect();
+        if !missing.is_empty() {
+            return Err(format!("feature not claimed by the target: {}", missing.join(", ")));
+        }
+        match &self.kind {
+            TargetKind::Reference { exe } => {
+                let mut argv = vec![exe.display().to_string(), "testee".into()];
+                if s.testee.middleware {
+                    argv.push("--middleware".into());
+                }
+                if let Some(m) = s.testee.misbehave {
+                    argv.push("--misbehave".into());
+                    argv.push(m.name().into());
+                }
+                Ok(argv)
+            }
+            TargetKind::Command { argv, middleware_command } => {
+                if s.testee.misbehave.is_some() {
+                    return Err("a self-test of the harness (misbehave): runs only against the reference testee".into());
+                }
+                if s.testee.middleware {
+                    return middleware_command
+                        .clone()
+                        .ok_or_else(|| "needs the middleware variant: the manifest has no middleware_command".into());
+                }
+                Ok(argv.clone())
+            }
+            TargetKind::InProcess => {
+                let stderr = s.steps.iter().any(|st| matches!(&st.action, Action::ExpectExit(x) if x.stderr.is_some()));
+                if s.testee.misbehave.is_some()
+                    || s.testee.socket != SocketSetup::Normal
+                    || !s.testee.env.is_empty()
+                    || stderr
+                {
+                    return Err("needs a testee process (in-process target)".into());
+                }
+                Ok(Vec::new())
+            }
+        }
+    }
+}
+
+/// `protomcp-conform.toml` of an SDK's testee.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// argv of the testee.
+    pub command: Vec<String>,
+    /// argv of its middleware variant.
+    #[serde(default)]
+    pub middleware_command: Option<Vec<String>>,
+    /// Features claimed.
+    #[serde(default)]
+    pub features: Vec<String>,
+    /// Known-failures file, relative to the manifest's directory.
+    #[serde(default)]
+    pub known_failures: Option<PathBuf>,
+    /// Extra environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Shown in reports.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+impl Manifest {
+    /// Reads `dir/protomcp-conform.toml` into a target; relative paths in it are taken from `dir`.
+    pub fn load_target(dir: &Path) -> Result<Target, String> {
+        let path = dir.join("protomcp-conform.toml");
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let m: Manifest = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        if m.command.is_empty() {
+            return Err(format!("{}: `command` is empty", path.display()));
+        }
+        for f in &m.features {
+            if !TP_FEATURES.contains(&f.as_str()) {
+                return Err(format!("{}: unknown feature `{f}`; valid: {}", path.display(), TP_FEATURES.join(", ")));
+            }
+        }
+        let resolve = |argv: Vec<String>| -> Vec<String> {
+            let mut argv = argv;
+            if argv[0].contains('/') && !Path::new(&argv[0]).is_absolute() {
+                argv[0] = dir.join(&argv[0]).display().to_string();
+            }
+            argv
+        };
+        let known_failures = match &m.known_failures {
+            Some(p) => load_known_failures(&dir.join(p))?,
+            None => KnownFailures::new(),
+        };
+        Ok(Target {
+            name: m.name.clone().unwrap_or_else(|| dir.display().to_string()),
+            kind: TargetKind::Command {
+                argv: resolve(m.command),
+                middleware_command: m.middleware_command.filter(|c| !c.is_empty()).map(resolve),
+            },
+            features: m.features,
+            known_failures,
+            env: m.env.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+        })
+    }
+}
+
+/// Reads a known-failures file: a YAML mapping of scenario id → reason.
+pub fn load_known_failures(path: &Path) -> Result<KnownFailures, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if text.trim().is_empty() {
+        return Ok(KnownFailures::new());
+    }
+    serde_saphyr::from_str::<KnownFailures>(&text).map_err(|e| format!("{}: {e}", path.display()))
+}

@@ -1,0 +1,311 @@
+//! The `run` command (the default), `list` and `explain`: argument handling and output. The
+//! work is `protomcp_harness::runner`'s.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use protomcp_harness::runner::{self, CaseResult, Config, Manifest, Summary, Target, report};
+use protomcp_harness::scenario::{self, Scenario, ScenarioErrors};
+
+mod bundled {
+    include!(concat!(env!("OUT_DIR"), "/scenarios.rs"));
+}
+
+/// Which scenarios.
+#[derive(Args, Debug, Clone, Default)]
+pub struct Selection {
+    /// A scenario file or directory (repeatable). Default: the catalogue bundled in the binary.
+    #[arg(long, value_name = "PATH")]
+    scenarios: Vec<PathBuf>,
+    /// Only scenarios whose id matches the glob (`*`, `?`; repeatable: any of them).
+    #[arg(long, value_name = "GLOB")]
+    only: Vec<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    sel: Selection,
+    /// An SDK's testee: reads DIR/protomcp-conform.toml (command, middleware_command, features,
+    /// known_failures, env).
+    #[arg(long, value_name = "DIR", conflicts_with = "testee")]
+    sdk: Option<PathBuf>,
+    /// A testee command line, split on whitespace; it claims every feature unless --features.
+    #[arg(long, value_name = "CMD ARGS…")]
+    testee: Option<String>,
+    /// With --testee: the features it claims (comma-separated).
+    #[arg(long, value_name = "LIST", requires = "testee", value_delimiter = ',')]
+    features: Option<Vec<String>>,
+    /// A known-failures file (YAML: scenario id → reason); overrides the manifest's.
+    #[arg(long, value_name = "FILE")]
+    known_failures: Option<PathBuf>,
+    /// Write the JSON report here.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write a JUnit XML report here.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Scenarios run in parallel (default: the number of cores).
+    #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    jobs: Option<u32>,
+    /// Multiply every time of every scenario by X (at least 1), for slow machines.
+    #[arg(long, value_name = "X", default_value_t = 1.0)]
+    timeout_scale: f64,
+}
+
+/// A usage or scenario-file error: exit status 2.
+fn usage(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("protomcp-conform: {msg}");
+    ExitCode::from(2)
+}
+
+/// The scenarios selected, each with its file text; `Err` is the exit status after reporting.
+fn load(sel: &Selection) -> std::result::Result<Vec<(Scenario, String)>, ExitCode> {
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    if sel.scenarios.is_empty() {
+        for (rel, text) in bundled::SCENARIOS {
+            match scenario::parse_str(&Path::new("scenarios").join(rel), text) {
+                Ok(s) => out.push((s, (*text).to_owned())),
+                Err(ScenarioErrors(e)) => errors.extend(e),
+            }
+        }
+    } else {
+        for p in &sel.scenarios {
+            let loaded = if p.is_dir() { scenario::load_dir(p) } else { scenario::load_file(p).map(|s| vec![s]) };
+            match loaded {
+                Ok(v) => out.extend(v.into_iter().map(|s| {
+                    let text = std::fs::read_to_string(&s.file).unwrap_or_default();
+                    (s, text)
+                })),
+                Err(ScenarioErrors(e)) => errors.extend(e),
+            }
+        }
+    }
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    for (s, _) in &out {
+        let here = s.at(s.id_loc).to_string();
+        if let Some(first) = seen.insert(s.id.clone(), here.clone()) {
+            errors.push(scenario::ScenarioError::new(
+                &s.file,
+                s.id_loc,
+                format!("duplicate scenario id `{}`: also defined at {first}", s.id),
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        for e in &errors {
+            eprintln!("{e}");
+        }
+        eprintln!("protomcp-conform: {} error(s) in scenario files", errors.len());
+        return Err(ExitCode::from(2));
+    }
+    if !sel.only.is_empty() {
+        out.retain(|(s, _)| sel.only.iter().any(|g| runner::glob_match(g, &s.id)));
+    }
+    out.sort_by(|a, b| a.0.id.cmp(&b.0.id));
+    Ok(out)
+}
+
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@".contains(c)) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// The target options, as they would be written again (for re-run commands).
+fn target_args(a: &RunArgs) -> String {
+    let mut v = Vec::new();
+    if let Some(d) = &a.sdk {
+        v.push(format!("--sdk {}", shell_quote(&d.display().to_string())));
+    }
+    if let Some(t) = &a.testee {
+        v.push(format!("--testee {}", shell_quote(t)));
+    }
+    if let Some(f) = &a.features {
+        v.push(format!("--features {}", shell_quote(&f.join(","))));
+    }
+    if let Some(k) = &a.known_failures {
+        v.push(format!("--known-failures {}", shell_quote(&k.display().to_string())));
+    }
+    for p in &a.sel.scenarios {
+        v.push(format!("--scenarios {}", shell_quote(&p.display().to_string())));
+    }
+    v.join(" ")
+}
+
+fn target(a: &RunArgs) -> Result<Target> {
+    let mut t = if let Some(dir) = &a.sdk {
+        Manifest::load_target(dir).map_err(anyhow::Error::msg)?
+    } else if let Some(cmd) = &a.testee {
+        let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+        if argv.is_empty() {
+            bail!("--testee: empty command");
+        }
+        let mut t = Target::command(argv);
+        if let Some(f) = &a.features {
+            t.features = f.iter().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
+        }
+        t
+    } else {
+        Target::reference(std::env::current_exe().context("locating this binary")?)
+    };
+    if let Some(k) = &a.known_failures {
+        t.known_failures = runner::load_known_failures(k).map_err(anyhow::Error::msg)?;
+    }
+    Ok(t)
+}
+
+pub fn run(a: RunArgs) -> Result<ExitCode> {
+    let selected = match load(&a.sel) {
+        Ok(s) => s,
+        Err(code) => return Ok(code),
+    };
+    let target = match target(&a) {
+        Ok(t) => t,
+        Err(e) => return Ok(usage(format!("{e:#}"))),
+    };
+    for id in target.known_failures.keys() {
+        if !selected.iter().any(|(s, _)| &s.id == id) && a.sel.only.is_empty() && a.sel.scenarios.is_empty() {
+            eprintln!("protomcp-conform: warning: known failure `{id}` names no scenario of the catalogue");
+        }
+    }
+    if selected.is_empty() {
+        eprintln!("protomcp-conform: no scenario selected: a run that executes nothing is an error");
+        return Ok(ExitCode::from(3));
+    }
+    if !a.timeout_scale.is_finite() || a.timeout_scale <= 0.0 {
+        return Ok(usage("--timeout-scale must be a positive number"));
+    }
+    let mut cfg = Config { timeout_scale: a.timeout_scale, ..Config::default() };
+    if let Some(j) = a.jobs {
+        cfg.jobs = j as usize;
+    }
+    let tty = std::io::stdout().is_terminal();
+    let progress = std::io::stderr().is_terminal();
+    let scenarios: Arc<Vec<Scenario>> = Arc::new(selected.into_iter().map(|(s, _)| s).collect());
+    let target = Arc::new(target);
+    let finished: Arc<Mutex<Vec<CaseResult>>> = Arc::new(Mutex::new(Vec::new()));
+    let on_done = {
+        let finished = finished.clone();
+        Arc::new(move |r: &CaseResult, n: usize, total: usize| {
+            let mut out = std::io::stdout().lock();
+            if progress {
+                eprint!("\r\x1b[K");
+            }
+            let _ = writeln!(out, "{}", report::line(r, tty));
+            let _ = out.flush();
+            if progress && n < total {
+                eprint!("[{n}/{total}]");
+            }
+            finished.lock().unwrap_or_else(|e| e.into_inner()).push(r.clone());
+        })
+    };
+    runner::process::become_subreaper();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    let results = rt.block_on(async {
+        tokio::select! {
+            r = runner::run_all(scenarios.clone(), target.clone(), cfg, on_done) => Some(r),
+            _ = tokio::signal::ctrl_c() => None,
+        }
+    });
+    let Some(results) = results else {
+        let (groups, dirs) = runner::process::emergency_cleanup();
+        let done = finished.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let s = Summary::of(done.iter().map(|r| r.verdict));
+        eprintln!(
+            "\nprotomcp-conform: interrupted after {} of {} scenarios ({s}); killed {groups} testee group(s), removed {dirs} temp dir(s)",
+            done.len(),
+            scenarios.len()
+        );
+        rt.shutdown_background();
+        return Ok(ExitCode::from(130));
+    };
+    rt.shutdown_background();
+    let summary = Summary::of(results.iter().map(|r| r.verdict));
+    let args = target_args(&a);
+    let bad: Vec<&CaseResult> = results
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.verdict,
+                runner::Verdict::Fail | runner::Verdict::Warn | runner::Verdict::Xpass | runner::Verdict::Error
+            )
+        })
+        .collect();
+    let mut out = std::io::stdout().lock();
+    if !bad.is_empty() {
+        writeln!(out)?;
+        for r in &bad {
+            write!(out, "{}", report::details(r, &args))?;
+        }
+    }
+    writeln!(out, "\n{}: {summary} ({} scenarios, target: {})", verdict_word(&summary), results.len(), target.name)?;
+    if summary.executed() == 0 {
+        writeln!(out, "no scenario was executed: a vacuous run is an error")?;
+    }
+    if let Some(p) = &a.json {
+        let v = report::json_report(&target.name, &results);
+        std::fs::write(p, serde_json::to_string_pretty(&v)? + "\n")
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(p) = &a.junit {
+        let xml = report::junit_report(&target.name, &results).map_err(anyhow::Error::msg)?;
+        std::fs::write(p, xml).with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(ExitCode::from(summary.exit_code()))
+}
+
+fn verdict_word(s: &Summary) -> &'static str {
+    match s.exit_code() {
+        0 => "OK",
+        1 => "FAILED",
+        _ => "ERROR",
+    }
+}
+
+pub fn list(sel: &Selection) -> Result<ExitCode> {
+    let selected = match load(sel) {
+        Ok(s) => s,
+        Err(code) => return Ok(code),
+    };
+    let mut out = std::io::stdout().lock();
+    for (s, _) in &selected {
+        let reqs: Vec<&str> = s.requirements.iter().map(|r| r.id).collect();
+        writeln!(out, "{}\t{}\t{}\t{}", s.id, s.level, reqs.join(","), s.title)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn explain(sel: &Selection, id: &str) -> Result<ExitCode> {
+    let selected = match load(&Selection { only: Vec::new(), ..sel.clone() }) {
+        Ok(s) => s,
+        Err(code) => return Ok(code),
+    };
+    let Some((s, text)) = selected.iter().find(|(s, _)| s.id == id) else {
+        return Ok(usage(format!("no scenario `{id}` (see `protomcp-conform list`)")));
+    };
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{} — {}\n{} · {:?} · file {}", s.id, s.title, s.level, s.role, s.file.display())?;
+    if !s.needs.is_empty() {
+        writeln!(out, "needs: {}", s.needs.join(", "))?;
+    }
+    writeln!(out, "\nRequirements:")?;
+    for r in &s.requirements {
+        writeln!(out, "  {} [{}] {}", r.id, r.level, r.text)?;
+    }
+    writeln!(out, "\nScenario:\n{}", text.trim_end())?;
+    let mut rerun = String::from("protomcp-conform");
+    for p in &sel.scenarios {
+        rerun.push_str(&format!(" --scenarios {}", shell_quote(&p.display().to_string())));
+    }
+    writeln!(out, "\nRe-run just this scenario:\n  {rerun} --only {}", shell_quote(id))?;
+    Ok(ExitCode::SUCCESS)
+}

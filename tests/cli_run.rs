@@ -1,0 +1,370 @@
+//! `protomcp-conform` runs: the examples against the bundled testee, reports, exit codes,
+//! known failures, hostile testees torn down without leftovers, and SIGINT.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const EXE: &str = env!("CARGO_BIN_EXE_protomcp-conform");
+
+/// The examples of scenarios/README.md.
+const EXAMPLES: [&str; 5] = [
+    "calls/echo.yaml",
+    "framing/unknown-fields.yaml",
+    "framing/oversize-prefix.yaml",
+    "conn/socket-unset.yaml",
+    "concurrency/pipelined.yaml",
+];
+
+fn scenarios_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios")
+}
+
+/// A private temp root for the runner's scenario dirs; every testee inherits its path, which
+/// is how leftover processes are found.
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        Sandbox { dir: tempfile::tempdir().unwrap() }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("tmp")
+    }
+
+    fn cmd(&self) -> Command {
+        std::fs::create_dir_all(self.root()).unwrap();
+        let mut c = Command::new(EXE);
+        c.env("PROTOMCP_CONFORM_TMPDIR", self.root()).stdin(Stdio::null());
+        c
+    }
+
+    fn file(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// Processes (other than zombies) whose environment names this sandbox's temp root.
+    fn leftovers(&self) -> Vec<String> {
+        let needle = format!("PROTOMCP_CONFORM_TMPDIR={}", self.root().display());
+        let mut found = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.parse::<u32>().is_err() {
+                continue;
+            }
+            let Ok(env) = std::fs::read(e.path().join("environ")) else { continue };
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()).unwrap_or("");
+            if state != "Z" && env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
+                found
+                    .push(format!("{name}: {}", std::fs::read_to_string(e.path().join("cmdline")).unwrap_or_default()));
+            }
+        }
+        found
+    }
+
+    fn temp_dirs_left(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(self.root()).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default()
+    }
+
+    fn assert_clean(&self) {
+        // Leftovers get a moment to be reaped by whoever their parent is now.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !self.leftovers().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(self.leftovers(), Vec::<String>::new(), "processes left behind");
+        assert_eq!(self.temp_dirs_left(), Vec::<PathBuf>::new(), "temp dirs left behind");
+    }
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+fn text(o: &Output) -> String {
+    format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn with_examples(c: &mut Command) -> &mut Command {
+    for f in EXAMPLES {
+        c.arg("--scenarios").arg(scenarios_dir().join(f));
+    }
+    c
+}
+
+fn scenario(id: &str, level: &str, testee: &str, steps: &str) -> String {
+    format!(
+        "id: {id}\ntitle: t\nrequirements: [TP-CALL-01]\nlevel: {level}\nrole: tool-process\n{testee}steps:\n{steps}"
+    )
+}
+
+#[test]
+fn examples_pass_against_the_bundled_testee_with_reports() {
+    let sb = Sandbox::new();
+    let json = sb.dir.path().join("r.json");
+    let junit = sb.dir.path().join("r.xml");
+    let o = with_examples(&mut sb.cmd()).arg("--json").arg(&json).arg("--junit").arg(&junit).output().unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("PASS  calls.echo"), "{out}");
+    assert!(out.contains("OK: 5 pass"), "{out}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["target"], "reference testee");
+    let cases = v["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 5);
+    for (key, name) in [("pass", "PASS"), ("fail", "FAIL"), ("warn", "WARN"), ("skip", "SKIP"), ("xfail", "XFAIL")] {
+        let n = cases.iter().filter(|c| c["verdict"] == name).count();
+        assert_eq!(v["summary"][key].as_u64().unwrap() as usize, n, "{key}");
+    }
+    assert_eq!(v["summary"]["pass"], 5);
+    let echo = cases.iter().find(|c| c["id"] == "calls.echo").unwrap();
+    assert_eq!(echo["level"], "MUST");
+    assert!(echo["requirements"].as_array().unwrap().iter().any(|r| r == "TP-CALL-01"));
+    assert!(echo["duration_ms"].is_u64());
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let n = doc.descendants().filter(|n| n.has_tag_name("testcase")).count();
+    assert_eq!(n, 5);
+    sb.assert_clean();
+}
+
+#[test]
+fn the_default_catalogue_is_embedded_and_listed() {
+    // `list` works outside the repository: the catalogue is in the binary.
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(EXE).arg("list").current_dir(dir.path()).output().unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out.lines().find(|l| l.starts_with("calls.echo\t")).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains("\tMUST\t") && line.contains("TP-CALL-01"), "{line}");
+    let o = Command::new(EXE).args(["explain", "calls.echo"]).current_dir(dir.path()).output().unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("TP-CALL-01 [MUST]"), "{out}");
+    assert!(out.contains("--only calls.echo"), "{out}");
+    assert!(out.contains("handshake"), "{out}");
+}
+
+#[test]
+fn a_typo_in_a_scenario_exits_2_with_its_place() {
+    let sb = Sandbox::new();
+    let f = sb.file(
+        "typo.yaml",
+        "id: calls.typo\ntitle: t\nrequirements: [TP-CALL-01]\nlevel: MUST\nrole: tool-process\nstepz: []\n",
+    );
+    let o = sb.cmd().arg("--scenarios").arg(&f).output().unwrap();
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("{}:6:1", f.display())), "{err}");
+}
+
+#[test]
+fn an_empty_selection_exits_3() {
+    let sb = Sandbox::new();
+    let o = with_examples(&mut sb.cmd()).args(["--only", "no.such.*"]).output().unwrap();
+    assert_eq!(code(&o), 3, "{}", text(&o));
+}
+
+#[test]
+fn known_failures_turn_fail_into_xfail_and_stale_entries_into_xpass() {
+    let sb = Sandbox::new();
+    let wrong = format!("{EXE} testee --misbehave wrong-rid");
+    let echo = scenarios_dir().join("calls/echo.yaml");
+    let unset = scenarios_dir().join("conn/socket-unset.yaml");
+    // Without a known-failures file: a FAIL, exit 1, with the details.
+    let o = sb.cmd().args(["--testee", &wrong]).arg("--scenarios").arg(&echo).output().unwrap();
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("FAIL  calls.echo"), "{out}");
+    assert!(out.contains("re-run: protomcp-conform --testee"), "{out}");
+    assert!(out.contains("transcript"), "{out}");
+    assert!(out.contains("echo.yaml:"), "{out}");
+    // Listed: XFAIL, exit 0.
+    let kf = sb.file("kf.yaml", "calls.echo: answers under the wrong rid\n");
+    let o = sb
+        .cmd()
+        .args(["--testee", &wrong])
+        .arg("--scenarios")
+        .arg(&echo)
+        .arg("--known-failures")
+        .arg(&kf)
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("XFAIL calls.echo"), "{}", text(&o));
+    // A listed scenario that passes: XPASS, exit 1.
+    let kf = sb.file("kf2.yaml", "calls.echo: answers under the wrong rid\nconn.socket-unset: stale\n");
+    let o = sb
+        .cmd()
+        .args(["--testee", &wrong])
+        .arg("--scenarios")
+        .arg(&echo)
+        .arg("--scenarios")
+        .arg(&unset)
+        .arg("--known-failures")
+        .arg(&kf)
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("XPASS conn.socket-unset"), "{}", text(&o));
+    sb.assert_clean();
+}
+
+/// Runs one hostile scenario; returns (exit code, stdout, elapsed).
+fn hostile(sb: &Sandbox, name: &str, yaml: &str) -> (i32, String, Duration) {
+    let f = sb.file(&format!("{name}.yaml"), yaml);
+    let t = Instant::now();
+    let o = sb.cmd().arg("--scenarios").arg(&f).output().unwrap();
+    (code(&o), text(&o), t.elapsed())
+}
+
+#[test]
+fn hostile_testees_end_within_their_deadlines_and_leave_nothing_behind() {
+    let sb = Sandbox::new();
+    let hs = "  - handshake: {within_ms: 500}\n";
+    let cases: [(&str, &str, &str, i32, &str, u64); 5] = [
+        ("never", "never-connect", "  - expect_no_connect: {for_ms: 300}\n", 0, "PASS", 6),
+        ("silent", "silent", hs, 1, "FAIL", 6),
+        ("huge", "huge-prefix", hs, 1, "FAIL", 6),
+        ("sigterm", "ignore-sigterm", "  - handshake: {}\n  - expect_alive: {}\n", 0, "PASS", 8),
+        ("grandchild", "grandchild", "  - handshake: {}\n  - expect_alive: {}\n", 0, "PASS", 8),
+    ];
+    for (name, mode, steps, want, verdict, secs) in cases {
+        let id = format!("calls.hostile-{name}");
+        let y = scenario(&id, "MUST", &format!("testee: {{misbehave: {mode}}}\n"), steps);
+        let (c, out, took) = hostile(&sb, name, &y);
+        assert_eq!(c, want, "{mode}: {out}");
+        assert!(out.contains(&format!("{verdict:<5} {id}")), "{mode}: {out}");
+        assert!(took < Duration::from_secs(secs), "{mode} took {took:?}");
+        sb.assert_clean();
+    }
+}
+
+#[test]
+fn a_scenario_over_its_budget_is_an_error() {
+    let sb = Sandbox::new();
+    let y = scenario("calls.budget", "MUST", "timeout_ms: 300\n", "  - sleep: {ms: 5000}\n");
+    let (c, out, took) = hostile(&sb, "budget", &y);
+    assert_eq!(c, 3, "{out}");
+    assert!(out.contains("ERROR calls.budget"), "{out}");
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    sb.assert_clean();
+}
+
+#[test]
+fn sigint_kills_every_testee_and_removes_every_temp_dir() {
+    let sb = Sandbox::new();
+    let mut args = Vec::new();
+    for i in 0..2 {
+        let y = scenario(&format!("calls.long-{i}"), "MUST", "", "  - handshake: {}\n  - sleep: {ms: 30000}\n");
+        args.push(sb.file(&format!("long{i}.yaml"), &y));
+    }
+    let mut c = sb.cmd();
+    for a in &args {
+        c.arg("--scenarios").arg(a);
+    }
+    let mut child = c.args(["-j", "2"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (sb.temp_dirs_left().len() < 2 || sb.leftovers().len() < 3) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(sb.temp_dirs_left().len(), 2);
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc_kill(child.id() as i32, 2) };
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(5), "no exit after SIGINT");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(status.code(), Some(130), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("interrupted"), "{}", text(&o));
+    sb.assert_clean();
+}
+
+unsafe extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+#[test]
+fn an_sdk_manifest_is_read() {
+    let sb = Sandbox::new();
+    let dir = sb.dir.path().join("sdk");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("protomcp-conform.toml"),
+        format!("command = [{EXE:?}, \"testee\"]\nfeatures = [\"hidden\"]\nknown_failures = \"kf.yaml\"\n"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("kf.yaml"), "").unwrap();
+    let mw = sb.file(
+        "mw.yaml",
+        &scenario("calls.mw", "MUST", "testee: {middleware: true}\n", "  - handshake: {}\n")
+            .replace("role: tool-process\n", "role: tool-process\nneeds: [middleware]\n"),
+    );
+    let o = with_examples(&mut sb.cmd()).arg("--sdk").arg(&dir).arg("--scenarios").arg(&mw).output().unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("PASS  calls.echo"), "{out}");
+    assert!(out.contains("SKIP  calls.mw"), "{out}");
+    assert!(!Path::new(&sb.root()).join("x").exists());
+    sb.assert_clean();
+}
+
+#[test]
+fn a_testee_group_that_ignores_sigterm_is_killed_after_the_grace() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    // SIGTERM ignored by the testee and by its child (which inherits the disposition).
+    let script = sb.file("stubborn.sh", "#!/bin/sh\ntrap '' TERM\nsleep 300 &\nwhile :; do sleep 1; done\n");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let y = scenario("calls.stubborn", "MUST", "", "  - expect_no_connect: {for_ms: 100}\n");
+    let f = sb.file("stubborn.yaml", &y);
+    let t = Instant::now();
+    let o = sb.cmd().arg("--testee").arg(&script).arg("--scenarios").arg(&f).output().unwrap();
+    let took = t.elapsed();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(took >= Duration::from_secs(2), "SIGKILL before the grace: {took:?}");
+    assert!(took < Duration::from_secs(6), "{took:?}");
+    sb.assert_clean();
+}
+
+#[test]
+fn socket_modes_and_extra_environment_reach_the_testee() {
+    let sb = Sandbox::new();
+    let mut c = sb.cmd();
+    for mode in ["unset", "empty", "missing", "not_a_socket", "refused"] {
+        let y = scenario(
+            &format!("conn.mode-{}", mode.replace('_', "-")),
+            "MUST",
+            &format!("testee: {{socket: {mode}}}\n"),
+            "  - expect_exit: {within_ms: T_START, code: nonzero, stderr: {regex: '\\S'}}\n  - expect_no_connect: {for_ms: 50}\n",
+        )
+        .replace("TP-CALL-01", "TP-CONN-02");
+        c.arg("--scenarios").arg(sb.file(&format!("{mode}.yaml"), &y));
+    }
+    // A threshold of 100 bytes moves a 200-byte result to the sideband.
+    let y = scenario(
+        "calls.env-threshold",
+        "MUST",
+        "testee: {env: {PROTOMCP_CHUNK_THRESHOLD: 100, PROTOMCP_COMPRESS_THRESHOLD: 100000}}\n",
+        "  - handshake: {}\n  - send: {request_id: b, call_tool: {name: big, arguments_json: {n: 200}}}\n  - expect: {envelope: {request_id: b, via: sideband, sideband: {envelope_rid: ''}}}\n  - send: {request_id: s, call_tool: {name: stream_big, arguments_json: {n: 200}}}\n  - expect: {envelope: {request_id: s, via: stream, call_result: {result_json: {not_empty: true}}}}\n",
+    );
+    c.arg("--scenarios").arg(sb.file("env.yaml", &y));
+    let o = c.output().unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("OK: 6 pass"), "{}", text(&o));
+    sb.assert_clean();
+}
