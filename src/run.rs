@@ -50,6 +50,10 @@ pub struct RunArgs {
     /// Write a JUnit XML report here.
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
+    /// Write the normalized transcript of every scenario to DIR/<scenario id>.txt (created if
+    /// missing): every frame both ways, request ids renamed, times, paths and PIDs bracketed.
+    #[arg(long, value_name = "DIR")]
+    transcripts: Option<PathBuf>,
     /// Scenarios run in parallel (default: the number of cores).
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     jobs: Option<u32>,
@@ -256,11 +260,23 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         std::fs::write(p, serde_json::to_string_pretty(&v)? + "\n")
             .with_context(|| format!("writing {}", p.display()))?;
     }
+    if let Some(dir) = &a.transcripts {
+        write_transcripts(dir, &results)?;
+    }
     if let Some(p) = &a.junit {
         let xml = report::junit_report(&target.name, &results).map_err(anyhow::Error::msg)?;
         std::fs::write(p, xml).with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(ExitCode::from(summary.exit_code()))
+}
+
+fn write_transcripts(dir: &Path, results: &[CaseResult]) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for r in results {
+        let p = dir.join(format!("{}.txt", r.id));
+        std::fs::write(&p, r.transcript_text()).with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
 }
 
 fn verdict_word(s: &Summary) -> &'static str {

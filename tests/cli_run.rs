@@ -363,8 +363,96 @@ fn socket_modes_and_extra_environment_reach_the_testee() {
         "  - handshake: {}\n  - send: {request_id: b, call_tool: {name: big, arguments_json: {n: 200}}}\n  - expect: {envelope: {request_id: b, via: sideband, sideband: {envelope_rid: ''}}}\n  - send: {request_id: s, call_tool: {name: stream_big, arguments_json: {n: 200}}}\n  - expect: {envelope: {request_id: s, via: stream, call_result: {result_json: {not_empty: true}}}}\n",
     );
     c.arg("--scenarios").arg(sb.file("env.yaml", &y));
-    let o = c.output().unwrap();
+    let o = c.arg("--transcripts").arg(sb.dir.path().join("tr")).output().unwrap();
     assert_eq!(code(&o), 0, "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("OK: 6 pass"), "{}", text(&o));
+    // The transcript shows the sideband header, the payload's summary and the stream.
+    let t = std::fs::read_to_string(sb.dir.path().join("tr/calls.env-threshold.txt")).unwrap();
+    assert!(t.contains("  # sideband header"), "{t}");
+    assert!(t.contains(r#""sideband":{"compression":"","envelope_rid":"","field_name":"result_json","size":"#), "{t}");
+    assert!(t.contains(r#""via":"sideband"}"#) && t.contains(r#""via":"stream"}"#), "{t}");
+    assert!(t.contains("  # stream end"), "{t}");
+    let unset = std::fs::read_to_string(sb.dir.path().join("tr/conn.mode-unset.txt")).unwrap();
+    assert_eq!(unset, "== step 1: expect_exit\n-- testee exit status 2\n== step 2: expect_no_connect\n");
     sb.assert_clean();
+}
+
+#[test]
+fn transcripts_are_written_normalized_one_file_per_scenario() {
+    let sb = Sandbox::new();
+    let dir = sb.dir.path().join("transcripts");
+    let o = with_examples(&mut sb.cmd()).arg("--transcripts").arg(&dir).output().unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let mut names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "calls.echo.txt",
+            "concurrency.pipelined-opaque-rids.txt",
+            "conn.socket-unset.txt",
+            "framing.oversize-prefix.txt",
+            "framing.unknown-fields-and-arms.txt"
+        ]
+    );
+    let read = |n: &str| std::fs::read_to_string(dir.join(n)).unwrap();
+    let echo = read("calls.echo.txt");
+    let lines: Vec<&str> = echo.lines().collect();
+    assert_eq!(lines[0], "== step 1: handshake", "{echo}");
+    assert!(lines.contains(&"-- connected"), "{echo}");
+    assert!(lines.contains(&r#"harness→testee {"list_tools":{},"request_id":"[ID:1]"}"#), "{echo}");
+    assert!(
+        echo.contains(r#"testee→harness {"request_id":"[ID:2]","call_result":"#)
+            || echo.contains(r#""request_id":"[ID:2]"}"#),
+        "{echo}"
+    );
+    assert!(!echo.contains("req-0") && !echo.contains("\"c1\""), "rids not renamed: {echo}");
+    // Bytes written by hand are shown as hex.
+    let over = read("framing.oversize-prefix.txt");
+    assert!(over.contains("harness→testee raw: 00 a0 00 01  # frame: prefix 10485761, 0 body bytes"), "{over}");
+    assert!(over.contains("testee→harness end of file"), "{over}");
+    assert!(over.contains("-- testee exit status"), "{over}");
+    // No temp path, no rid of the scenario file.
+    let pipe = read("concurrency.pipelined-opaque-rids.txt");
+    assert!(!pipe.contains("🦀") && pipe.contains("[ID:4]"), "{pipe}");
+    for n in &names {
+        let t = read(n);
+        assert!(!t.contains(&sb.root().display().to_string()) && !t.contains("/tmp/"), "{n}: {t}");
+    }
+    // Deterministic: a second run writes the same text.
+    let dir2 = sb.dir.path().join("again");
+    let o = with_examples(&mut sb.cmd()).arg("--transcripts").arg(&dir2).output().unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    for n in &names {
+        assert_eq!(read(n), std::fs::read_to_string(dir2.join(n)).unwrap(), "{n}");
+    }
+    sb.assert_clean();
+}
+
+#[test]
+fn more_hostile_testees_get_their_verdicts_within_their_deadlines() {
+    let sb = Sandbox::new();
+    let hs = "  - handshake: {within_ms: 500}\n";
+    let call = "  - handshake: {}\n  - send: {request_id: c1, call_tool: {name: echo, arguments_json: {text: hi}}}\n  - expect: {envelope: {request_id: c1, call_result: {}}}\n  - expect_nothing: {for_ms: 300}\n";
+    let slow = "  - handshake: {}\n  - send: {request_id: s1, call_tool: {name: slow, arguments_json: {steps: 3}}}\n  - expect: {within_ms: 1000, envelope: {request_id: s1, call_result: {}}}\n";
+    let crash_exit = "  - handshake: {}\n  - send: {request_id: s1, call_tool: {name: slow, arguments_json: {steps: 3}}}\n  - expect_close: {}\n  - expect_exit: {code: 3}\n";
+    let flood = "  - handshake: {}\n  - expect_nothing: {for_ms: 300}\n";
+    let cases: [(&str, &str, &str, i32, &str, u64); 6] = [
+        ("garbage", "garbage", hs, 1, "FAIL", 6),
+        ("drip", "drip", hs, 1, "FAIL", 6),
+        ("twice", "answer-twice", call, 1, "FAIL", 6),
+        ("crash", "crash-mid-call", slow, 1, "FAIL", 6),
+        ("crash-exit", "crash-mid-call", crash_exit, 0, "PASS", 6),
+        ("flood", "flood", flood, 1, "FAIL", 8),
+    ];
+    for (name, mode, steps, want, verdict, secs) in cases {
+        let id = format!("calls.hostile-{name}");
+        let y = scenario(&id, "MUST", &format!("testee: {{misbehave: {mode}}}\n"), steps);
+        let (c, out, took) = hostile(&sb, name, &y);
+        assert_eq!(c, want, "{mode}: {out}");
+        assert!(out.contains(&format!("{verdict:<5} {id}")), "{mode}: {out}");
+        assert!(took < Duration::from_secs(secs), "{mode} took {took:?}");
+        sb.assert_clean();
+    }
 }

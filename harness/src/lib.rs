@@ -7,3 +7,4 @@ pub mod requirements;
 pub mod runner;
 pub mod scenario;
 pub mod testee;
+pub mod transcript;

@@ -25,6 +25,7 @@ use crate::scenario::{
     Action, Captures, CloseMode, FrameBody, Handshake, Scenario, Signal, T_PROMPT, T_START, match_any_order,
     match_envelope, match_value,
 };
+use crate::transcript::{Dir, Item, Transcript, compact, hex};
 
 /// How many transcript lines a report shows.
 pub const TRANSCRIPT_TAIL: usize = 12;
@@ -101,7 +102,7 @@ pub struct Exec<'a> {
     conn: Option<Conn>,
     accepted: bool,
     caps: Captures,
-    pub transcript: Vec<String>,
+    pub transcript: Transcript,
     alive: u32,
 }
 
@@ -111,19 +112,6 @@ fn signo(s: Signal) -> i32 {
         Signal::Int => libc::SIGINT,
         Signal::Hup => libc::SIGHUP,
         Signal::Kill => libc::SIGKILL,
-    }
-}
-
-/// Longest transcript line kept, in characters.
-const LINE_MAX: usize = 400;
-
-fn compact(v: &Value) -> String {
-    let s = serde_json::to_string(v).unwrap_or_default();
-    if s.chars().count() > LINE_MAX {
-        let cut: String = s.chars().take(LINE_MAX).collect();
-        format!("{cut}… ({} bytes)", s.len())
-    } else {
-        s
     }
 }
 
@@ -146,7 +134,7 @@ impl<'a> Exec<'a> {
             conn: None,
             accepted: false,
             caps: Captures::new(),
-            transcript: Vec::new(),
+            transcript: Transcript::default(),
             alive: 0,
         }
     }
@@ -157,9 +145,10 @@ impl<'a> Exec<'a> {
 
     /// Runs every step; the error names the step's `file:line:col`.
     pub async fn run_steps(&mut self) -> Result<(), StepError> {
-        for step in &self.scenario.steps {
+        for (i, step) in self.scenario.steps.iter().enumerate() {
             let at = self.scenario.at(step.loc);
             let kw = step.keyword();
+            self.transcript.push(Item::Step { index: i + 1, keyword: kw.to_owned(), line: step.loc.line });
             if step.action.needs_connection() {
                 self.ensure_conn().await.map_err(|e| prefix(e, &at.to_string(), kw))?;
             }
@@ -193,7 +182,7 @@ impl<'a> Exec<'a> {
             }
         };
         self.accepted = true;
-        self.transcript.push("-- connected".into());
+        self.transcript.push(Item::Connected);
         let (rd, wr) = stream.into_split();
         let rx = FramedRead::new(rd, EnvelopeCodec::new(Party::ToolProcess, Limits::default()));
         self.conn = Some(Conn {
@@ -205,9 +194,12 @@ impl<'a> Exec<'a> {
         Ok(())
     }
 
-    async fn write(&mut self, bytes: &[u8], what: String) -> Result<(), StepError> {
+    /// Writes `bytes`; `tree` is what they encode (if they are one Envelope frame), otherwise
+    /// the transcript shows them as hex.
+    async fn write(&mut self, bytes: &[u8], tree: Option<Value>, note: Option<String>) -> Result<(), StepError> {
         let within = self.t(Duration::from_secs(5));
-        self.transcript.push(format!("→ {what}"));
+        let raw = if tree.is_none() { Some(hex(bytes)) } else { None };
+        self.transcript.push(Item::Frame { dir: Dir::ToTestee, tree, hex: raw, note });
         let tx = self
             .conn
             .as_mut()
@@ -223,7 +215,7 @@ impl<'a> Exec<'a> {
     async fn send_value(&mut self, v: Value) -> Result<(), StepError> {
         let body = protomcp_proto::dynamic::encode(&v).map_err(|e| StepError::Error(e.to_string()))?;
         let bytes = protomcp_proto::frame::frame_bytes(&body);
-        self.write(&bytes, compact(&v)).await
+        self.write(&bytes, Some(v), None).await
     }
 
     /// The next tree (not in `ignore`) until `deadline`; sideband transfers and completed streams
@@ -235,18 +227,22 @@ impl<'a> Exec<'a> {
             let item = match tokio::time::timeout_at(deadline, rx.next()).await {
                 Err(_) => return Ok(Got::Timeout),
                 Ok(None) => {
-                    self.transcript.push("← end of file".into());
+                    self.transcript.push(Item::Eof);
                     return Ok(Got::Eof);
                 }
                 Ok(Some(Err(e))) => {
-                    self.transcript.push(format!("← stream error: {e}"));
+                    self.transcript.push(Item::StreamError { error: e.to_string() });
                     return Err(StepError::Fail(format!("the connection broke: {e}")));
                 }
                 Ok(Some(Ok(i))) => i,
             };
             let v = match item {
                 Incoming::Malformed(e) => {
-                    self.transcript.push(format!("← malformed: {e}"));
+                    let body = match &e {
+                        protomcp_proto::frame::FrameError::Undecodable { body, .. } => Some(hex(body)),
+                        _ => None,
+                    };
+                    self.transcript.push(Item::Malformed { error: e.to_string(), hex: body });
                     return Err(StepError::Fail(format!("the testee sent a malformed frame: {e}")));
                 }
                 Incoming::Frame(Frame::Sideband(sb)) => {
@@ -257,32 +253,37 @@ impl<'a> Exec<'a> {
                     let tree = frame_value(&d).map_err(|e| StepError::Error(e.to_string()))?;
                     if arm_of(&tree) == Some("raw_header") {
                         // The payload follows as a Sideband item, which stands for the result.
-                        self.transcript.push(format!("← {} (sideband header)", compact(&tree)));
+                        self.transcript.push(from(tree, "sideband header"));
                         conn.raw_header_rid = Some(d.envelope.request_id.clone());
                         continue;
                     }
                     match conn.streams.handle(&d.envelope) {
                         None => tree,
                         Some(ev @ StreamEvent::Complete { .. }) => {
-                            self.transcript.push(format!("← {} (stream end)", compact(&tree)));
+                            self.transcript.push(from(tree.clone(), "stream end"));
                             stream_value(&ev).unwrap_or(tree)
                         }
                         Some(StreamEvent::Progress { .. }) => {
-                            self.transcript.push(format!("← {} (stream)", compact(&tree)));
+                            self.transcript.push(from(tree, "stream"));
                             continue;
                         }
                         Some(StreamEvent::Failed { rid, error, .. }) => {
                             json!({"request_id": rid, "via": "stream", "stream": {"error": error.to_string()}})
                         }
                         Some(StreamEvent::Orphan { violation, .. }) => {
-                            self.transcript.push(format!("← {} (orphan chunk: {violation})", compact(&tree)));
+                            self.transcript.push(from(tree, &format!("orphan chunk: {violation}")));
                             continue;
                         }
                     }
                 }
             };
             let ignored = arm_of(&v).and_then(Arm::from_name).is_some_and(|a| ignore.contains(&a));
-            self.transcript.push(format!("← {}{}", compact(&v), if ignored { " (ignored)" } else { "" }));
+            self.transcript.push(Item::Frame {
+                dir: Dir::FromTestee,
+                tree: Some(v.clone()),
+                hex: None,
+                note: ignored.then(|| "ignored".to_owned()),
+            });
             if !ignored {
                 return Ok(Got::Value(v));
             }
@@ -340,8 +341,8 @@ impl<'a> Exec<'a> {
                 Some("register_middleware") if rid.is_empty() => {
                     registered.push(v["register_middleware"]["name"].as_str().unwrap_or("").to_owned());
                     let ack = env::register_middleware_response(true);
-                    let text = format!("{ack:?}");
-                    self.write(&ack.to_frame(), text).await?;
+                    let tree = json!({"request_id": "", "register_middleware_response": {"success": true}});
+                    self.write(&ack.to_frame(), Some(tree), None).await?;
                 }
                 Some("reload_response") if rid.is_empty() && v["reload_response"]["success"] == json!(true) => break,
                 _ => {
@@ -388,9 +389,9 @@ impl<'a> Exec<'a> {
             Action::Send(t) => {
                 let v = t.render(&self.caps).map_err(render)?;
                 let bytes = t.frame(&self.caps).map_err(render)?;
-                self.write(&bytes, compact(&v)).await
+                self.write(&bytes, Some(v), None).await
             }
-            Action::SendRaw(b) => self.write(b, format!("raw {} bytes", b.len())).await,
+            Action::SendRaw(b) => self.write(b, None, None).await,
             Action::SendFrame(f) => {
                 let body = match &f.body {
                     FrameBody::Hex(b) => b.clone(),
@@ -399,7 +400,8 @@ impl<'a> Exec<'a> {
                 let len = f.length.unwrap_or(u32::try_from(body.len()).unwrap_or(u32::MAX));
                 let mut bytes = len.to_be_bytes().to_vec();
                 bytes.extend(&body);
-                self.write(&bytes, format!("frame: prefix {len}, {} body bytes", body.len())).await
+                let note = format!("frame: prefix {len}, {} body bytes", body.len());
+                self.write(&bytes, None, Some(note)).await
             }
             Action::Expect(e) => {
                 let within = self.t(e.within);
@@ -446,7 +448,7 @@ impl<'a> Exec<'a> {
                 let Some(info) = self.proc.wait(within).await else {
                     return Err(StepError::Fail(format!("the testee was still running after {within:?}")));
                 };
-                self.transcript.push(format!("-- testee {info}"));
+                self.transcript.push(Item::Exit { status: info.to_string() });
                 let sent = match &self.proc {
                     Proc::Child(t) => t.sent_signals.clone(),
                     Proc::Task { .. } => Vec::new(),
@@ -503,12 +505,12 @@ impl<'a> Exec<'a> {
                 Ok(())
             }
             Action::Close(CloseMode::Both) => {
-                self.transcript.push("→ shutdown(SHUT_RDWR)".into());
+                self.transcript.push(Item::Shutdown { how: "SHUT_RDWR".into() });
                 self.close();
                 Ok(())
             }
             Action::Close(CloseMode::Write) => {
-                self.transcript.push("→ shutdown(SHUT_WR)".into());
+                self.transcript.push(Item::Shutdown { how: "SHUT_WR".into() });
                 self.shutdown(libc::SHUT_WR);
                 if let Some(c) = self.conn.as_mut() {
                     c.tx = None;
@@ -518,7 +520,7 @@ impl<'a> Exec<'a> {
             Action::Signal(s) => match &mut self.proc {
                 Proc::Child(t) => {
                     t.signal(signo(*s));
-                    self.transcript.push(format!("-- sent signal {s:?}"));
+                    self.transcript.push(Item::Signal { name: format!("{s:?}") });
                     Ok(())
                 }
                 Proc::Task { .. } => Err(StepError::Error("signals need a testee process".into())),
@@ -528,14 +530,17 @@ impl<'a> Exec<'a> {
 
     /// The last lines of the transcript.
     pub fn transcript_tail(&self) -> Vec<String> {
-        let n = self.transcript.len().saturating_sub(TRANSCRIPT_TAIL);
-        self.transcript[n..].to_vec()
+        self.transcript.tail(TRANSCRIPT_TAIL)
     }
 
     /// Whether the testee has ended.
     pub fn ended(&self) -> bool {
         self.proc.exited().is_some()
     }
+}
+
+fn from(tree: Value, note: &str) -> Item {
+    Item::Frame { dir: Dir::FromTestee, tree: Some(tree), hex: None, note: Some(note.to_owned()) }
 }
 
 fn prefix(e: StepError, at: &str, kw: &str) -> StepError {

@@ -63,9 +63,23 @@ pub struct CaseResult {
     pub message: String,
     pub duration: Duration,
     pub transcript_tail: Vec<String>,
+    /// Every item of the run (empty when the testee was not started).
+    pub transcript: crate::transcript::Transcript,
     pub stderr_tail: String,
     /// The testee command used (empty when not started).
     pub command: Vec<String>,
+}
+
+impl CaseResult {
+    /// The normalized transcript (see [`crate::transcript::normalize`]); a scenario that was not
+    /// started says why.
+    pub fn transcript_text(&self) -> String {
+        if self.transcript.items.is_empty() {
+            let why = crate::transcript::Normalizer::new().text(&self.message);
+            return format!("-- not started: {}\n", why.lines().next().unwrap_or(""));
+        }
+        self.transcript.render()
+    }
 }
 
 fn tail_lines(text: &str, n: usize) -> String {
@@ -86,6 +100,7 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
         message: String::new(),
         duration: Duration::ZERO,
         transcript_tail: Vec::new(),
+        transcript: Default::default(),
         stderr_tail: String::new(),
         command: Vec::new(),
     };
@@ -170,6 +185,7 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
     };
     ex.close();
     res.transcript_tail = ex.transcript_tail();
+    res.transcript = std::mem::take(&mut ex.transcript);
     let outcome = match &mut ex.proc {
         Proc::Child(t) => {
             let clean = t.teardown(GRACE, KILL_LIMIT).await;
@@ -236,6 +252,7 @@ pub async fn run_all(
                 message: "the harness task running this scenario panicked".into(),
                 duration: Duration::ZERO,
                 transcript_tail: Vec::new(),
+                transcript: Default::default(),
                 stderr_tail: String::new(),
                 command: Vec::new(),
             })

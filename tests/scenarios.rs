@@ -1,0 +1,97 @@
+//! One test per scenario file of `scenarios/` (libtest-mimic), named by the scenario's id: it
+//! runs the scenario against the reference testee (this package's binary, started by the real
+//! runner as the CLI's default run does) and fails with the runner's message unless the verdict
+//! is PASS (or SKIP). It then checks the normalized transcript against its insta snapshot in
+//! `golden/<id>.snap`, unless the scenario is listed in [`NOT_GOLDEN`] with the reason.
+//!
+//! `INSTA_UPDATE=always cargo test --test scenarios` rewrites the snapshots; with `CI=true`
+//! insta never writes them.
+
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use protomcp_harness::runner::{self, Config, Target, Verdict};
+use protomcp_harness::scenario::{Scenario, load_dir};
+
+const EXE: &str = env!("CARGO_BIN_EXE_protomcp-conform");
+
+/// Scenarios whose transcript is not deterministic, so they have no golden file; each with the
+/// reason. They still run (and must pass) as tests.
+const NOT_GOLDEN: &[(&str, &str)] = &[
+    (
+        "cancel.immediately-after-call",
+        "the cancel races the start of the handler: the one result is either the handler's \
+         `cancelled` or the runner's `Call cancelled before it started` error, both allowed",
+    ),
+    (
+        "progress.nothing-after-result",
+        "two slow calls report progress concurrently (ignored by the expects): how the reports of \
+         the two interleave, and which step's expect sees them, depends on timing",
+    ),
+];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn check(s: &Scenario, target: &Target, rt: &tokio::runtime::Runtime) -> Result<(), Failed> {
+    let cfg = Config { jobs: 1, timeout_scale: 1.0 };
+    let r = rt.block_on(runner::run_scenario(s, target, &cfg));
+    match r.verdict {
+        Verdict::Pass | Verdict::Skip => {}
+        other => {
+            return Err(format!(
+                "{other}: {}\n  transcript (last lines):\n    {}\n  stderr:\n{}",
+                r.message,
+                r.transcript_tail.join("\n    "),
+                r.stderr_tail
+            )
+            .into());
+        }
+    }
+    if NOT_GOLDEN.iter().any(|(id, _)| *id == s.id) {
+        return Ok(());
+    }
+    let text = r.transcript_text();
+    let id = s.id.clone();
+    let golden = root().join("golden");
+    std::panic::catch_unwind(AssertUnwindSafe(|| {
+        insta::with_settings!({
+            snapshot_path => golden,
+            prepend_module_to_snapshot => false,
+            omit_expression => true,
+            description => format!("{} — {}", s.id, s.title),
+        }, {
+            insta::assert_snapshot!(id, text);
+        });
+    }))
+    .map_err(|e| {
+        let msg = e
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "snapshot mismatch".into());
+        Failed::from(format!("golden/{}.snap: {msg}", s.id))
+    })
+}
+
+fn main() {
+    let args = Arguments::from_args();
+    let scenarios = load_dir(&root().join("scenarios")).unwrap_or_else(|e| panic!("{e}"));
+    runner::process::become_subreaper();
+    let rt =
+        Arc::new(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime"));
+    let target = Arc::new(Target::reference(PathBuf::from(EXE)));
+    let mut tests = Vec::new();
+    for s in scenarios {
+        let (rt, target) = (rt.clone(), target.clone());
+        let name = s.id.clone();
+        tests.push(Trial::test(name, move || check(&s, &target, &rt)));
+    }
+    for (id, _) in NOT_GOLDEN {
+        assert!(tests.iter().any(|t| t.name() == *id), "NOT_GOLDEN names no scenario: {id}");
+    }
+    libtest_mimic::run(&args, tests).exit();
+}
