@@ -5,7 +5,7 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
 use protomcp_harness::testee::{self, Misbehave};
@@ -146,17 +146,10 @@ fn parse_hex(text: &[u8]) -> Result<Vec<u8>> {
     let text = std::str::from_utf8(text).context("--hex input is not text")?;
     let mut out = Vec::new();
     for (lineno, line) in text.lines().enumerate() {
-        for word in line.split_whitespace() {
-            let word = word.trim_start_matches("0x");
-            if !word.len().is_multiple_of(2) {
-                bail!("line {}: {word:?} has an odd number of hex digits", lineno + 1);
-            }
-            for i in (0..word.len()).step_by(2) {
-                let byte = u8::from_str_radix(&word[i..i + 2], 16)
-                    .with_context(|| format!("line {}: {:?} is not hex", lineno + 1, &word[i..i + 2]))?;
-                out.push(byte);
-            }
-        }
+        let digits: String = line.split_whitespace().map(|w| w.trim_start_matches("0x")).collect();
+        let bytes =
+            protomcp_proto::dynamic::hex_decode(&digits).map_err(|e| anyhow::anyhow!("line {}: {e}", lineno + 1))?;
+        out.extend(bytes);
     }
     Ok(out)
 }

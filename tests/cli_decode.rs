@@ -49,5 +49,9 @@ fn sideband_payload_and_its_rules() {
 fn bad_hex_is_a_usage_error() {
     let out = decode(&["--hex"], b"00 0g");
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("line 1: \"0g\" is not hex"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("line 1: `g` is not a hex digit"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

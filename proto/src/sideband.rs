@@ -107,16 +107,28 @@ pub fn encode_sideband(
             value.len() as u64,
         ),
     };
+    frame_sideband(call_rid, field_name, &payload, &compression, uncompressed_size)
+}
+
+/// `[RawHeader frame][payload]` for a payload already in its final form: `compression` and
+/// `uncompressed_size` describe it (`""` and 0 for plain bytes). The Envelope rid stays empty.
+pub fn frame_sideband(
+    call_rid: &str,
+    field_name: &str,
+    payload: &[u8],
+    compression: &str,
+    uncompressed_size: u64,
+) -> Result<Bytes, EncodeError> {
     let header = RawHeader {
         request_id: call_rid.to_owned(),
         field_name: field_name.to_owned(),
         size: payload.len() as u64,
-        compression,
+        compression: compression.to_owned(),
         uncompressed_size,
     };
-    let mut dst = BytesMut::new();
+    let mut dst = BytesMut::with_capacity(payload.len() + call_rid.len() + 64);
     encode_frame_into(&Envelope::from(header), MAX_FRAME, &mut dst)?;
-    dst.put_slice(&payload);
+    dst.put_slice(payload);
     Ok(dst.freeze())
 }
 

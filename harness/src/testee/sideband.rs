@@ -2,12 +2,12 @@
 //! fit), through the raw sideband (plain or zstd), or as a chunked stream. Pure functions, so the
 //! size rules can be tested without a socket.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use prost::Message;
 use prost::encoding::encoded_len_varint;
-use protomcp_proto::frame::{EncodeError, MAX_FRAME, encode_frame_into};
-use protomcp_proto::pb::{CallToolResponse, Envelope, RawHeader};
-use protomcp_proto::sideband::ZSTD;
+use protomcp_proto::frame::{EncodeError, MAX_FRAME};
+use protomcp_proto::pb::CallToolResponse;
+use protomcp_proto::sideband::{ZSTD, frame_sideband};
 use serde_json::Value;
 
 use super::diag;
@@ -73,17 +73,7 @@ pub fn encode_result_sideband(
     } else {
         (value, String::new(), 0)
     };
-    let header = RawHeader {
-        request_id: rid.to_owned(),
-        field_name: "result_json".to_owned(),
-        size: payload.len() as u64,
-        compression,
-        uncompressed_size,
-    };
-    let mut dst = BytesMut::with_capacity(payload.len() + rid.len() + 64);
-    encode_frame_into(&Envelope::from(header), MAX_FRAME, &mut dst)?;
-    dst.extend_from_slice(&payload);
-    Ok(dst.freeze())
+    frame_sideband(rid, "result_json", &payload, &compression, uncompressed_size)
 }
 
 /// `StreamHeader.chunk_size` for call `rid`: `preferred`, made small enough that a chunk frame
@@ -159,7 +149,9 @@ fn truncate_at_char(s: &mut String, max: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::BytesMut;
     use protomcp_proto::frame::{Frame, FrameDecoder, Limits};
+    use protomcp_proto::pb::Envelope;
     use protomcp_proto::pb::ToolError;
     use protomcp_proto::violation::Party;
 
