@@ -34,6 +34,20 @@ fn main() {
         code.push_str(&format!("    ({rel:?}, include_str!({:?})),\n", f.display().to_string()));
     }
     code.push_str("];\n");
+    // The not-black-box-testable lists read by `coverage`.
+    let untestable = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("harness/data/untestable");
+    println!("cargo:rerun-if-changed={}", untestable.display());
+    let mut lists = Vec::new();
+    walk(&untestable, &mut lists);
+    code.push_str(
+        "/// The not-black-box-testable lists: (file name, text).\npub const UNTESTABLE: &[(&str, &str)] = &[\n",
+    );
+    for f in &lists {
+        println!("cargo:rerun-if-changed={}", f.display());
+        let rel = f.strip_prefix(&untestable).unwrap().display().to_string();
+        code.push_str(&format!("    ({rel:?}, include_str!({:?})),\n", f.display().to_string()));
+    }
+    code.push_str("];\n");
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("scenarios.rs");
     std::fs::write(out, code).unwrap();
 }

@@ -12,6 +12,7 @@ use protomcp_harness::testee::{self, Misbehave};
 use protomcp_proto::frame::{Limits, MAX_FRAME};
 use protomcp_proto::violation::Party;
 
+mod coverage;
 mod run;
 
 /// Conformance harness and protocol fuzzer for protomcp tool processes (SDKs) and bridges.
@@ -38,6 +39,11 @@ enum Command {
         #[command(flatten)]
         sel: run::Selection,
     },
+    /// Print the MUST/SHOULD requirements of the spec that no scenario cites (and are not listed
+    /// as not black-box testable in harness/data/untestable/), with counts per area.
+    ///
+    /// Exit status: 0 when every requirement is covered or listed, 1 otherwise.
+    Coverage(coverage::CoverageArgs),
     /// Show one scenario, the texts of the requirements it checks, and how to re-run just it.
     Explain {
         /// The scenario id.
@@ -96,6 +102,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
+        // A reader that went away (`| head`) is not an error worth a message.
+        Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) => {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("protomcp-conform: {e:#}");
             ExitCode::from(2)
@@ -108,6 +118,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match command {
         Command::List { sel } => run::list(&sel),
         Command::Explain { id, sel } => run::explain(&sel, &id),
+        Command::Coverage(a) => coverage::coverage(a),
         Command::Testee { middleware, misbehave } => {
             let opts = testee::Options { middleware, misbehave, ..testee::Options::from_env() };
             let code = testee::run_blocking(opts);

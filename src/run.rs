@@ -12,7 +12,7 @@ use clap::Args;
 use protomcp_harness::runner::{self, CaseResult, Config, Manifest, Summary, Target, report};
 use protomcp_harness::scenario::{self, Scenario, ScenarioErrors};
 
-mod bundled {
+pub(crate) mod bundled {
     include!(concat!(env!("OUT_DIR"), "/scenarios.rs"));
 }
 
@@ -69,7 +69,7 @@ fn usage(msg: impl std::fmt::Display) -> ExitCode {
 }
 
 /// The scenarios selected, each with its file text; `Err` is the exit status after reporting.
-fn load(sel: &Selection) -> std::result::Result<Vec<(Scenario, String)>, ExitCode> {
+pub(crate) fn load(sel: &Selection) -> std::result::Result<Vec<(Scenario, String)>, ExitCode> {
     let mut out = Vec::new();
     let mut errors = Vec::new();
     if sel.scenarios.is_empty() {
@@ -176,6 +176,13 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         Ok(t) => t,
         Err(e) => return Ok(usage(format!("{e:#}"))),
     };
+    if let Some(b) = &target.build {
+        eprintln!("protomcp-conform: building the testee: {}", b.join(" "));
+        if let Err(e) = target.run_build() {
+            eprintln!("protomcp-conform: {e}");
+            return Ok(ExitCode::from(3));
+        }
+    }
     for id in target.known_failures.keys() {
         if !selected.iter().any(|(s, _)| &s.id == id) && a.sel.only.is_empty() && a.sel.scenarios.is_empty() {
             eprintln!("protomcp-conform: warning: known failure `{id}` names no scenario of the catalogue");

@@ -324,6 +324,54 @@ fn an_sdk_manifest_is_read() {
 }
 
 #[test]
+fn a_manifest_builds_first_runs_in_its_dir_and_skips_with_its_reasons() {
+    let sb = Sandbox::new();
+    let dir = sb.dir.path().join("sdk");
+    std::fs::create_dir_all(&dir).unwrap();
+    // The build writes a script next to the manifest; the command names it relative to that dir,
+    // so it only starts when the build ran and the testee runs with the manifest's dir as cwd.
+    let script = dir.join("run.sh.in");
+    std::fs::write(&script, format!("#!/bin/sh\nexec {EXE} testee \"$@\"\n")).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let manifest = "build = [\"cp\", \"run.sh.in\", \"run.sh\"]\ncommand = [\"sh\", \"run.sh\"]\nfeatures = [\"hidden\"]\n\
+                    unsupported = { middleware = \"no protocol middleware in this API\" }\n\
+                    skip = { \"calls.add\" = \"cannot add\" }\n";
+    std::fs::write(dir.join("protomcp-conform.toml"), manifest).unwrap();
+    let mw = sb.file(
+        "mw.yaml",
+        &scenario("calls.mw", "MUST", "testee: {middleware: true}\n", "  - handshake: {}\n")
+            .replace("role: tool-process\n", "role: tool-process\nneeds: [middleware]\n"),
+    );
+    let add = sb.file("add.yaml", &scenario("calls.add", "MUST", "", "  - handshake: {}\n"));
+    let ok =
+        sb.file("ok.yaml", &scenario("calls.ok", "MUST", "", "  - handshake: {hidden: []}\n  - expect_alive: {}\n"));
+    let o = sb
+        .cmd()
+        .args(["--sdk".as_ref(), dir.as_os_str()])
+        .args(["--scenarios".as_ref(), mw.as_os_str(), "--scenarios".as_ref(), add.as_os_str()])
+        .args(["--scenarios".as_ref(), ok.as_os_str()])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(code(&o), 0, "{out}");
+    assert!(out.contains("PASS  calls.ok"), "{out}");
+    assert!(dir.join("run.sh").exists(), "the build did not run: {out}");
+    assert!(out.contains("SKIP  calls.mw") && out.contains("no protocol middleware in this API"), "{out}");
+    assert!(out.contains("SKIP  calls.add") && out.contains("cannot add"), "{out}");
+
+    // A failing build stops the run with status 3 and shows the command's output.
+    std::fs::write(
+        dir.join("protomcp-conform.toml"),
+        "build = [\"sh\", \"-c\", \"echo compiler says no; exit 7\"]\ncommand = [\"./run.sh\"]\n",
+    )
+    .unwrap();
+    let o = sb.cmd().arg("--sdk").arg(&dir).arg("--scenarios").arg(&add).output().unwrap();
+    assert_eq!(code(&o), 3, "{}", text(&o));
+    assert!(text(&o).contains("compiler says no"), "{}", text(&o));
+    sb.assert_clean();
+}
+
+#[test]
 fn a_testee_group_that_ignores_sigterm_is_killed_after_the_grace() {
     use std::os::unix::fs::PermissionsExt;
     let sb = Sandbox::new();

@@ -1,6 +1,7 @@
 //! I/O side of protomcp-conform: everything that touches sockets, processes and clocks. The
 //! protocol decisions themselves live in `protomcp-proto`.
 
+pub mod coverage;
 pub mod dump;
 pub mod io;
 pub mod requirements;

@@ -169,7 +169,7 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
             });
             Proc::Task { handle, ended: None }
         }
-        _ => match process::spawn(&argv, &env) {
+        _ => match process::spawn(&argv, &env, target.cwd.as_deref()) {
             Ok(t) => Proc::Child(t),
             Err(e) => return Outcome::Error(format!("cannot start the testee `{}`: {e}", argv.join(" "))),
         },

@@ -114,11 +114,15 @@ pub struct Testee {
     pub sent_signals: Vec<i32>,
 }
 
-/// Spawns `argv` in a new process group with stdin at EOF, stdout discarded, stderr kept.
-pub fn spawn(argv: &[String], env: &BTreeMap<String, Option<String>>) -> std::io::Result<Testee> {
+/// Spawns `argv` in a new process group with stdin at EOF, stdout discarded, stderr kept; in `cwd`
+/// when given.
+pub fn spawn(argv: &[String], env: &BTreeMap<String, Option<String>>, cwd: Option<&Path>) -> std::io::Result<Testee> {
     let (prog, args) = argv.split_first().ok_or_else(|| std::io::Error::other("empty testee command"))?;
     let mut cmd = tokio::process::Command::new(prog);
     cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).process_group(0);
+    if let Some(d) = cwd {
+        cmd.current_dir(d);
+    }
     for (k, v) in env {
         match v {
             Some(v) => cmd.env(k, v),

@@ -31,6 +31,14 @@ pub struct Target {
     pub known_failures: KnownFailures,
     /// Extra environment of every testee.
     pub env: BTreeMap<String, Option<String>>,
+    /// Working directory of every testee (a manifest's directory); `None`: the harness's own.
+    pub cwd: Option<PathBuf>,
+    /// Features the target cannot express, with the reason (shown in the SKIP).
+    pub unsupported: BTreeMap<String, String>,
+    /// Scenarios the target cannot express, with the reason (shown in the SKIP).
+    pub skip: BTreeMap<String, String>,
+    /// Run once (in `cwd`) before the scenarios.
+    pub build: Option<Vec<String>>,
 }
 
 impl Target {
@@ -42,6 +50,10 @@ impl Target {
             features: TP_FEATURES.iter().map(|f| f.to_string()).collect(),
             known_failures: KnownFailures::new(),
             env: BTreeMap::new(),
+            cwd: None,
+            unsupported: BTreeMap::new(),
+            skip: BTreeMap::new(),
+            build: None,
         }
     }
 
@@ -68,7 +80,13 @@ impl Target {
         if s.role == Role::Bridge {
             return Err("bridge scenarios are not run yet".into());
         }
+        if let Some(why) = self.skip.get(&s.id) {
+            return Err(format!("the target cannot express this scenario: {why}"));
+        }
         let missing: Vec<&str> = s.needs.iter().filter(|n| !self.features.contains(n)).map(String::as_str).collect();
+        if let Some((f, why)) = missing.iter().find_map(|f| self.unsupported.get(*f).map(|w| (f, w))) {
+            return Err(format!("feature `{f}` not supported by the target: {why}"));
+        }
         if !missing.is_empty() {
             return Err(format!("feature not claimed by the target: {}", missing.join(", ")));
         }
@@ -110,6 +128,34 @@ impl Target {
     }
 }
 
+impl Target {
+    /// Runs the target's `build` command, if any, in its directory; on failure the error holds the
+    /// command, its status and the tail of its output.
+    pub fn run_build(&self) -> Result<(), String> {
+        let Some(argv) = &self.build else { return Ok(()) };
+        let mut cmd = std::process::Command::new(&argv[0]);
+        cmd.args(&argv[1..]).stdin(std::process::Stdio::null());
+        if let Some(d) = &self.cwd {
+            cmd.current_dir(d);
+        }
+        for (k, v) in &self.env {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        let out = cmd.output().map_err(|e| format!("cannot run the build command `{}`: {e}", argv.join(" ")))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&out.stderr));
+        let tail: Vec<&str> = text.lines().rev().take(30).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        Err(format!("the build command `{}` failed ({}):\n{}", argv.join(" "), out.status, tail.join("\n")))
+    }
+}
+
 /// `protomcp-conform.toml` of an SDK's testee.
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -131,6 +177,15 @@ pub struct Manifest {
     /// Shown in reports.
     #[serde(default)]
     pub name: Option<String>,
+    /// Run once in the manifest's directory before the scenarios (e.g. a compiler).
+    #[serde(default)]
+    pub build: Option<Vec<String>>,
+    /// Features the SDK's public API cannot express: feature → reason.
+    #[serde(default)]
+    pub unsupported: BTreeMap<String, String>,
+    /// Scenarios the SDK's public API cannot express: scenario id → reason.
+    #[serde(default)]
+    pub skip: BTreeMap<String, String>,
 }
 
 impl Manifest {
@@ -142,10 +197,13 @@ impl Manifest {
         if m.command.is_empty() {
             return Err(format!("{}: `command` is empty", path.display()));
         }
-        for f in &m.features {
+        for f in m.features.iter().chain(m.unsupported.keys()) {
             if !TP_FEATURES.contains(&f.as_str()) {
                 return Err(format!("{}: unknown feature `{f}`; valid: {}", path.display(), TP_FEATURES.join(", ")));
             }
+        }
+        if let Some(f) = m.features.iter().find(|f| m.unsupported.contains_key(*f)) {
+            return Err(format!("{}: feature `{f}` is both claimed and listed as unsupported", path.display()));
         }
         let resolve = |argv: Vec<String>| -> Vec<String> {
             let mut argv = argv;
@@ -167,6 +225,10 @@ impl Manifest {
             features: m.features,
             known_failures,
             env: m.env.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+            cwd: Some(dir.to_path_buf()),
+            unsupported: m.unsupported,
+            skip: m.skip,
+            build: m.build.filter(|b| !b.is_empty()),
         })
     }
 }

@@ -1,0 +1,140 @@
+//! The `coverage` command: which MUST/SHOULD requirements no scenario cites.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use protomcp_harness::coverage::{self, Coverage};
+use protomcp_proto::violation::Party;
+
+use crate::run::{self, Selection};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Role {
+    /// TP-* requirements (SDKs).
+    ToolProcess,
+    /// BR-* requirements (bridges).
+    Bridge,
+    /// Both.
+    All,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CoverageArgs {
+    #[command(flatten)]
+    sel: Selection,
+    /// Whose requirements.
+    #[arg(long, value_enum, default_value_t = Role::ToolProcess)]
+    role: Role,
+    /// Also list every requirement with the scenarios citing it or the reason it has none.
+    #[arg(long)]
+    verbose: bool,
+    /// Write the whole table as JSON here.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+/// The bundled not-black-box-testable lists, merged; a requirement listed twice is an error.
+fn untestable() -> Result<BTreeMap<String, String>> {
+    let mut all = BTreeMap::new();
+    for (name, text) in run::bundled::UNTESTABLE {
+        let file = format!("harness/data/untestable/{name}");
+        for (id, reason) in coverage::parse_untestable(&file, text).map_err(anyhow::Error::msg)? {
+            if all.insert(id.clone(), reason).is_some() {
+                anyhow::bail!("{file}: `{id}` is listed twice");
+            }
+        }
+    }
+    Ok(all)
+}
+
+fn cut(s: &str, n: usize) -> String {
+    if s.chars().count() <= n { s.to_owned() } else { format!("{}…", s.chars().take(n - 1).collect::<String>()) }
+}
+
+pub fn coverage(a: CoverageArgs) -> Result<ExitCode> {
+    let selected = match run::load(&a.sel) {
+        Ok(s) => s,
+        Err(code) => return Ok(code),
+    };
+    let untestable = untestable()?;
+    let party = match a.role {
+        Role::ToolProcess => Some(Party::ToolProcess),
+        Role::Bridge => Some(Party::Bridge),
+        Role::All => None,
+    };
+    let cov =
+        Coverage::compute(selected.iter().map(|(s, _)| (s.id.as_str(), s.requirements.as_slice())), &untestable, party);
+    let mut out = std::io::stdout().lock();
+    let t = cov.totals();
+    writeln!(
+        out,
+        "{} MUST/SHOULD requirements: {} covered by a scenario, {} not black-box testable, {} without a scenario ({} scenarios read)",
+        t.must + t.should,
+        t.covered,
+        t.untestable,
+        t.missing,
+        selected.len()
+    )?;
+    writeln!(
+        out,
+        "\n{:<16} {:>5} {:>7} {:>8} {:>11} {:>8}",
+        "area", "MUST", "SHOULD", "covered", "untestable", "missing"
+    )?;
+    for (area, c) in cov.by_area() {
+        writeln!(
+            out,
+            "{:<16} {:>5} {:>7} {:>8} {:>11} {:>8}",
+            area, c.must, c.should, c.covered, c.untestable, c.missing
+        )?;
+    }
+    if a.verbose {
+        writeln!(out)?;
+        for e in &cov.entries {
+            let r = e.requirement;
+            let how = if !e.scenarios.is_empty() {
+                e.scenarios.join(", ")
+            } else if let Some(why) = &e.untestable {
+                format!("untestable: {why}")
+            } else {
+                "MISSING".to_owned()
+            };
+            writeln!(out, "{:<16} {:<6} {how}", r.id, r.level.to_string())?;
+        }
+    }
+    let missing: Vec<_> = cov.missing().collect();
+    if !missing.is_empty() {
+        writeln!(out, "\nWithout a scenario:")?;
+        for e in &missing {
+            let r = e.requirement;
+            writeln!(out, "  {} [{}] {}", r.id, r.level, cut(r.text, 110))?;
+        }
+    }
+    for id in &cov.stale_untestable {
+        writeln!(out, "note: {id} is listed as not black-box testable but a scenario cites it; drop it from the list")?;
+    }
+    if let Some(path) = &a.json {
+        let rows: Vec<serde_json::Value> = cov
+            .entries
+            .iter()
+            .map(|e| {
+                serde_json::json!({
+                    "id": e.requirement.id,
+                    "level": e.requirement.level.to_string(),
+                    "feature": e.requirement.feature,
+                    "scenarios": e.scenarios,
+                    "untestable": e.untestable,
+                    "missing": e.missing(),
+                })
+            })
+            .collect();
+        let areas: BTreeMap<String, coverage::AreaCounts> = cov.by_area().into_iter().collect();
+        let doc = serde_json::json!({"totals": t, "areas": areas, "requirements": rows});
+        std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(if missing.is_empty() && cov.stale_untestable.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
