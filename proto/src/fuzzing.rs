@@ -372,3 +372,52 @@ pub fn raw_header(call_rid: &str, size: u64, compression: &str, uncompressed_siz
         uncompressed_size,
     }
 }
+
+/// `session_ops`: an arbitrary op sequence through the session model. The plan keeps its
+/// preconditions (at most [`MAX_IN_FLIGHT`](crate::session::MAX_IN_FLIGHT) requests in flight,
+/// no rid twice in flight, every reply awaited once), a simulated conforming peer passes the
+/// invariant checker, and one that answers a request twice is caught.
+#[cfg(feature = "arbitrary")]
+pub fn session_ops(data: &[u8]) {
+    use crate::envelopes::EnvelopeExt;
+    use crate::session::{self, Step};
+    let mut u = arbitrary::Unstructured::new(data);
+    let features: Vec<&str> = crate::session::Tool::ALL.iter().filter_map(|t| t.feature()).collect();
+    let features = if u.arbitrary::<bool>().unwrap_or(true) { features } else { Vec::new() };
+    let ops: Vec<session::Op> =
+        u.arbitrary_iter().map(|it| it.filter_map(Result::ok).take(300).collect()).unwrap_or_default();
+    let plan = session::plan(&features, &ops);
+    let mut in_flight = std::collections::BTreeSet::new();
+    let mut owed = 0usize;
+    for step in &plan.steps {
+        match step {
+            Step::Send { wire, .. } => {
+                let e = wire.envelope();
+                if crate::session::reply_arm(e.arm().unwrap_or(crate::Arm::Log)).is_some() && !e.request_id.is_empty() {
+                    assert!(in_flight.insert(e.request_id.clone()), "rid {:?} twice in flight", e.request_id);
+                    owed += 1;
+                    assert!(in_flight.len() <= session::MAX_IN_FLIGHT, "too many requests in flight");
+                }
+            }
+            Step::Await { replies, .. } => {
+                for r in replies {
+                    assert!(in_flight.remove(&r.rid), "awaiting {:?}, which is not in flight", r.rid);
+                    owed -= 1;
+                }
+            }
+            Step::Quiet { .. } | Step::Alive => assert_eq!(owed, 0, "quiet or alive with replies owed"),
+        }
+    }
+    assert!(in_flight.is_empty(), "requests never awaited: {in_flight:?}");
+    let ok = session::simulate(&plan, None);
+    assert!(ok.findings.is_empty(), "a conforming peer was flagged: {:?}", ok.findings);
+    let awaited = plan.steps.iter().any(|s| matches!(s, Step::Await { replies, .. } if !replies.is_empty()));
+    if awaited {
+        let bad = session::simulate(&plan, Some(ops.len()));
+        assert!(
+            bad.findings.iter().any(|f| f.requirement == "TP-CONCUR-01" && f.message.contains("second")),
+            "a duplicated reply went unnoticed: {:?}",
+            bad.findings
+        );
+    }
+}

@@ -7,7 +7,9 @@
 //! - [`envelopes`]: the arm table and the builder vocabulary used everywhere else;
 //! - [`wire`]: a schema-driven protobuf scanner that keeps unknown fields and error offsets;
 //! - [`violation`]: protocol rules broken on the wire, with the party at fault;
-//! - [`fuzzing`]: the bodies of the cargo-fuzz targets, also replayed by `cargo test`.
+//! - [`fuzzing`]: the bodies of the cargo-fuzz targets, also replayed by `cargo test`;
+//! - [`session`]: a model of a session for generated exploration, and its invariant oracle;
+//! - `strategies` (feature `proptest`): proptest strategies for Envelopes and session ops.
 
 #![deny(unsafe_code)]
 
@@ -22,7 +24,10 @@ pub mod envelopes;
 pub mod frame;
 pub mod fuzzing;
 pub mod schema;
+pub mod session;
 pub mod sideband;
+#[cfg(feature = "proptest")]
+pub mod strategies;
 pub mod violation;
 pub mod wire;
 
