@@ -3,6 +3,7 @@
 
 pub mod coverage;
 pub mod dump;
+pub mod explore;
 pub mod io;
 pub mod requirements;
 pub mod runner;
