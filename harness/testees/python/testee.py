@@ -155,6 +155,23 @@ def item_resource(uri: str) -> ResourceContent:
     return ResourceContent(uri=uri, text=f"item {item_id}", mime_type="text/plain")
 
 
+@resource(uri="fixture://blob", description="Four bytes of binary content", name="blob",
+          mime_type="application/octet-stream")
+def blob_resource(uri: str) -> ResourceContent:
+    return ResourceContent(uri=uri, blob=bytes([0x00, 0xFF, 0x10, 0x80]), mime_type="application/octet-stream")
+
+
+@resource(uri="fixture://item/0", description="A static resource the item template also matches", name="item-zero",
+          mime_type="text/plain")
+def item_zero_resource(uri: str) -> ResourceContent:
+    return ResourceContent(uri=uri, text="static item zero", mime_type="text/plain")
+
+
+@resource(uri="fixture://fail", description="A resource whose handler always fails", name="fail", mime_type="text/plain")
+def failing_resource(uri: str) -> ResourceContent:
+    raise RuntimeError("fixture failure")
+
+
 @prompt(description="Greets someone", arguments=[PromptArg(name="name", description="who", required=True)])
 def greet(name: str) -> list[PromptMessage]:
     return [PromptMessage(role="user", content=f"Hello, {name}!")]
@@ -164,6 +181,26 @@ def greet(name: str) -> list[PromptMessage]:
 def complete_greet_name(value: str) -> CompletionResult:
     matches = [c for c in ("alice", "bob", "bobby") if c.startswith(value)]
     return CompletionResult(values=matches, total=len(matches), has_more=False)
+
+
+@completion("ref/resource", "fixture://item/{id}", "id")
+def complete_item_id(value: str) -> CompletionResult:
+    matches = [c for c in ("1", "2", "10") if c.startswith(value)]
+    return CompletionResult(values=matches, total=len(matches), has_more=False)
+
+
+def register_failing_prompt():
+    # A prompt takes its function's name; `fail` is also a tool, so this one lives in a scope.
+    @prompt(description="A prompt whose handler always fails", arguments=[PromptArg(name="x", description="ignored")])
+    def fail(x: str = "") -> list[PromptMessage]:
+        raise RuntimeError("fixture failure")
+
+    @completion("ref/prompt", "fail", "x")
+    def complete_fail_x(value: str) -> CompletionResult:
+        raise RuntimeError("fixture failure")
+
+
+register_failing_prompt()
 
 
 # ---------------------------------------------------------------- middleware variant (B.3)
