@@ -13,6 +13,7 @@ use protomcp_proto::frame::{Limits, MAX_FRAME};
 use protomcp_proto::violation::Party;
 
 mod coverage;
+mod bridge;
 mod run;
 
 /// Conformance harness and protocol fuzzer for protomcp tool processes (SDKs) and bridges.
@@ -70,6 +71,12 @@ enum Command {
         #[arg(long, default_value_t = MAX_FRAME)]
         max_frame: u32,
     },
+    /// Run the reference bridge: serve MCP on stdio and bridge it to a protomcp tool process
+    /// (`bridge -- CMD ARGS…`, or `bridge FILE`).
+    ///
+    /// Exit status: 0 after the host closed stdin or a SIGINT/SIGTERM, 1 when the tool process
+    /// failed to start or to hand-shake.
+    Bridge(bridge::BridgeArgs),
     /// Run the reference testee: a tool process that serves the whole fixture contract
     /// (harness/testees/README.md) over the socket named by PROTOMCP_SOCKET.
     ///
@@ -119,6 +126,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::List { sel } => run::list(&sel),
         Command::Explain { id, sel } => run::explain(&sel, &id),
         Command::Coverage(a) => coverage::coverage(a),
+        Command::Bridge(args) => bridge::run(args),
         Command::Testee { middleware, misbehave } => {
             let opts = testee::Options { middleware, misbehave, ..testee::Options::from_env() };
             let code = testee::run_blocking(opts);

@@ -1,9 +1,11 @@
 //! I/O side of protomcp-conform: everything that touches sockets, processes and clocks. The
 //! protocol decisions themselves live in `protomcp-proto`.
 
+pub mod bridge;
 pub mod coverage;
 pub mod dump;
 pub mod explore;
+pub mod host;
 pub mod io;
 pub mod requirements;
 pub mod runner;

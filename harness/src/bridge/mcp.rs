@@ -1,0 +1,433 @@
+//! The MCP side of the reference bridge: rmcp's server over the [`Bridge`] core. This is the only
+//! module that knows rmcp; it converts between rmcp's types and the JSON values of the core.
+
+// Sampling, roots and logging are deprecated in rmcp (SEP-2577) but part of the protocol
+// revisions this bridge serves (up to 2025-11-25).
+#![allow(deprecated)]
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rmcp::model::{self as m, ErrorCode, ErrorData};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer};
+use rmcp::{Peer, ServerHandler, ServiceExt};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{BoxFuture, Bridge, HostError, HostSession, ListKind, SessionId, state};
+
+/// The newest protocol revision offered (older ones down to 2024-11-05 are accepted).
+pub const NEWEST_VERSION: &str = "2025-11-25";
+
+static SESSION_IDS: AtomicU64 = AtomicU64::new(1);
+
+fn from_json<T: DeserializeOwned>(v: Value) -> Result<T, ErrorData> {
+    serde_json::from_value(v).map_err(|e| ErrorData::internal_error(format!("building the MCP result: {e}"), None))
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+fn host_error(e: HostError) -> ErrorData {
+    ErrorData::new(ErrorCode(e.code()), e.to_string(), None)
+}
+
+enum Note {
+    ListChanged(ListKind),
+    Log(Value),
+    Progress(Value),
+    ResourceUpdated(String),
+    Flush(oneshot::Sender<()>),
+}
+
+/// One MCP session as the core sees it.
+struct Session {
+    id: SessionId,
+    peer: OnceLock<Peer<RoleServer>>,
+    notes: mpsc::UnboundedSender<Note>,
+    notes_rx: Mutex<Option<mpsc::UnboundedReceiver<Note>>>,
+    /// Rank of the lowest level forwarded (BR-LOG-05); 0 forwards everything (BR-LOG-06).
+    threshold: AtomicUsize,
+    subscriptions: Mutex<HashSet<String>>,
+    bridge: Arc<Bridge>,
+}
+
+impl Session {
+    fn new(bridge: Arc<Bridge>) -> Arc<Session> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Arc::new(Session {
+            id: SESSION_IDS.fetch_add(1, Ordering::Relaxed),
+            peer: OnceLock::new(),
+            notes: tx,
+            notes_rx: Mutex::new(Some(rx)),
+            threshold: AtomicUsize::new(0),
+            subscriptions: Mutex::new(HashSet::new()),
+            bridge,
+        })
+    }
+
+    /// Binds the session to its peer and starts the task that sends its notifications in order.
+    fn attach(&self, peer: Peer<RoleServer>) {
+        if self.peer.set(peer.clone()).is_err() {
+            return;
+        }
+        let Some(mut rx) = self.notes_rx.lock().unwrap().take() else { return };
+        let bridge = self.bridge.clone();
+        tokio::spawn(async move {
+            while let Some(note) = rx.recv().await {
+                let (method, params) = match note {
+                    Note::Flush(done) => {
+                        let _ = done.send(());
+                        continue;
+                    }
+                    Note::ListChanged(ListKind::Tools) => ("notifications/tools/list_changed", None),
+                    Note::ListChanged(ListKind::Resources) => ("notifications/resources/list_changed", None),
+                    Note::ListChanged(ListKind::Prompts) => ("notifications/prompts/list_changed", None),
+                    Note::Log(p) => ("notifications/message", Some(p)),
+                    Note::Progress(p) => ("notifications/progress", Some(p)),
+                    Note::ResourceUpdated(uri) => ("notifications/resources/updated", Some(json!({"uri": uri}))),
+                };
+                let mut msg = json!({"method": method});
+                if let Some(p) = params {
+                    msg["params"] = p;
+                }
+                bridge.trace_mcp(false, &msg);
+                match serde_json::from_value::<m::ServerNotification>(msg) {
+                    Ok(n) => {
+                        if peer.send_notification(n).await.is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => eprintln!("protomcp-conform bridge: cannot build {method}: {e}"),
+                }
+            }
+        });
+    }
+
+    fn caps(&self) -> Option<m::ClientCapabilities> {
+        self.peer.get().and_then(|p| p.peer_info()).map(|i| i.capabilities.clone())
+    }
+}
+
+impl HostSession for Session {
+    fn id(&self) -> SessionId {
+        self.id
+    }
+
+    fn list_changed(&self, kind: ListKind) {
+        let _ = self.notes.send(Note::ListChanged(kind));
+    }
+
+    fn log(&self, level: &'static str, logger: Option<String>, data: Value) {
+        if state::level_rank(level) < self.threshold.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut p = json!({"level": level, "data": data});
+        if let Some(l) = logger {
+            p["logger"] = Value::String(l);
+        }
+        let _ = self.notes.send(Note::Log(p));
+    }
+
+    fn progress(&self, token: Value, progress: i64, total: Option<i64>, message: Option<String>) {
+        let mut p = json!({"progressToken": token, "progress": progress});
+        if let Some(t) = total {
+            p["total"] = json!(t);
+        }
+        if let Some(msg) = message {
+            p["message"] = Value::String(msg);
+        }
+        let _ = self.notes.send(Note::Progress(p));
+    }
+
+    fn resource_updated(&self, uri: &str) {
+        if self.subscriptions.lock().unwrap().contains(uri) {
+            let _ = self.notes.send(Note::ResourceUpdated(uri.to_owned()));
+        }
+    }
+
+    fn flush(&self) -> BoxFuture<()> {
+        let (tx, rx) = oneshot::channel();
+        let queued = self.notes.send(Note::Flush(tx)).is_ok() && self.peer.get().is_some();
+        Box::pin(async move {
+            if queued {
+                let _ = rx.await;
+            }
+        })
+    }
+
+    fn can_sample(&self) -> bool {
+        self.caps().is_some_and(|c| c.sampling.is_some())
+    }
+
+    fn can_list_roots(&self) -> bool {
+        self.caps().is_some_and(|c| c.roots.is_some())
+    }
+
+    fn sample(&self, params: Value) -> BoxFuture<Result<Value, String>> {
+        let peer = self.peer.get().cloned();
+        let bridge = self.bridge.clone();
+        Box::pin(async move {
+            let peer = peer.ok_or("the session is not initialized")?;
+            bridge.trace_mcp(false, &json!({"method": "sampling/createMessage", "params": params}));
+            let params: m::CreateMessageRequestParams =
+                serde_json::from_value(params).map_err(|e| format!("invalid sampling request: {e}"))?;
+            let r = peer.create_message(params).await.map_err(|e| e.to_string())?;
+            let r = to_json(&r);
+            bridge.trace_mcp(true, &json!({"result": r}));
+            Ok(r)
+        })
+    }
+
+    fn list_roots(&self) -> BoxFuture<Result<Value, String>> {
+        let peer = self.peer.get().cloned();
+        let bridge = self.bridge.clone();
+        Box::pin(async move {
+            let peer = peer.ok_or("the session is not initialized")?;
+            bridge.trace_mcp(false, &json!({"method": "roots/list"}));
+            let r = peer.list_roots().await.map_err(|e| e.to_string())?;
+            let r = to_json(&r);
+            bridge.trace_mcp(true, &json!({"result": r}));
+            Ok(r)
+        })
+    }
+}
+
+/// The rmcp server handler of one session.
+#[derive(Clone)]
+pub struct Handler {
+    bridge: Arc<Bridge>,
+    session: Arc<Session>,
+}
+
+impl Handler {
+    pub fn new(bridge: Arc<Bridge>) -> Handler {
+        let session = Session::new(bridge.clone());
+        Handler { bridge, session }
+    }
+
+    fn as_host(&self) -> Arc<dyn HostSession> {
+        self.session.clone()
+    }
+
+    fn trace_request(&self, method: &str, params: &impl serde::Serialize) {
+        self.bridge.trace_mcp(true, &json!({"method": method, "params": to_json(params)}));
+    }
+
+    fn traced<T: serde::Serialize>(&self, r: Result<T, ErrorData>) -> Result<T, ErrorData> {
+        match &r {
+            Ok(v) => self.bridge.trace_mcp(false, &json!({"result": to_json(v)})),
+            Err(e) => self.bridge.trace_mcp(false, &json!({"error": to_json(e)})),
+        }
+        r
+    }
+}
+
+impl ServerHandler for Handler {
+    fn get_info(&self) -> m::ServerConfig {
+        // BR-MCP-05/07: everything advertised always; subscriptions are implemented
+        // (BR-RESOURCE-08); never tasks (BR-TASK-03).
+        serde_json::from_value(json!({
+            "protocolVersion": NEWEST_VERSION,
+            "capabilities": {
+                "tools": {"listChanged": true},
+                "completions": {},
+                "logging": {},
+                "resources": {"listChanged": true, "subscribe": true},
+                "prompts": {"listChanged": true},
+            },
+            "serverInfo": {"name": "protomcp-conform-bridge", "version": env!("CARGO_PKG_VERSION")},
+        }))
+        .expect("static server info")
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [m::ProtocolVersion]> {
+        Cow::Borrowed(m::ProtocolVersion::known_up_to(&m::ProtocolVersion::V_2025_11_25))
+    }
+
+    async fn initialize(
+        &self,
+        request: m::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<m::InitializeResult, ErrorData> {
+        self.trace_request("initialize", &request);
+        context.peer.set_peer_info(request.clone());
+        self.session.attach(context.peer.clone());
+        self.traced(self.negotiate_initialize(&request))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.bridge.trace_mcp(true, &json!({"method": "notifications/initialized"}));
+        self.session.attach(context.peer.clone());
+        self.bridge.add_session(self.as_host());
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<m::PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<m::ListToolsResult, ErrorData> {
+        self.trace_request("tools/list", &request);
+        if request.as_ref().and_then(|r| r.cursor.as_ref()).is_some() {
+            return self.traced(Err(ErrorData::invalid_params("unknown cursor", None)));
+        }
+        self.traced(from_json(json!({"tools": self.bridge.tools()})))
+    }
+
+    async fn call_tool(
+        &self,
+        request: m::CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<m::CallToolResponse, ErrorData> {
+        self.trace_request("tools/call", &request);
+        let progress = context.meta.get_progress_token().map(|t| to_json(&t));
+        let arguments = request.arguments.map(Value::Object);
+        let ct = context.ct.clone();
+        let r = self
+            .bridge
+            .call_tool(&self.as_host(), &request.name, arguments, progress, async move { ct.cancelled().await })
+            .await;
+        let r = match r {
+            Ok(v) => from_json::<m::CallToolResult>(v),
+            Err(e) => Err(host_error(e)),
+        };
+        self.traced(r).map(m::CallToolResponse::from)
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<m::PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<m::ListResourcesResult, ErrorData> {
+        self.trace_request("resources/list", &request);
+        if request.as_ref().and_then(|r| r.cursor.as_ref()).is_some() {
+            return self.traced(Err(ErrorData::invalid_params("unknown cursor", None)));
+        }
+        self.traced(from_json(json!({"resources": self.bridge.resources()})))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<m::PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<m::ListResourceTemplatesResult, ErrorData> {
+        self.trace_request("resources/templates/list", &request);
+        if request.as_ref().and_then(|r| r.cursor.as_ref()).is_some() {
+            return self.traced(Err(ErrorData::invalid_params("unknown cursor", None)));
+        }
+        self.traced(from_json(json!({"resourceTemplates": self.bridge.templates()})))
+    }
+
+    async fn read_resource(
+        &self,
+        request: m::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<m::ReadResourceResponse, ErrorData> {
+        self.trace_request("resources/read", &request);
+        let r = match self.bridge.read_resource(&request.uri).await {
+            Ok(v) => from_json::<m::ReadResourceResult>(v),
+            Err(e) => Err(host_error(e)),
+        };
+        self.traced(r).map(Into::into)
+    }
+
+    async fn subscribe(
+        &self,
+        request: m::SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.trace_request("resources/subscribe", &request);
+        self.session.subscriptions.lock().unwrap().insert(request.uri);
+        self.traced(Ok(json!({})))?;
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: m::UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.trace_request("resources/unsubscribe", &request);
+        self.session.subscriptions.lock().unwrap().remove(&request.uri);
+        self.traced(Ok(json!({})))?;
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<m::PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<m::ListPromptsResult, ErrorData> {
+        self.trace_request("prompts/list", &request);
+        if request.as_ref().and_then(|r| r.cursor.as_ref()).is_some() {
+            return self.traced(Err(ErrorData::invalid_params("unknown cursor", None)));
+        }
+        self.traced(from_json(json!({"prompts": self.bridge.prompts()})))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: m::GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<m::GetPromptResponse, ErrorData> {
+        self.trace_request("prompts/get", &request);
+        let r = match self.bridge.get_prompt(&request.name, request.arguments.map(Value::Object)).await {
+            Ok(v) => from_json::<m::GetPromptResult>(v),
+            Err(e) => Err(host_error(e)),
+        };
+        self.traced(r).map(Into::into)
+    }
+
+    async fn complete(
+        &self,
+        request: m::CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<m::CompleteResult, ErrorData> {
+        self.trace_request("completion/complete", &request);
+        let reference = to_json(&request.r#ref);
+        let r = match self.bridge.complete(&reference, &request.argument.name, &request.argument.value).await {
+            Ok(v) => from_json(v),
+            Err(e) => Err(host_error(e)),
+        };
+        self.traced(r)
+    }
+
+    async fn set_level(
+        &self,
+        request: m::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.trace_request("logging/setLevel", &request);
+        let level = to_json(&request.level);
+        let Some(rank) = level.as_str().and_then(|l| state::LEVELS.iter().position(|x| *x == l)) else {
+            return self.traced(Err(ErrorData::invalid_params("unknown log level", None)));
+        };
+        self.session.threshold.store(rank, Ordering::Relaxed);
+        self.traced(Ok(json!({})))?;
+        Ok(())
+    }
+}
+
+/// Serves one MCP session on stdin/stdout until the host closes stdin or `stop` resolves.
+/// Returns `Ok(())` after an orderly end.
+pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Output = ()>) -> Result<(), String> {
+    let handler = Handler::new(bridge.clone());
+    let session_id = handler.session.id;
+    let transport = rmcp::transport::io::stdio();
+    tokio::pin!(stop);
+    let running = tokio::select! {
+        r = handler.serve(transport) => r.map_err(|e| format!("MCP session failed to start: {e}"))?,
+        _ = &mut stop => return Ok(()),
+    };
+    let ct = running.cancellation_token();
+    tokio::select! {
+        r = running.waiting() => { r.map_err(|e| e.to_string())?; }
+        _ = &mut stop => ct.cancel(),
+    }
+    bridge.remove_session(session_id);
+    Ok(())
+}

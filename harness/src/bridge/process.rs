@@ -1,0 +1,134 @@
+//! The tool process and its socket: listen first, then start the process with
+//! `PROTOMCP_SOCKET` (BR-CONN-01/02), accept exactly one connection from the same user
+//! (BR-CONN-05, BR-SECURITY-02), notice an early exit (BR-CONN-09), end the process and its
+//! group, remove the socket (BR-LIFECYCLE-11).
+
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::net::{UnixListener, UnixStream};
+use tokio::process::{Child, Command};
+
+use crate::testee::ENV_SOCKET;
+
+pub struct ToolProcess {
+    child: Child,
+    pgid: Option<i32>,
+    socket: PathBuf,
+    /// The private directory holding the socket, removed with it.
+    _dir: Option<tempfile::TempDir>,
+    listener: Option<UnixListener>,
+    exit: Option<ExitStatus>,
+}
+
+impl ToolProcess {
+    /// Listens on the socket, then starts `argv` with `PROTOMCP_SOCKET` set. The process's stdin
+    /// is empty and its stdout goes to the bridge's stderr, never to the MCP channel (BR-CONN-06);
+    /// its stderr passes through (BR-CONN-07).
+    pub fn spawn(argv: &[String], socket: Option<&Path>) -> std::io::Result<ToolProcess> {
+        let (dir, path) = match socket {
+            Some(p) => (None, std::path::absolute(p)?),
+            None => {
+                let base = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+                // tempfile makes the directory with mode 0700 (BR-SECURITY-01).
+                let dir = tempfile::Builder::new().prefix("pmc-bridge-").tempdir_in(&base)?;
+                let path = std::path::absolute(dir.path().join("tp.sock"))?;
+                (Some(dir), path)
+            }
+        };
+        // BR-CONN-04: a stale file does not block startup.
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path)?;
+        let (program, args) = argv.split_first().ok_or_else(|| std::io::Error::other("empty command"))?;
+        let stdout = std::io::stderr().as_fd().try_clone_to_owned()?;
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .env(ENV_SOCKET, &path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(stdout))
+            .stderr(Stdio::inherit())
+            .process_group(0)
+            .kill_on_drop(true);
+        let child = cmd.spawn()?;
+        let pgid = child.id().map(|p| p as i32);
+        Ok(ToolProcess { child, pgid, socket: path, _dir: dir, listener: Some(listener), exit: None })
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Accepts the one connection within `within`; fails at once when the process exits first.
+    pub async fn accept(&mut self, within: Duration) -> Result<UnixStream, String> {
+        let listener = self.listener.take().ok_or("already accepted")?;
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            tokio::select! {
+                r = listener.accept() => {
+                    let (stream, _) = r.map_err(|e| format!("accept failed: {e}"))?;
+                    // BR-SECURITY-02: only a peer of our own user speaks for the tool process.
+                    let uid = unsafe { libc::getuid() };
+                    match stream.peer_cred() {
+                        Ok(c) if c.uid() == uid => {
+                            // BR-CONN-05: later connection attempts find no socket.
+                            let _ = std::fs::remove_file(&self.socket);
+                            return Ok(stream);
+                        }
+                        _ => continue,
+                    }
+                }
+                status = self.child.wait() => {
+                    let status = status.map_err(|e| e.to_string())?;
+                    self.exit = Some(status);
+                    return Err(format!("the tool process exited before connecting ({status})"));
+                }
+                _ = tokio::time::sleep_until(deadline) => {
+                    return Err(format!("the tool process did not connect within {within:?}"));
+                }
+            }
+        }
+    }
+
+    /// The exit status when the process has already exited.
+    pub fn exit_status(&mut self) -> Option<ExitStatus> {
+        if self.exit.is_none() {
+            self.exit = self.child.try_wait().ok().flatten();
+        }
+        self.exit
+    }
+
+    /// Ends the process: SIGTERM to its group, SIGKILL after 2 s; reaps it and removes the
+    /// socket file.
+    pub async fn terminate(&mut self) {
+        if self.exit_status().is_none() {
+            if let Some(g) = self.pgid {
+                // SAFETY: killpg has no memory-safety preconditions.
+                unsafe { libc::killpg(g, libc::SIGTERM) };
+            }
+            match tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await {
+                Ok(Ok(s)) => self.exit = Some(s),
+                _ => {
+                    if let Some(g) = self.pgid {
+                        // SAFETY: as above.
+                        unsafe { libc::killpg(g, libc::SIGKILL) };
+                    }
+                    let _ = self.child.kill().await;
+                    self.exit = self.child.try_wait().ok().flatten();
+                }
+            }
+        } else if let Some(g) = self.pgid {
+            // Leftovers of the group (BR-LIFECYCLE-09).
+            // SAFETY: as above.
+            unsafe { libc::killpg(g, libc::SIGKILL) };
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+impl Drop for ToolProcess {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}

@@ -1,0 +1,131 @@
+//! `protomcp-conform bridge`: the reference bridge on the command line.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use protomcp_harness::bridge::{self, Bridge, Config};
+
+/// Serve MCP to a host over stdio, bridging to a protomcp tool process.
+#[derive(Args, Debug)]
+pub struct BridgeArgs {
+    /// How hosts reach the bridge.
+    #[arg(long, value_enum, default_value_t = Transport::Stdio)]
+    transport: Transport,
+    /// Bound on every wait for the tool process (`500ms`, `5s`, `5m`, `1h`).
+    #[arg(long, value_parser = parse_duration, default_value = "5m")]
+    call_timeout: Duration,
+    /// Write the decoded traffic of both sides to FILE, one line per message.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Socket path for the tool process (default: in a private temp dir).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// The tool process: `-- CMD ARGS…`, or one entry FILE whose runtime follows from its
+    /// extension (`.py` → python3, `.js` → node, anything else is executed itself).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Transport {
+    /// One MCP session on stdin/stdout.
+    Stdio,
+}
+
+/// `500ms`, `5s`, `5m`, `1h`, or a plain number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 500ms, 5s or 5m"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h)")),
+    };
+    if !(secs > 0.0 && secs.is_finite()) {
+        return Err(format!("{s:?} must be positive"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// The argv for an entry file (BR-CONN-08): the runtime follows from the extension.
+fn entry_command(file: &Path) -> Vec<String> {
+    let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_owned());
+    let path = abs.to_string_lossy().into_owned();
+    let env_or = |var: &str, default: &str| std::env::var(var).unwrap_or_else(|_| default.to_owned());
+    match file.extension().and_then(|e| e.to_str()) {
+        Some("py") => vec![env_or("PROTOMCP_PYTHON", "python3"), path],
+        Some("js" | "mjs") => vec![env_or("PROTOMCP_NODE", "node"), path],
+        Some("ts") => vec!["npx".into(), "tsx".into(), path],
+        Some("go") => vec!["go".into(), "run".into(), path],
+        _ => vec![path],
+    }
+}
+
+pub fn run(args: BridgeArgs) -> Result<ExitCode> {
+    let command = match args.command.as_slice() {
+        [one] if Path::new(one).is_file() => entry_command(Path::new(one)),
+        _ => args.command.clone(),
+    };
+    let Transport::Stdio = args.transport;
+    let cfg = Config { command, call_timeout: args.call_timeout, socket: args.socket, trace: args.trace };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    let code = runtime.block_on(async move {
+        let bridge = match Bridge::start(cfg).await {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("protomcp-conform bridge: {e}");
+                return Ok::<_, anyhow::Error>(ExitCode::from(1));
+            }
+        };
+        let stop = async {
+            use tokio::signal::unix::{SignalKind, signal};
+            match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+                (Ok(mut i), Ok(mut t)) => {
+                    tokio::select! {
+                        _ = i.recv() => {}
+                        _ = t.recv() => {}
+                    }
+                }
+                _ => std::future::pending().await,
+            }
+        };
+        let served = bridge::mcp::serve_stdio(bridge.clone(), stop).await;
+        bridge.shutdown().await;
+        if let Err(e) = served {
+            bail!(e);
+        }
+        Ok(ExitCode::SUCCESS)
+    });
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn runtimes_by_extension() {
+        let c = entry_command(Path::new("/x/server.py"));
+        assert_eq!(c[1], "/x/server.py");
+        assert_eq!(entry_command(Path::new("/x/tool")), vec!["/x/tool".to_owned()]);
+    }
+}
