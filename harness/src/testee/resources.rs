@@ -11,22 +11,47 @@ use serde_json::json;
 
 pub(crate) const STATIC_URI: &str = "fixture://static";
 pub(crate) const STATIC_TEXT: &str = "static-content";
+/// Catalogue additions (testees README §3): binary content, a static URI that a template also
+/// matches, and a resource whose handler fails.
+pub(crate) const BLOB_URI: &str = "fixture://blob";
+pub(crate) const BLOB_BYTES: &[u8] = &[0x00, 0xff, 0x10, 0x80];
+pub(crate) const ITEM_ZERO_URI: &str = "fixture://item/0";
+pub(crate) const ITEM_ZERO_TEXT: &str = "static item zero";
+pub(crate) const FAIL_URI: &str = "fixture://fail";
+const OCTET_STREAM: &str = "application/octet-stream";
+/// The message of every failing fixture handler (resource, prompt, completion).
+const FIXTURE_FAILURE: &str = "fixture failure";
 pub(crate) const ITEM_TEMPLATE: &str = "fixture://item/{id}";
 const ITEM_PREFIX: &str = "fixture://item/";
 const TEXT_PLAIN: &str = "text/plain";
 /// Completion candidates of the `name` argument of `greet`.
 pub(crate) const NAMES: &[&str] = &["alice", "bob", "bobby"];
+/// Completion candidates of the `id` argument of the item template.
+pub(crate) const IDS: &[&str] = &["1", "2", "10"];
 
-/// TP-RESOURCE-01/03/04: the static resource with name, description, mime type and size.
+/// TP-RESOURCE-01/03/04: the static resources with name, description, mime type and size
+/// (none for `fixture://fail`, whose content is never produced).
 pub(crate) fn list_resources() -> ResourceListResponse {
+    let def = |uri: &str, name: &str, description: &str, mime: &str, size: usize| ResourceDefinition {
+        uri: uri.into(),
+        name: name.into(),
+        description: description.into(),
+        mime_type: mime.into(),
+        size: size as i64,
+    };
     ResourceListResponse {
-        resources: vec![ResourceDefinition {
-            uri: STATIC_URI.into(),
-            name: "static".into(),
-            description: "A static text resource".into(),
-            mime_type: TEXT_PLAIN.into(),
-            size: STATIC_TEXT.len() as i64,
-        }],
+        resources: vec![
+            def(STATIC_URI, "static", "A static text resource", TEXT_PLAIN, STATIC_TEXT.len()),
+            def(BLOB_URI, "blob", "Four bytes of binary content", OCTET_STREAM, BLOB_BYTES.len()),
+            def(
+                ITEM_ZERO_URI,
+                "item-zero",
+                "A static resource that the item template also matches",
+                TEXT_PLAIN,
+                ITEM_ZERO_TEXT.len(),
+            ),
+            def(FAIL_URI, "fail", "A resource whose handler always fails", TEXT_PLAIN, 0),
+        ],
     }
 }
 
@@ -46,33 +71,55 @@ pub(crate) fn list_templates() -> ResourceTemplateListResponse {
 /// matches one or more characters other than `/`, taken as they are (no percent-decoding), and
 /// the whole URI must match (TP-RESOURCE-06); anything else is zero contents (TP-RESOURCE-10,
 /// D-11). Contents carry the requested URI and a mime type, as text (TP-RESOURCE-08/09).
+/// Binary content travels as blob, never as text (TP-RESOURCE-08). The failing handler gives
+/// zero contents, with a line on stderr (TP-RESOURCE-10/11).
 pub(crate) fn read(uri: &str) -> ReadResourceResponse {
-    let text = if uri == STATIC_URI {
-        Some(STATIC_TEXT.to_owned())
-    } else {
-        uri.strip_prefix(ITEM_PREFIX).filter(|id| !id.is_empty() && !id.contains('/')).map(|id| format!("item {id}"))
+    let content = |mime: &str, text: String, blob: &[u8]| ResourceContent {
+        uri: uri.into(),
+        mime_type: mime.into(),
+        text,
+        blob: blob.to_vec().into(),
     };
-    ReadResourceResponse {
-        contents: text
-            .map(|text| ResourceContent {
-                uri: uri.into(),
-                mime_type: TEXT_PLAIN.into(),
-                text,
-                blob: Default::default(),
-            })
-            .into_iter()
-            .collect(),
-    }
+    let found = match uri {
+        STATIC_URI => Some(content(TEXT_PLAIN, STATIC_TEXT.into(), &[])),
+        ITEM_ZERO_URI => Some(content(TEXT_PLAIN, ITEM_ZERO_TEXT.into(), &[])),
+        BLOB_URI => Some(content(OCTET_STREAM, String::new(), BLOB_BYTES)),
+        FAIL_URI => {
+            super::diag!("the handler of {FAIL_URI} failed: {FIXTURE_FAILURE}");
+            None
+        }
+        _ => uri
+            .strip_prefix(ITEM_PREFIX)
+            .filter(|id| !id.is_empty() && !id.contains('/'))
+            .map(|id| content(TEXT_PLAIN, format!("item {id}"), &[])),
+    };
+    ReadResourceResponse { contents: found.into_iter().collect() }
 }
 
-/// TP-PROMPT-01: `greet` with its one required argument.
+/// TP-PROMPT-01: `greet` with its one required argument, and `fail` (one optional argument
+/// `x`), whose handler always fails.
 pub(crate) fn list_prompts() -> PromptListResponse {
     PromptListResponse {
-        prompts: vec![PromptDefinition {
-            name: "greet".into(),
-            description: "Greets someone by name".into(),
-            arguments: vec![PromptArgument { name: "name".into(), description: "Who to greet".into(), required: true }],
-        }],
+        prompts: vec![
+            PromptDefinition {
+                name: "greet".into(),
+                description: "Greets someone by name".into(),
+                arguments: vec![PromptArgument {
+                    name: "name".into(),
+                    description: "Who to greet".into(),
+                    required: true,
+                }],
+            },
+            PromptDefinition {
+                name: "fail".into(),
+                description: "A prompt whose handler always fails".into(),
+                arguments: vec![PromptArgument {
+                    name: "x".into(),
+                    description: "Ignored; its completion handler fails too".into(),
+                    required: false,
+                }],
+            },
+        ],
     }
 }
 
@@ -81,6 +128,10 @@ pub(crate) fn list_prompts() -> PromptListResponse {
 /// of the problem (TP-PROMPT-04).
 pub(crate) fn get_prompt(req: &GetPromptRequest) -> GetPromptResponse {
     let problem = |description: String| GetPromptResponse { description, messages: Vec::new() };
+    if req.name == "fail" {
+        // TP-PROMPT-04/05: the failing handler is a problem like any other.
+        return problem(format!("Prompt fail failed: {FIXTURE_FAILURE}"));
+    }
     if req.name != "greet" {
         return problem(format!("Prompt not found: {}", req.name));
     }
@@ -101,15 +152,23 @@ pub(crate) fn get_prompt(req: &GetPromptRequest) -> GetPromptResponse {
     }
 }
 
-/// Completion of the `name` argument of `greet`: the candidates that start with
-/// argument_value (taken unchanged, TP-COMPLETE-02), total = their number, has_more false
-/// (TP-COMPLETE-04). Any other reference or argument gets the empty answer (TP-COMPLETE-01).
+/// Completion of the `name` argument of `greet` and of the `id` argument of the item template
+/// (TP-COMPLETE-03): the candidates that start with argument_value (taken unchanged,
+/// TP-COMPLETE-02), total = their number, has_more false (TP-COMPLETE-04). The handler of
+/// argument `x` of prompt `fail` fails: the empty answer (TP-COMPLETE-05). Any other reference
+/// or argument gets the empty answer too (TP-COMPLETE-01).
 pub(crate) fn complete(req: &CompletionRequest) -> CompletionResponse {
-    if req.ref_type != "ref/prompt" || req.ref_name != "greet" || req.argument_name != "name" {
-        return CompletionResponse::default();
-    }
+    let candidates = match (req.ref_type.as_str(), req.ref_name.as_str(), req.argument_name.as_str()) {
+        ("ref/prompt", "greet", "name") => NAMES,
+        ("ref/resource", ITEM_TEMPLATE, "id") => IDS,
+        ("ref/prompt", "fail", "x") => {
+            super::diag!("the completion handler of prompt fail failed: {FIXTURE_FAILURE}");
+            return CompletionResponse::default();
+        }
+        _ => return CompletionResponse::default(),
+    };
     let values: Vec<String> =
-        NAMES.iter().filter(|n| n.starts_with(req.argument_value.as_str())).map(|n| (*n).to_owned()).collect();
+        candidates.iter().filter(|n| n.starts_with(req.argument_value.as_str())).map(|n| (*n).to_owned()).collect();
     CompletionResponse { total: values.len() as i32, values, has_more: false }
 }
 
@@ -126,6 +185,10 @@ mod tests {
             assert!(read(nothing).contents.is_empty(), "{nothing}");
         }
         assert_eq!(list_resources().resources[0].size, 14);
+        assert_eq!(read(ITEM_ZERO_URI).contents[0].text, ITEM_ZERO_TEXT);
+        let blob = &read(BLOB_URI).contents[0];
+        assert!(blob.text.is_empty() && blob.blob.as_ref() == BLOB_BYTES);
+        assert!(read(FAIL_URI).contents.is_empty());
     }
 
     #[test]
@@ -136,9 +199,14 @@ mod tests {
             get("greet", r#"{"name":"Ann"}"#).messages[0].content_json,
             r#"{"text":"Hello, Ann!","type":"text"}"#
         );
-        for (name, args) in
-            [("nope", "{}"), ("greet", "{}"), ("greet", ""), ("greet", "[1]"), ("greet", r#"{"name":1}"#)]
-        {
+        for (name, args) in [
+            ("fail", "{}"),
+            ("nope", "{}"),
+            ("greet", "{}"),
+            ("greet", ""),
+            ("greet", "[1]"),
+            ("greet", r#"{"name":1}"#),
+        ] {
             let r = get(name, args);
             assert!(r.messages.is_empty() && !r.description.is_empty(), "{name} {args}");
         }
@@ -153,6 +221,8 @@ mod tests {
         assert_eq!(c("ref/prompt", "greet", "name", "bo").values, ["bob", "bobby"]);
         assert_eq!(c("ref/prompt", "greet", "name", "bo").total, 2);
         assert_eq!(c("ref/prompt", "greet", "name", "").total, 3);
-        assert_eq!(c("ref/resource", ITEM_TEMPLATE, "id", ""), CompletionResponse::default());
+        assert_eq!(c("ref/resource", ITEM_TEMPLATE, "id", "1").values, ["1", "10"]);
+        assert_eq!(c("ref/resource", ITEM_TEMPLATE, "x", ""), CompletionResponse::default());
+        assert_eq!(c("ref/prompt", "fail", "x", ""), CompletionResponse::default());
     }
 }
