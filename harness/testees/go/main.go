@@ -166,6 +166,34 @@ func registerResources() {
 			return []protomcp.ResourceContent{{URI: "fixture://static", MimeType: "text/plain", Text: "static-content"}}
 		},
 	})
+	protomcp.RegisterResource(protomcp.ResourceDef{
+		URI:         "fixture://blob",
+		Name:        "blob",
+		Description: "Four bytes of binary content",
+		MimeType:    "application/octet-stream",
+		Size:        4,
+		HandlerFn: func() []protomcp.ResourceContent {
+			return []protomcp.ResourceContent{{URI: "fixture://blob", MimeType: "application/octet-stream", Blob: []byte{0x00, 0xff, 0x10, 0x80}}}
+		},
+	})
+	protomcp.RegisterResource(protomcp.ResourceDef{
+		URI:         "fixture://item/0",
+		Name:        "item-zero",
+		Description: "A static resource the item template also matches",
+		MimeType:    "text/plain",
+		HandlerFn: func() []protomcp.ResourceContent {
+			return []protomcp.ResourceContent{{URI: "fixture://item/0", MimeType: "text/plain", Text: "static item zero"}}
+		},
+	})
+	protomcp.RegisterResource(protomcp.ResourceDef{
+		URI:         "fixture://fail",
+		Name:        "fail",
+		Description: "A resource whose handler always fails",
+		MimeType:    "text/plain",
+		HandlerFn: func() []protomcp.ResourceContent {
+			panic("fixture failure")
+		},
+	})
 	protomcp.RegisterResourceTemplate(protomcp.ResourceTemplateDef{
 		URITemplate: "fixture://item/{id}",
 		Name:        "item",
@@ -187,15 +215,32 @@ func registerPrompts() {
 			return "A greeting", []protomcp.PromptMessage{protomcp.UserMessage("Hello, " + args["name"] + "!")}
 		},
 	})
-	protomcp.RegisterCompletion("ref/prompt", "greet", "name", func(value string) protomcp.CompletionResult {
+	protomcp.RegisterPrompt(protomcp.PromptDef{
+		Name:        "fail",
+		Description: "A prompt whose handler always fails",
+		Arguments:   []protomcp.PromptArg{{Name: "x", Description: "ignored"}},
+		HandlerFn: func(args map[string]string) (string, []protomcp.PromptMessage) {
+			panic("fixture failure")
+		},
+	})
+	protomcp.RegisterCompletion("ref/prompt", "greet", "name", prefixes("alice", "bob", "bobby"))
+	protomcp.RegisterCompletion("ref/resource", "fixture://item/{id}", "id", prefixes("1", "2", "10"))
+	protomcp.RegisterCompletion("ref/prompt", "fail", "x", func(value string) protomcp.CompletionResult {
+		panic("fixture failure")
+	})
+}
+
+// prefixes completes an argument with those of candidates that start with its value.
+func prefixes(candidates ...string) protomcp.CompletionHandler {
+	return func(value string) protomcp.CompletionResult {
 		var values []string
-		for _, c := range []string{"alice", "bob", "bobby"} {
+		for _, c := range candidates {
 			if strings.HasPrefix(c, value) {
 				values = append(values, c)
 			}
 		}
 		return protomcp.CompletionResult{Values: values, Total: int32(len(values))}
-	})
+	}
 }
 
 func registerMiddleware() {
