@@ -20,6 +20,24 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Source files of a testee: no build output (`target/`, `bin/`), nothing hidden, no scripts or docs.
+fn walk_sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let mut entries: Vec<_> = rd.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with('.') || name == "target" || name == "bin" || name == "__pycache__" {
+            continue;
+        }
+        if p.is_dir() {
+            walk_sources(&p, out);
+        } else if [".py", ".rs", ".go", ".toml", ".lock", ".mod", ".sum", ".yaml"].iter().any(|e| name.ends_with(e)) {
+            out.push(p);
+        }
+    }
+}
+
 fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("scenarios");
     println!("cargo:rerun-if-changed={}", root.display());
@@ -46,6 +64,20 @@ fn main() {
         println!("cargo:rerun-if-changed={}", f.display());
         let rel = f.strip_prefix(&untestable).unwrap().display().to_string();
         code.push_str(&format!("    ({rel:?}, include_str!({:?})),\n", f.display().to_string()));
+    }
+    code.push_str("];\n");
+    // The bundled SDK testees, for `--sdk` on a source checkout: sources and manifests only.
+    let testees = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("harness/testees");
+    println!("cargo:rerun-if-changed={}", testees.display());
+    code.push_str("/// The bundled SDK testees: (path below harness/testees/, content).\npub const TESTEES: &[(&str, &[u8])] = &[\n");
+    for lang in ["python", "rust", "go"] {
+        let mut files = Vec::new();
+        walk_sources(&testees.join(lang), &mut files);
+        for f in &files {
+            println!("cargo:rerun-if-changed={}", f.display());
+            let rel = f.strip_prefix(&testees).unwrap().display().to_string();
+            code.push_str(&format!("    ({rel:?}, include_bytes!({:?})),\n", f.display().to_string()));
+        }
     }
     code.push_str("];\n");
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("scenarios.rs");

@@ -12,8 +12,9 @@ use protomcp_harness::testee::{self, Misbehave};
 use protomcp_proto::frame::{Limits, MAX_FRAME};
 use protomcp_proto::violation::Party;
 
-mod coverage;
 mod bridge;
+mod coverage;
+mod matrix;
 mod run;
 
 /// Conformance harness and protocol fuzzer for protomcp tool processes (SDKs) and bridges.
@@ -45,6 +46,12 @@ enum Command {
     ///
     /// Exit status: 0 when every requirement is covered or listed, 1 otherwise.
     Coverage(coverage::CoverageArgs),
+    /// Run the catalogue against several targets (the reference testee first, then every --sdk
+    /// and --testee) and print requirement × target as markdown, with the scenarios on which
+    /// the targets disagree.
+    ///
+    /// Exit status: the worst of the targets' run statuses (0 when every run is clean).
+    Matrix(matrix::MatrixArgs),
     /// Show one scenario, the texts of the requirements it checks, and how to re-run just it.
     Explain {
         /// The scenario id.
@@ -126,6 +133,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::List { sel } => run::list(&sel),
         Command::Explain { id, sel } => run::explain(&sel, &id),
         Command::Coverage(a) => coverage::coverage(a),
+        Command::Matrix(a) => matrix::matrix(a),
         Command::Bridge(args) => bridge::run(args),
         Command::Testee { middleware, misbehave } => {
             let opts = testee::Options { middleware, misbehave, ..testee::Options::from_env() };

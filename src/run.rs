@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use protomcp_harness::runner::{self, CaseResult, Config, Manifest, Summary, Target, report};
+use protomcp_harness::runner::{self, CaseResult, Config, Summary, Target, report};
 use protomcp_harness::scenario::{self, Scenario, ScenarioErrors};
 
 pub(crate) mod bundled {
@@ -145,9 +145,23 @@ fn target_args(a: &RunArgs) -> String {
     v.join(" ")
 }
 
-fn target(a: &RunArgs) -> Result<Target> {
+/// The target of `--sdk DIR`: its manifest, or the bundled testee built against a checkout.
+pub(crate) fn sdk_target(dir: &Path) -> Result<Target> {
+    let cache = runner::checkout::cache_root();
+    let t = runner::checkout::sdk_target(dir, bundled::TESTEES, &cache)?;
+    if !dir.join("protomcp-conform.toml").is_file() {
+        eprintln!(
+            "protomcp-conform: {}: the bundled testee, written to {}",
+            t.name,
+            t.cwd.as_deref().unwrap_or(dir).display()
+        );
+    }
+    Ok(t)
+}
+
+pub(crate) fn target(a: &RunArgs) -> Result<Target> {
     let mut t = if let Some(dir) = &a.sdk {
-        Manifest::load_target(dir).map_err(anyhow::Error::msg)?
+        sdk_target(dir)?
     } else if let Some(cmd) = &a.testee {
         let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
         if argv.is_empty() {
@@ -219,27 +233,12 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             finished.lock().unwrap_or_else(|e| e.into_inner()).push(r.clone());
         })
     };
-    runner::process::become_subreaper();
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    let results = rt.block_on(async {
-        tokio::select! {
-            r = runner::run_all(scenarios.clone(), target.clone(), cfg, on_done) => Some(r),
-            _ = tokio::signal::ctrl_c() => None,
-        }
-    });
-    let Some(results) = results else {
-        let (groups, dirs) = runner::process::emergency_cleanup();
+    let Some(results) = execute(scenarios.clone(), target.clone(), cfg, on_done)? else {
         let done = finished.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let s = Summary::of(done.iter().map(|r| r.verdict));
-        eprintln!(
-            "\nprotomcp-conform: interrupted after {} of {} scenarios ({s}); killed {groups} testee group(s), removed {dirs} temp dir(s)",
-            done.len(),
-            scenarios.len()
-        );
-        rt.shutdown_background();
+        eprintln!("protomcp-conform: interrupted after {} of {} scenarios ({s})", done.len(), scenarios.len());
         return Ok(ExitCode::from(130));
     };
-    rt.shutdown_background();
     let summary = Summary::of(results.iter().map(|r| r.verdict));
     let args = target_args(&a);
     let bad: Vec<&CaseResult> = results
@@ -275,6 +274,30 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         std::fs::write(p, xml).with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(ExitCode::from(summary.exit_code()))
+}
+
+/// Runs `scenarios` against `target`; `None` when SIGINT interrupted the run, after every testee
+/// group was killed and every temp dir removed (reported on stderr).
+pub(crate) fn execute(
+    scenarios: Arc<Vec<Scenario>>,
+    target: Arc<Target>,
+    cfg: Config,
+    on_done: runner::OnDone,
+) -> Result<Option<Vec<CaseResult>>> {
+    runner::process::become_subreaper();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    let results = rt.block_on(async {
+        tokio::select! {
+            r = runner::run_all(scenarios, target, cfg, on_done) => Some(r),
+            _ = tokio::signal::ctrl_c() => None,
+        }
+    });
+    if results.is_none() {
+        let (groups, dirs) = runner::process::emergency_cleanup();
+        eprintln!("\nprotomcp-conform: interrupted: killed {groups} testee group(s), removed {dirs} temp dir(s)");
+    }
+    rt.shutdown_background();
+    Ok(results)
 }
 
 fn write_transcripts(dir: &Path, results: &[CaseResult]) -> Result<()> {

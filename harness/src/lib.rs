@@ -3,6 +3,7 @@
 
 pub mod bridge;
 pub mod coverage;
+pub mod matrix;
 pub mod dump;
 pub mod explore;
 pub mod host;

@@ -7,6 +7,7 @@
 //! to the group, a grace period, SIGKILL to the group, and every member reaped. The verdict is
 //! computed by [`verdict::judge`] from the outcome, the scenario's level and the known failures.
 
+pub mod checkout;
 pub mod exec;
 pub mod process;
 pub mod report;

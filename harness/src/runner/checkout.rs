@@ -1,0 +1,322 @@
+//! `--sdk DIR` on an SDK's source checkout (no `protomcp-conform.toml` in it): recognise the SDK,
+//! write the bundled testee of its language into a cache directory, point it at the checkout
+//! (PYTHONPATH, a cargo path dependency, go.mod replace directives) and return the target.
+//!
+//! The bundled testee of each language is its directory under `harness/testees/`, embedded into
+//! the binary; its manifest supplies the features, the unsupported items and the known failures
+//! (those of the published version the testee was written against).
+
+use std::path::{Path, PathBuf};
+
+use super::target::{Manifest, Target};
+
+/// The module path of the Go SDK and of the repository root module it requires.
+pub const GO_SDK_MODULE: &str = "github.com/msilverblatt/protomcp/sdk/go";
+pub const GO_ROOT_MODULE: &str = "github.com/msilverblatt/protomcp";
+
+/// Why a checkout could not be turned into a target.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckoutError {
+    #[error(
+        "{0}: no protomcp-conform.toml, and not a protomcp SDK checkout (looked for pyproject.toml with project \
+         `protomcp`, Cargo.toml with package `protomcp`, go.mod of module {GO_SDK_MODULE}){1}"
+    )]
+    NotAnSdk(PathBuf, String),
+    #[error("{path}: {message}")]
+    Manifest { path: PathBuf, message: String },
+    #[error("no bundled {0} testee in this build of protomcp-conform")]
+    NoBundledTestee(&'static str),
+    #[error("writing the testee into {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// A recognised SDK checkout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sdk {
+    /// `import protomcp` works with `root` on PYTHONPATH.
+    Python { root: PathBuf },
+    /// A cargo package named `protomcp` at `dir`.
+    Rust { dir: PathBuf },
+    /// The Go SDK module at `dir`; `root_module` is the repository's root module beside it, when
+    /// the checkout is a whole repository.
+    Go { dir: PathBuf, root_module: Option<PathBuf> },
+}
+
+impl Sdk {
+    /// The language, as the bundled testee directory is named.
+    pub fn language(&self) -> &'static str {
+        match self {
+            Sdk::Python { .. } => "python",
+            Sdk::Rust { .. } => "rust",
+            Sdk::Go { .. } => "go",
+        }
+    }
+}
+
+fn read(p: &Path) -> Option<String> {
+    std::fs::read_to_string(p).ok()
+}
+
+fn go_module(gomod: &str) -> Option<&str> {
+    gomod.lines().find_map(|l| l.trim().strip_prefix("module ")).map(|m| m.trim().trim_matches('"'))
+}
+
+/// Recognises `dir` as a checkout of one of the SDKs.
+pub fn detect(dir: &Path) -> Option<Sdk> {
+    if let Some(t) = read(&dir.join("pyproject.toml")).and_then(|t| t.parse::<toml::Table>().ok()) {
+        let name = t.get("project").and_then(|p| p.get("name")).and_then(|n| n.as_str());
+        if name == Some("protomcp") {
+            let root = [dir.join("src"), dir.to_path_buf()]
+                .into_iter()
+                .find(|r| r.join("protomcp/__init__.py").is_file())
+                .unwrap_or_else(|| dir.join("src"));
+            return Some(Sdk::Python { root });
+        }
+    }
+    if let Some(t) = read(&dir.join("Cargo.toml")).and_then(|t| t.parse::<toml::Table>().ok()) {
+        let name = t.get("package").and_then(|p| p.get("name")).and_then(|n| n.as_str());
+        if name == Some("protomcp") {
+            return Some(Sdk::Rust { dir: dir.to_path_buf() });
+        }
+    }
+    if let Some(m) = read(&dir.join("go.mod")) {
+        if go_module(&m) == Some(GO_SDK_MODULE) {
+            // sdk/go inside a whole repository: the root module is two levels up.
+            let root = dir.parent().and_then(Path::parent).map(Path::to_path_buf);
+            let root_module =
+                root.filter(|r| read(&r.join("go.mod")).as_deref().and_then(go_module) == Some(GO_ROOT_MODULE));
+            return Some(Sdk::Go { dir: dir.to_path_buf(), root_module });
+        }
+    }
+    None
+}
+
+/// A hint for a directory that holds SDKs below it (the repository root).
+fn hint(dir: &Path) -> String {
+    let found: Vec<String> = ["sdk/python", "sdk/rust", "sdk/go"]
+        .iter()
+        .filter(|s| detect(&dir.join(s)).is_some())
+        .map(|s| dir.join(s).display().to_string())
+        .collect();
+    if found.is_empty() { String::new() } else { format!("; SDK checkouts below it: {}", found.join(", ")) }
+}
+
+/// Where built testees are cached: `$PROTOMCP_CONFORM_CACHE`, else `$XDG_CACHE_HOME/protomcp-conform`,
+/// else `~/.cache/protomcp-conform`.
+pub fn cache_root() -> PathBuf {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    env("PROTOMCP_CONFORM_CACHE")
+        .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("protomcp-conform")))
+        .or_else(|| env("HOME").map(|d| d.join(".cache/protomcp-conform")))
+        .unwrap_or_else(|| std::env::temp_dir().join("protomcp-conform-cache"))
+}
+
+/// FNV-1a, for a stable directory name per checkout.
+fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+fn toml_str(s: &str) -> String {
+    toml::Value::String(s.to_owned()).to_string()
+}
+
+/// Writes the bundled testee of `sdk`'s language (`files`: path below `harness/testees/<lang>/`,
+/// content) into a cache directory, points it at the checkout and loads it as a target whose
+/// `build` prepares it.
+pub fn prepare(sdk: &Sdk, files: &[(&str, &[u8])], cache: &Path) -> Result<Target, CheckoutError> {
+    let lang = sdk.language();
+    let prefix = format!("{lang}/");
+    let mine: Vec<(&str, &[u8])> = files.iter().filter_map(|(p, c)| p.strip_prefix(&prefix).map(|p| (p, *c))).collect();
+    if !mine.iter().any(|(p, _)| *p == "protomcp-conform.toml") {
+        return Err(CheckoutError::NoBundledTestee(lang));
+    }
+    let src = match sdk {
+        Sdk::Python { root } => root,
+        Sdk::Rust { dir } | Sdk::Go { dir, .. } => dir,
+    };
+    let src = std::fs::canonicalize(src).unwrap_or_else(|_| src.clone());
+    let dir = cache.join(format!("{lang}-{:016x}", fnv(&src.display().to_string())));
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| CheckoutError::Io { path, source }
+    };
+    for (rel, content) in &mine {
+        let p = dir.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        std::fs::write(&p, content).map_err(io(&p))?;
+    }
+    let mut extra = String::new();
+    match sdk {
+        Sdk::Python { root } => {
+            // The interpreter is the manifest's; PYTHONPATH puts the checkout first. The build
+            // step checks that the import resolves to the checkout (dependencies installed).
+            let check = format!(
+                "import os, sys, protomcp; f = os.path.realpath(protomcp.__file__); r = os.path.realpath({root:?}); \
+                 sys.exit(0 if f.startswith(r + os.sep) else 'protomcp was imported from ' + f + ', not from the checkout ' + r)",
+                root = root.display().to_string()
+            );
+            extra.push_str(&format!("build = [\"python3\", \"-c\", {}]\n", toml_str(&check)));
+            extra.push_str(&format!("env.PYTHONPATH = {}\n", toml_str(&root.display().to_string())));
+        }
+        Sdk::Rust { dir: sdk_dir } => {
+            let cargo = dir.join("Cargo.toml");
+            let text = std::fs::read_to_string(&cargo).map_err(io(&cargo))?;
+            let mut t: toml::Table =
+                text.parse().map_err(|e| CheckoutError::Manifest { path: cargo.clone(), message: format!("{e}") })?;
+            let deps = t
+                .get_mut("dependencies")
+                .and_then(|d| d.as_table_mut())
+                .filter(|d| d.contains_key("protomcp"))
+                .ok_or_else(|| {
+                    CheckoutError::Setup(format!("{}: no `protomcp` dependency to replace", cargo.display()))
+                })?;
+            let mut path = toml::Table::new();
+            path.insert("path".into(), toml::Value::String(sdk_dir.display().to_string()));
+            deps.insert("protomcp".into(), toml::Value::Table(path));
+            std::fs::write(&cargo, t.to_string()).map_err(io(&cargo))?;
+        }
+        Sdk::Go { dir: sdk_dir, root_module } => {
+            let mut replaces = vec![format!("-replace={GO_SDK_MODULE}={}", sdk_dir.display())];
+            if let Some(r) = root_module {
+                replaces.push(format!("-replace={GO_ROOT_MODULE}={}", r.display()));
+            }
+            let mut script = String::from("set -e; go mod edit");
+            for r in &replaces {
+                script.push(' ');
+                script.push_str(&shell_word(r));
+            }
+            script.push_str("; go mod tidy; ");
+            let m = read(&dir.join("protomcp-conform.toml")).unwrap_or_default();
+            let build = m
+                .parse::<toml::Table>()
+                .ok()
+                .and_then(|t| t.get("build").and_then(|b| b.as_array()).cloned())
+                .map(|b| b.iter().filter_map(|v| v.as_str()).map(shell_word).collect::<Vec<_>>().join(" "))
+                .unwrap_or_else(|| "go build -o bin/testee .".into());
+            script.push_str(&build);
+            extra.push_str(&format!("build = [\"sh\", \"-c\", {}]\n", toml_str(&script)));
+        }
+    }
+    let manifest_path = dir.join("protomcp-conform.toml");
+    if !extra.is_empty() {
+        let text = std::fs::read_to_string(&manifest_path).map_err(io(&manifest_path))?;
+        let mut t: toml::Table = text
+            .parse()
+            .map_err(|e| CheckoutError::Manifest { path: manifest_path.clone(), message: format!("{e}") })?;
+        let over: toml::Table = extra.parse().map_err(|e| CheckoutError::Setup(format!("internal: {e}")))?;
+        for (k, v) in over {
+            match (k.as_str(), v) {
+                ("env", toml::Value::Table(e)) => {
+                    let env = t.entry("env").or_insert_with(|| toml::Value::Table(Default::default()));
+                    if let Some(env) = env.as_table_mut() {
+                        env.extend(e);
+                    }
+                }
+                (_, v) => {
+                    t.insert(k, v);
+                }
+            }
+        }
+        std::fs::write(&manifest_path, t.to_string()).map_err(io(&manifest_path))?;
+    }
+    let mut target = Manifest::load_target(&dir).map_err(CheckoutError::Setup)?;
+    target.name = format!("{} testee on the checkout {}", lang, src.display());
+    Ok(target)
+}
+
+/// `s` quoted for `sh` when it needs it.
+fn shell_word(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+".contains(c)) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// The target of `--sdk DIR`: its manifest when it has one, else the bundled testee built against
+/// the checkout in `cache`.
+pub fn sdk_target(dir: &Path, files: &[(&str, &[u8])], cache: &Path) -> Result<Target, CheckoutError> {
+    if dir.join("protomcp-conform.toml").is_file() {
+        return Manifest::load_target(dir)
+            .map_err(|message| CheckoutError::Manifest { path: dir.join("protomcp-conform.toml"), message });
+    }
+    let sdk = detect(dir).ok_or_else(|| CheckoutError::NotAnSdk(dir.to_path_buf(), hint(dir)))?;
+    prepare(&sdk, files, cache)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(p: &Path, text: &str) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    const BUNDLE: &[(&str, &[u8])] = &[
+        ("python/protomcp-conform.toml", b"command = [\"python3\", \"testee.py\"]\nfeatures = [\"hidden\"]\n"),
+        ("python/testee.py", b"print('hi')\n"),
+        ("rust/protomcp-conform.toml", b"build = [\"cargo\", \"build\"]\ncommand = [\"target/debug/t\"]\n"),
+        ("rust/Cargo.toml", b"[package]\nname = \"t\"\n\n[dependencies]\nprotomcp = \"=0.3.1\"\nserde = \"1\"\n"),
+        (
+            "go/protomcp-conform.toml",
+            b"build = [\"go\", \"build\", \"-o\", \"bin/testee\", \".\"]\ncommand = [\"./bin/testee\"]\n",
+        ),
+        ("go/go.mod", b"module t\n"),
+    ];
+
+    #[test]
+    fn each_sdk_layout_is_recognised_and_others_are_not() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        write(&r.join("go.mod"), "module github.com/msilverblatt/protomcp\n");
+        write(&r.join("sdk/python/pyproject.toml"), "[project]\nname = \"protomcp\"\n");
+        write(&r.join("sdk/python/src/protomcp/__init__.py"), "");
+        write(&r.join("sdk/rust/Cargo.toml"), "[package]\nname = \"protomcp\"\nversion = \"0.3.1\"\n");
+        write(&r.join("sdk/go/go.mod"), "module github.com/msilverblatt/protomcp/sdk/go\n\ngo 1.25\n");
+        write(&r.join("other/pyproject.toml"), "[project]\nname = \"protomcp-extras\"\n");
+        assert_eq!(detect(&r.join("sdk/python")), Some(Sdk::Python { root: r.join("sdk/python/src") }));
+        assert_eq!(detect(&r.join("sdk/rust")), Some(Sdk::Rust { dir: r.join("sdk/rust") }));
+        assert_eq!(
+            detect(&r.join("sdk/go")),
+            Some(Sdk::Go { dir: r.join("sdk/go"), root_module: Some(r.to_path_buf()) })
+        );
+        assert_eq!(detect(&r.join("other")), None);
+        let e = sdk_target(r, BUNDLE, &r.join("cache")).unwrap_err().to_string();
+        assert!(e.contains("not a protomcp SDK checkout") && e.contains("sdk/python") && e.contains("sdk/go"), "{e}");
+    }
+
+    #[test]
+    fn the_bundled_testee_is_pointed_at_the_checkout() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        write(&r.join("py/pyproject.toml"), "[project]\nname = \"protomcp\"\n");
+        write(&r.join("py/protomcp/__init__.py"), "");
+        write(&r.join("rs/Cargo.toml"), "[package]\nname = \"protomcp\"\n");
+        write(&r.join("go/go.mod"), "module github.com/msilverblatt/protomcp/sdk/go\n");
+        let cache = r.join("cache");
+
+        let t = sdk_target(&r.join("py"), BUNDLE, &cache).unwrap();
+        assert_eq!(t.env.get("PYTHONPATH"), Some(&Some(r.join("py").display().to_string())));
+        assert_eq!(t.features, ["hidden"]);
+        assert_eq!(t.build.as_ref().unwrap()[0], "python3");
+        assert!(t.cwd.as_ref().unwrap().join("testee.py").is_file());
+
+        let t = sdk_target(&r.join("rs"), BUNDLE, &cache).unwrap();
+        let cargo = std::fs::read_to_string(t.cwd.as_ref().unwrap().join("Cargo.toml")).unwrap();
+        let parsed: toml::Table = cargo.parse().unwrap();
+        let dep = &parsed["dependencies"]["protomcp"];
+        assert_eq!(dep["path"].as_str(), Some(r.join("rs").display().to_string().as_str()), "{cargo}");
+        assert_eq!(parsed["dependencies"]["serde"].as_str(), Some("1"));
+
+        let t = sdk_target(&r.join("go"), BUNDLE, &cache).unwrap();
+        let b = t.build.unwrap();
+        assert_eq!(b[..2], ["sh", "-c"]);
+        assert!(b[2].contains(&format!("-replace={GO_SDK_MODULE}={}", r.join("go").display())), "{}", b[2]);
+        assert!(b[2].ends_with("go build -o bin/testee ."), "{}", b[2]);
+    }
+}
