@@ -361,3 +361,35 @@ async fn bridge_failed_start_is_reported() {
     let status = host.wait_exit(Duration::from_secs(5)).await.expect("the bridge gives up");
     assert_eq!(status.code(), Some(1));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bridge_malformed_input_keeps_the_session() {
+    let host = start(&[]).await;
+    host.send_line("this is not json");
+    host.send_line(r#"[{"jsonrpc":"2.0","id":900,"method":"ping"}]"#);
+    let bad_args = host.request("tools/call", Some(json!({"name": "echo", "arguments": [1, 2]}))).await.unwrap();
+    assert_eq!(bad_args["error"]["code"], -32602, "{bad_args}");
+    let unknown = host.request("no/such/method", None).await.unwrap();
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    let tasks = host.request("tasks/list", None).await.unwrap();
+    assert_eq!(tasks["error"]["code"], -32601, "{tasks}");
+    assert_eq!(text(&call(&host, "echo", json!({"text": "still here"})).await), "still here");
+    let errors: Vec<Value> =
+        host.messages().into_iter().filter(|m| m["id"].is_null() && m.get("error").is_some()).collect();
+    let codes: Vec<i64> = errors.iter().filter_map(|e| e["error"]["code"].as_i64()).collect();
+    assert!(codes.contains(&-32700) && codes.contains(&-32600), "{errors:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bridge_middleware_intercepts() {
+    let host = spawn(&[], &[bin(), "testee".into(), "--middleware".into()]);
+    host.initialize("2025-06-18", json!({})).await.unwrap();
+    // mirror (priority 10): `before` adds "mw" to the arguments, `after` replaces the result.
+    let r = call(&host, "echo", json!({"text": "hi"})).await;
+    assert_eq!(text(&r), "after:echo:false", "{r}");
+    // guard (priority 1) rejects `secret`: the tool is not called.
+    call(&host, "toggle", json!({"enable": true})).await;
+    let blocked = call(&host, "secret", json!({})).await;
+    assert_eq!(blocked["result"]["isError"], true, "{blocked}");
+    assert!(text(&blocked).contains("blocked by guard"), "{blocked}");
+}

@@ -54,10 +54,12 @@ struct Session {
     threshold: AtomicUsize,
     subscriptions: Mutex<HashSet<String>>,
     bridge: Arc<Bridge>,
+    /// Trace MCP messages here (HTTP); on stdio the transport filter traces the raw lines.
+    trace: bool,
 }
 
 impl Session {
-    fn new(bridge: Arc<Bridge>) -> Arc<Session> {
+    fn new(bridge: Arc<Bridge>, trace: bool) -> Arc<Session> {
         let (tx, rx) = mpsc::unbounded_channel();
         Arc::new(Session {
             id: SESSION_IDS.fetch_add(1, Ordering::Relaxed),
@@ -67,6 +69,7 @@ impl Session {
             threshold: AtomicUsize::new(0),
             subscriptions: Mutex::new(HashSet::new()),
             bridge,
+            trace,
         })
     }
 
@@ -77,6 +80,7 @@ impl Session {
         }
         let Some(mut rx) = self.notes_rx.lock().unwrap().take() else { return };
         let bridge = self.bridge.clone();
+        let trace = self.trace;
         tokio::spawn(async move {
             while let Some(note) = rx.recv().await {
                 let (method, params) = match note {
@@ -95,7 +99,9 @@ impl Session {
                 if let Some(p) = params {
                     msg["params"] = p;
                 }
-                bridge.trace_mcp(false, &msg);
+                if trace {
+                    bridge.trace_mcp(false, &msg);
+                }
                 match serde_json::from_value::<m::ServerNotification>(msg) {
                     Ok(n) => {
                         if peer.send_notification(n).await.is_err() {
@@ -171,14 +177,19 @@ impl HostSession for Session {
     fn sample(&self, params: Value) -> BoxFuture<Result<Value, String>> {
         let peer = self.peer.get().cloned();
         let bridge = self.bridge.clone();
+        let trace = self.trace;
         Box::pin(async move {
             let peer = peer.ok_or("the session is not initialized")?;
-            bridge.trace_mcp(false, &json!({"method": "sampling/createMessage", "params": params}));
+            if trace {
+                bridge.trace_mcp(false, &json!({"method": "sampling/createMessage", "params": params}));
+            }
             let params: m::CreateMessageRequestParams =
                 serde_json::from_value(params).map_err(|e| format!("invalid sampling request: {e}"))?;
             let r = peer.create_message(params).await.map_err(|e| e.to_string())?;
             let r = to_json(&r);
-            bridge.trace_mcp(true, &json!({"result": r}));
+            if trace {
+                bridge.trace_mcp(true, &json!({"result": r}));
+            }
             Ok(r)
         })
     }
@@ -186,12 +197,17 @@ impl HostSession for Session {
     fn list_roots(&self) -> BoxFuture<Result<Value, String>> {
         let peer = self.peer.get().cloned();
         let bridge = self.bridge.clone();
+        let trace = self.trace;
         Box::pin(async move {
             let peer = peer.ok_or("the session is not initialized")?;
-            bridge.trace_mcp(false, &json!({"method": "roots/list"}));
+            if trace {
+                bridge.trace_mcp(false, &json!({"method": "roots/list"}));
+            }
             let r = peer.list_roots().await.map_err(|e| e.to_string())?;
             let r = to_json(&r);
-            bridge.trace_mcp(true, &json!({"result": r}));
+            if trace {
+                bridge.trace_mcp(true, &json!({"result": r}));
+            }
             Ok(r)
         })
     }
@@ -205,8 +221,9 @@ pub struct Handler {
 }
 
 impl Handler {
-    pub fn new(bridge: Arc<Bridge>) -> Handler {
-        let session = Session::new(bridge.clone());
+    /// `trace`: record MCP messages at the handler (transports that do not trace raw lines).
+    pub fn new(bridge: Arc<Bridge>, trace: bool) -> Handler {
+        let session = Session::new(bridge.clone(), trace);
         Handler { bridge, session }
     }
 
@@ -215,10 +232,16 @@ impl Handler {
     }
 
     fn trace_request(&self, method: &str, params: &impl serde::Serialize) {
+        if !self.session.trace {
+            return;
+        }
         self.bridge.trace_mcp(true, &json!({"method": method, "params": to_json(params)}));
     }
 
     fn traced<T: serde::Serialize>(&self, r: Result<T, ErrorData>) -> Result<T, ErrorData> {
+        if !self.session.trace {
+            return r;
+        }
         match &r {
             Ok(v) => self.bridge.trace_mcp(false, &json!({"result": to_json(v)})),
             Err(e) => self.bridge.trace_mcp(false, &json!({"error": to_json(e)})),
@@ -261,7 +284,9 @@ impl ServerHandler for Handler {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.bridge.trace_mcp(true, &json!({"method": "notifications/initialized"}));
+        if self.session.trace {
+            self.bridge.trace_mcp(true, &json!({"method": "notifications/initialized"}));
+        }
         self.session.attach(context.peer.clone());
         self.bridge.add_session(self.as_host());
     }
@@ -412,22 +437,139 @@ impl ServerHandler for Handler {
     }
 }
 
-/// Serves one MCP session on stdin/stdout until the host closes stdin or `stop` resolves.
-/// Returns `Ok(())` after an orderly end.
-pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Output = ()>) -> Result<(), String> {
-    let handler = Handler::new(bridge.clone());
-    let session_id = handler.session.id;
-    let transport = rmcp::transport::io::stdio();
-    tokio::pin!(stop);
-    let running = tokio::select! {
-        r = handler.serve(transport) => r.map_err(|e| format!("MCP session failed to start: {e}"))?,
-        _ = &mut stop => return Ok(()),
-    };
-    let ct = running.cancellation_token();
-    tokio::select! {
-        r = running.waiting() => { r.map_err(|e| e.to_string())?; }
-        _ = &mut stop => ct.cancel(),
+/// What the stdio filter does with one line from the host.
+#[derive(Debug, PartialEq)]
+pub enum LineVerdict {
+    /// Hand it to the MCP server.
+    Pass,
+    /// Answer it here with this error response (the server would mishandle it).
+    Answer(Value),
+    /// Drop it (empty line).
+    Drop,
+}
+
+fn error_response(id: Value, code: i32, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+/// Checks one stdio line before rmcp sees it: rmcp drops unparsable lines silently and reads
+/// tools/call with non-object arguments as an unknown method, while the spec asks for -32700
+/// (BR-MCP-16), -32600 for batches (BR-MCP-21) and -32602 (BR-CALL-03).
+pub fn check_line(line: &str) -> LineVerdict {
+    if line.trim().is_empty() {
+        return LineVerdict::Drop;
     }
+    let v = match serde_json::from_str::<Value>(line) {
+        Ok(v) => v,
+        Err(_) => return LineVerdict::Answer(error_response(Value::Null, -32700, "parse error")),
+    };
+    match &v {
+        Value::Array(_) => LineVerdict::Answer(error_response(Value::Null, -32600, "batches are not supported")),
+        Value::Object(o) => {
+            if o.get("method").and_then(Value::as_str) == Some("tools/call")
+                && let Some(id) = o.get("id")
+                && let Some(args) = o.get("params").and_then(|p| p.get("arguments"))
+                && !args.is_null()
+                && !args.is_object()
+            {
+                return LineVerdict::Answer(error_response(id.clone(), -32602, "arguments must be a JSON object"));
+            }
+            LineVerdict::Pass
+        }
+        _ => LineVerdict::Answer(error_response(Value::Null, -32600, "not a JSON-RPC message")),
+    }
+}
+
+/// Serves one MCP session on stdin/stdout until the host closes stdin or `stop` resolves.
+/// Lines pass through [`check_line`] and, with `--trace`, into the trace; stdout gets whole
+/// lines only (the server's and the filter's answers never interleave).
+pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Output = ()>) -> Result<(), String> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let handler = Handler::new(bridge.clone(), false);
+    let session_id = handler.session.id;
+    let (server_in, mut feed) = tokio::io::duplex(1 << 16);
+    let (server_out, from_server) = tokio::io::duplex(1 << 16);
+    let (answers, mut answers_rx) = mpsc::unbounded_channel::<String>();
+    // Output: the server's lines and the filter's answers, one whole line at a time.
+    let out_bridge = bridge.clone();
+    let output = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        let mut lines = BufReader::new(from_server).lines();
+        loop {
+            let line = tokio::select! {
+                l = lines.next_line() => match l { Ok(Some(l)) => l, _ => break },
+                a = answers_rx.recv() => match a { Some(a) => a, None => continue },
+            };
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                out_bridge.trace_mcp(false, &v);
+            }
+            if stdout.write_all(format!("{line}\n").as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let in_bridge = bridge.clone();
+    let input = tokio::spawn(async move {
+        let mut lines = BufReader::new(tokio::io::stdin()).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            match serde_json::from_str::<Value>(&line) {
+                Ok(v) => in_bridge.trace_mcp(true, &v),
+                Err(_) => in_bridge.trace_mcp(true, &Value::String(line.clone())),
+            }
+            match check_line(&line) {
+                LineVerdict::Pass => {
+                    if feed.write_all(format!("{line}\n").as_bytes()).await.is_err() {
+                        break;
+                    }
+                }
+                LineVerdict::Answer(v) => {
+                    let _ = answers.send(v.to_string());
+                }
+                LineVerdict::Drop => {}
+            }
+        }
+        // End-of-file on stdin: the server sees end-of-file too (BR-LIFECYCLE-09).
+        let _ = feed.shutdown().await;
+    });
+    tokio::pin!(stop);
+    let served = async {
+        match handler.serve((server_in, server_out)).await {
+            Ok(running) => running.waiting().await.map(|_| ()).map_err(|e| e.to_string()),
+            // The host went away before initializing: an orderly end all the same.
+            Err(e) => {
+                eprintln!("protomcp-conform bridge: the MCP session ended before it started: {e}");
+                Ok(())
+            }
+        }
+    };
+    let r = tokio::select! {
+        r = served => r,
+        _ = &mut stop => Ok(()),
+    };
+    input.abort();
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), output).await;
     bridge.remove_session(session_id);
-    Ok(())
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stdio_lines() {
+        assert_eq!(check_line("  "), LineVerdict::Drop);
+        assert_eq!(check_line(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), LineVerdict::Pass);
+        let LineVerdict::Answer(v) = check_line("nope") else { panic!() };
+        assert_eq!((v["id"].clone(), v["error"]["code"].clone()), (Value::Null, json!(-32700)));
+        let LineVerdict::Answer(v) = check_line("[]") else { panic!() };
+        assert_eq!(v["error"]["code"], -32600);
+        let LineVerdict::Answer(v) = check_line("3") else { panic!() };
+        assert_eq!(v["error"]["code"], -32600);
+        let call = r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x","arguments":"s"}}"#;
+        let LineVerdict::Answer(v) = check_line(call) else { panic!() };
+        assert_eq!((v["id"].clone(), v["error"]["code"].clone()), (json!("a"), json!(-32602)));
+        let null_args = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","arguments":null}}"#;
+        assert_eq!(check_line(null_args), LineVerdict::Pass);
+    }
 }
