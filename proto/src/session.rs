@@ -458,6 +458,11 @@ impl Session {
                 if envelope_rid {
                     e = e.with_rid(format!("x{}", self.next()));
                 }
+                // A cancelled call may end either way (TP-CANCEL-03): only the reply is owed.
+                if let Some(e) = self.pending.iter_mut().find(|e| e.rid == target) {
+                    e.is_error = None;
+                    e.text = None;
+                }
                 let why = if self.in_flight.contains(&target) {
                     "cancel a call in flight: it still gets exactly one result (TP-CANCEL-03)"
                 } else {
@@ -567,7 +572,9 @@ fn arguments(tool: Tool, args: Args, n: u64, secret: &mut bool) -> (String, Opti
         Tool::Slow => (format!(r#"{{"steps":{}}}"#, 1 + n % 3), Some("steps"), "true", None),
         Tool::Big => (format!(r#"{{"n":{}}}"#, [0, 10, 70_000][(n % 3) as usize]), Some("n"), "\"x\"", None),
         Tool::StreamBig => (format!(r#"{{"n":{}}}"#, [0, 10, 70_000][(n % 3) as usize]), Some("n"), "[]", None),
-        Tool::Toggle => (format!(r#"{{"enable":{}}}"#, n.is_multiple_of(2)), Some("enable"), "\"yes\"", Some("ok".into())),
+        Tool::Toggle => {
+            (format!(r#"{{"enable":{}}}"#, n.is_multiple_of(2)), Some("enable"), "\"yes\"", Some("ok".into()))
+        }
         Tool::Secret => ("{}".to_owned(), None, "", Some("secret".to_owned())),
         Tool::Logit => ("{}".to_owned(), None, "", Some("logged".to_owned())),
         Tool::Fail | Tool::FailSoft | Tool::Structured | Tool::Unknown => ("{}".to_owned(), None, "", None),

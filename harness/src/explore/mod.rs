@@ -1,0 +1,414 @@
+//! `explore`: generated op sequences against live peers (fresh processes per case), with
+//! shrinking to a minimal scenario file and differential verdicts across several targets.
+//!
+//! A case is a sequence of [`Op`]s drawn by the proptest strategy
+//! [`strategies::ops`](protomcp_proto::strategies::ops) from a seed; the session model turns it
+//! into a [`Plan`], [`yaml_out`] into an ordinary scenario, and the normal runner executes that
+//! against a fresh testee (its own temp dir, socket and process group). The runner's verdict is
+//! the first judge; the [`Checker`] then replays the transcript both ways and names the
+//! requirements broken. A failing case is shrunk by dropping ops (chunks, then single ops) and
+//! replaying every candidate on a fresh process; the smallest still failing is written out.
+
+pub mod yaml_out;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::{RngAlgorithm, TestRng, TestRunner};
+use protomcp_proto::envelopes::{Arm, EnvelopeExt};
+use protomcp_proto::session::{self, Checker, Finding, Op, Plan};
+use serde_json::Value;
+
+use crate::runner::{self, CaseResult, Config, Target, Verdict};
+use crate::transcript::{Dir, Item};
+
+/// Options of an exploration.
+#[derive(Debug, Clone)]
+pub struct ExploreConfig {
+    /// Cases to generate.
+    pub cases: u64,
+    /// The run's seed: case `k` is drawn from `case_seed(seed, k)`.
+    pub seed: u64,
+    /// Stop generating new cases after this long (shrinking still finishes).
+    pub time: Option<Duration>,
+    /// Most ops per case.
+    pub max_ops: usize,
+    /// Cases run at once.
+    pub jobs: usize,
+    /// The runner's options (timeout scale).
+    pub runner: Config,
+    /// Most replays the shrinker may spend.
+    pub shrink_budget: usize,
+}
+
+impl Default for ExploreConfig {
+    fn default() -> Self {
+        ExploreConfig {
+            cases: 100,
+            seed: 0,
+            time: None,
+            max_ops: 24,
+            jobs: Config::default().jobs,
+            runner: Config::default(),
+            shrink_budget: 400,
+        }
+    }
+}
+
+/// The seed of case `k` of a run (splitmix64), so that any case can be drawn alone.
+pub fn case_seed(seed: u64, k: u64) -> u64 {
+    let mut z = seed.wrapping_add(k.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The ops of case `k`.
+pub fn generate(seed: u64, k: u64, max_ops: usize) -> Vec<Op> {
+    let s = case_seed(seed, k);
+    let mut bytes = [0u8; 32];
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b = (s.rotate_left(8 * (i as u32 % 8)) >> (i / 8)) as u8 ^ i as u8;
+    }
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
+    let mut runner = TestRunner::new_with_rng(proptest::test_runner::Config::default(), rng);
+    protomcp_proto::strategies::ops(max_ops).new_tree(&mut runner).expect("the op strategy never rejects").current()
+}
+
+/// Why a case failed.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// The target it failed against (or, differential, the first of the two that differ).
+    pub target: String,
+    /// The runner's message (or the divergence).
+    pub message: String,
+    /// What the invariant checker made of the transcript.
+    pub findings: Vec<Finding>,
+    /// DIVERGENT: the normalized transcripts of two targets differ (and neither failed).
+    pub divergent: Option<(String, String, String, String)>,
+}
+
+impl Failure {
+    pub fn summary(&self) -> String {
+        match (&self.divergent, self.findings.first()) {
+            (Some((a, _, b, _)), _) => format!("DIVERGENT: {a} and {b} answered differently"),
+            (None, Some(f)) => format!("{f}"),
+            (None, None) => self.message.lines().next().unwrap_or("").to_owned(),
+        }
+    }
+}
+
+/// What one case did.
+#[derive(Debug, Clone)]
+pub struct CaseRun {
+    pub plan: Plan,
+    pub results: Vec<CaseResult>,
+    pub failure: Option<Failure>,
+}
+
+fn scenario_of(plan: &Plan, id: &str) -> Result<crate::scenario::Scenario, String> {
+    let text =
+        yaml_out::scenario_yaml(id, "A generated session is answered as the spec requires", plan, "generated", &[]);
+    crate::scenario::parse_str(Path::new(&format!("<{id}>.yaml")), &text)
+        .map_err(|e| format!("harness bug: a generated scenario does not load: {e}"))
+}
+
+/// The requirement findings of a transcript: both directions through a [`Checker`].
+pub fn check_transcript(items: &[Item], include_unanswered: bool) -> Vec<Finding> {
+    let mut c = Checker::new();
+    for it in items {
+        let Item::Frame { dir, tree, hex, note } = it else { continue };
+        match dir {
+            Dir::ToTestee => {
+                let (rid, arm, token) = match (tree, hex) {
+                    (Some(t), _) => fields(t),
+                    (None, Some(h)) => {
+                        let bytes = protomcp_proto::dynamic::hex_decode(&h.replace(' ', "")).unwrap_or_default();
+                        let body = bytes.get(4..).unwrap_or(&[]);
+                        let e: protomcp_proto::Envelope = prost::Message::decode(body).unwrap_or_default();
+                        let token = match &e.msg {
+                            Some(protomcp_proto::pb::envelope::Msg::CallTool(c)) => c.progress_token.clone(),
+                            _ => String::new(),
+                        };
+                        (e.request_id.clone(), e.arm(), token)
+                    }
+                    _ => continue,
+                };
+                c.sent(&rid, arm, &token);
+            }
+            Dir::FromTestee => {
+                let skip = note.as_deref().is_some_and(|n| n != "ignored");
+                if let (Some(t), false) = (tree, skip) {
+                    let (rid, arm, token) = fields(t);
+                    c.received(&rid, arm, &token);
+                }
+            }
+        }
+    }
+    let mut out = c.findings.clone();
+    if include_unanswered {
+        out.extend(c.unanswered());
+    }
+    out
+}
+
+fn fields(t: &Value) -> (String, Option<Arm>, String) {
+    let rid = t.get("request_id").and_then(Value::as_str).unwrap_or("").to_owned();
+    let arm = protomcp_proto::dynamic::arm_of(t).and_then(Arm::from_name);
+    let token = arm
+        .and_then(|a| t.get(a.name()))
+        .and_then(|m| m.get("progress_token"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    (rid, arm, token)
+}
+
+/// The lines of a normalized transcript that came from the testee, for differential
+/// comparison.
+fn from_testee(r: &CaseResult) -> String {
+    r.transcript_text().lines().filter(|l| !l.starts_with("harness→testee")).collect::<Vec<_>>().join("\n")
+}
+
+/// Runs `ops` against every target (one fresh process each) and judges: a failure against any
+/// target first, then (several targets) a divergence of what the testees sent.
+pub async fn run_case(ops: &[Op], targets: &[Arc<Target>], cfg: &Config, label: &str) -> CaseRun {
+    let features: Vec<String> = intersect_features(targets);
+    let plan = session::plan(&features, ops);
+    let s = match scenario_of(&plan, label) {
+        Ok(s) => s,
+        Err(message) => {
+            let failure = Failure { target: "the harness".into(), message, findings: Vec::new(), divergent: None };
+            return CaseRun { plan, results: Vec::new(), failure: Some(failure) };
+        }
+    };
+    let mut results = Vec::new();
+    for t in targets {
+        results.push(runner::run_scenario(&s, t, cfg).await);
+    }
+    let mut failure = None;
+    for (r, t) in results.iter().zip(targets) {
+        if matches!(r.verdict, Verdict::Pass | Verdict::Skip) {
+            continue;
+        }
+        let mut findings = check_transcript(&r.transcript.items, true);
+        if findings.is_empty() && r.message.contains("nothing arrived") {
+            findings.push(Finding { requirement: "TP-SECURITY-02", message: "the peer stopped answering".into() });
+        }
+        let mut message = r.message.clone();
+        if !r.stderr_tail.is_empty() {
+            message.push_str(&format!("\n  stderr: {}", r.stderr_tail.replace('\n', "\n          ")));
+        }
+        failure = Some(Failure { target: t.name.clone(), message, findings, divergent: None });
+        break;
+    }
+    if failure.is_none() && results.len() > 1 {
+        let first = from_testee(&results[0]);
+        for (r, t) in results.iter().zip(targets).skip(1) {
+            if from_testee(r) != first {
+                failure = Some(Failure {
+                    target: targets[0].name.clone(),
+                    message: "the normalized transcripts differ".into(),
+                    findings: Vec::new(),
+                    divergent: Some((
+                        targets[0].name.clone(),
+                        results[0].transcript_text(),
+                        t.name.clone(),
+                        r.transcript_text(),
+                    )),
+                });
+                break;
+            }
+        }
+    }
+    CaseRun { plan, results, failure }
+}
+
+/// The features every target claims (a differential run only generates what all can do).
+pub fn intersect_features(targets: &[Arc<Target>]) -> Vec<String> {
+    let Some(first) = targets.first() else { return Vec::new() };
+    first.features.iter().filter(|f| targets.iter().all(|t| t.features.contains(f))).cloned().collect()
+}
+
+/// Whether `b` fails the same way as `a`: same kind (divergence or failure), same first
+/// requirement when both name one.
+fn same_kind(a: &Failure, b: &Failure) -> bool {
+    if a.divergent.is_some() != b.divergent.is_some() {
+        return false;
+    }
+    match (a.findings.first(), b.findings.first()) {
+        (Some(x), Some(y)) => x.requirement == y.requirement,
+        _ => true,
+    }
+}
+
+/// The result of shrinking.
+#[derive(Debug, Clone)]
+pub struct Shrunk {
+    pub ops: Vec<Op>,
+    pub run: CaseRun,
+    /// Candidates replayed.
+    pub replays: usize,
+    pub elapsed: Duration,
+}
+
+/// Shrinks a failing op sequence: drops chunks of halving size, then single ops, keeping a
+/// candidate when it still fails the same way on fresh processes; at most `budget` replays.
+pub async fn shrink(ops: Vec<Op>, first: CaseRun, targets: &[Arc<Target>], cfg: &Config, budget: usize) -> Shrunk {
+    let started = Instant::now();
+    let want = first.failure.clone().expect("shrinking a failing case");
+    let mut best = (ops, first);
+    let mut replays = 0usize;
+    let mut chunk = best.0.len().div_ceil(2).max(1);
+    'outer: loop {
+        let mut progress = false;
+        let mut i = 0;
+        while i < best.0.len() {
+            if replays >= budget {
+                break 'outer;
+            }
+            let mut cand = best.0.clone();
+            let end = (i + chunk).min(cand.len());
+            cand.drain(i..end);
+            replays += 1;
+            let run = run_case(&cand, targets, cfg, "regressions.shrinking").await;
+            if run.failure.as_ref().is_some_and(|f| same_kind(&want, f)) {
+                best = (cand, run);
+                progress = true;
+            } else {
+                i += chunk;
+            }
+        }
+        if chunk == 1 && !progress {
+            break;
+        }
+        if !progress || chunk > 1 {
+            chunk = (chunk / 2).max(1);
+        }
+    }
+    Shrunk { ops: best.0, run: best.1, replays, elapsed: started.elapsed() }
+}
+
+/// What an exploration found.
+#[derive(Debug)]
+pub struct Found {
+    /// The case number and its ops before shrinking.
+    pub case: u64,
+    pub original_ops: usize,
+    pub shrunk: Shrunk,
+    /// The scenario file written.
+    pub file: PathBuf,
+}
+
+/// The end of an exploration.
+#[derive(Debug)]
+pub struct Report {
+    pub cases_run: u64,
+    /// Frames sent by all cases (handshakes and alive calls included).
+    pub frames_sent: u64,
+    pub elapsed: Duration,
+    pub found: Option<Found>,
+}
+
+/// Events for the command line.
+pub type Progress = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Runs up to `cfg.cases` cases (`cfg.jobs` at a time) until the first failure, shrinks it and
+/// writes the scenario into `out_dir`.
+pub async fn explore(targets: Vec<Arc<Target>>, cfg: ExploreConfig, out_dir: &Path, progress: Progress) -> Report {
+    let started = Instant::now();
+    let mut next = 0u64;
+    let mut cases_run = 0u64;
+    let mut frames_sent = 0u64;
+    let targets = Arc::new(targets);
+    while next < cfg.cases {
+        if cfg.time.is_some_and(|t| started.elapsed() >= t) {
+            progress(&format!("time budget spent after {cases_run} cases"));
+            break;
+        }
+        let batch: Vec<u64> = (next..(next + cfg.jobs.max(1) as u64).min(cfg.cases)).collect();
+        next += batch.len() as u64;
+        let mut set = tokio::task::JoinSet::new();
+        for &k in &batch {
+            let (targets, rcfg, seed, max_ops) = (targets.clone(), cfg.runner.clone(), cfg.seed, cfg.max_ops);
+            set.spawn(async move {
+                let ops = generate(seed, k, max_ops);
+                let run = run_case(&ops, &targets, &rcfg, &format!("explore.case-{k}")).await;
+                (k, ops, run)
+            });
+        }
+        let mut done = Vec::new();
+        while let Some(j) = set.join_next().await {
+            if let Ok(x) = j {
+                done.push(x);
+            }
+        }
+        done.sort_by_key(|(k, _, _)| *k);
+        for (k, _, run) in &done {
+            cases_run += 1;
+            frames_sent += (run.plan.sends() as u64 + 2) * targets.len() as u64;
+            if cases_run.is_multiple_of(100) {
+                progress(&format!("{cases_run} cases, {frames_sent} frames, {:.0?}", started.elapsed()));
+            }
+            let _ = k;
+        }
+        if let Some((k, ops, run)) = done.into_iter().find(|(_, _, r)| r.failure.is_some()) {
+            let f = run.failure.as_ref().expect("found");
+            progress(&format!("case {k} failed ({} ops): {}", ops.len(), f.summary()));
+            progress("shrinking on fresh processes…");
+            let original_ops = ops.len();
+            let shrunk = shrink(ops, run, &targets, &cfg.runner, cfg.shrink_budget).await;
+            let file = write_regression(out_dir, cfg.seed, k, original_ops, &shrunk, &targets);
+            return Report {
+                cases_run,
+                frames_sent,
+                elapsed: started.elapsed(),
+                found: Some(Found { case: k, original_ops, shrunk, file }),
+            };
+        }
+    }
+    Report { cases_run, frames_sent, elapsed: started.elapsed(), found: None }
+}
+
+/// Writes the shrunk case as `out_dir/explore-<seed>-<case>.yaml`; returns the path (the file
+/// is not written when the directory cannot be created, and the path says where it would be).
+fn write_regression(
+    out_dir: &Path,
+    seed: u64,
+    case: u64,
+    original: usize,
+    s: &Shrunk,
+    targets: &[Arc<Target>],
+) -> PathBuf {
+    let id = format!("regressions.explore-{seed}-{case}");
+    let f = s.run.failure.as_ref().expect("a failure");
+    let mut notes = format!(
+        "Found by `protomcp-conform explore --seed {seed}` (case {case}) against {}; shrunk from {original} to {} ops in {} replays.\n",
+        targets.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(" and "),
+        s.ops.len(),
+        s.replays
+    );
+    for x in &f.findings {
+        notes.push_str(&format!("{x}\n"));
+    }
+    notes.push_str(&format!("runner: {}", f.message.lines().next().unwrap_or("")));
+    let findings: Vec<Finding> = f.findings.iter().filter(|x| known_requirement(x.requirement)).cloned().collect();
+    let text = yaml_out::scenario_yaml(&id, &title(f), &s.run.plan, &notes, &findings);
+    let path = out_dir.join(format!("explore-{seed}-{case}.yaml"));
+    let _ = std::fs::create_dir_all(out_dir).and_then(|_| std::fs::write(&path, text));
+    path
+}
+
+fn known_requirement(id: &str) -> bool {
+    crate::requirements::get(id).is_some()
+}
+
+fn title(f: &Failure) -> String {
+    match f.findings.first() {
+        Some(x) => format!("Regression ({}): {}", x.requirement, x.message),
+        None if f.divergent.is_some() => "Regression: targets answered this generated session differently".into(),
+        None => "Regression: a generated session the peer did not serve as the spec requires".into(),
+    }
+}

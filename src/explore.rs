@@ -1,0 +1,215 @@
+//! The `explore` command: argument handling and output; the work is
+//! `protomcp_harness::explore`'s.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use protomcp_harness::explore::{self, ExploreConfig};
+use protomcp_harness::runner::{self, Config, Manifest, Target};
+
+#[derive(Args, Debug, Clone)]
+pub struct ExploreArgs {
+    /// An SDK's testee (DIR/protomcp-conform.toml); repeat, or mix with --testee, for a
+    /// differential run.
+    #[arg(long, value_name = "DIR")]
+    sdk: Vec<PathBuf>,
+    /// A testee command line, split on whitespace (repeatable). Neither --sdk nor --testee: the
+    /// bundled reference testee.
+    #[arg(long, value_name = "CMD ARGS…")]
+    testee: Vec<String>,
+    /// With --testee: the features the testees claim (comma-separated; default: all).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    features: Option<Vec<String>>,
+    /// Cases (generated sessions) to run, each against fresh processes.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    cases: u64,
+    /// The run's seed (default: from the clock; always printed).
+    #[arg(long, value_name = "S")]
+    seed: Option<u64>,
+    /// Stop starting new cases after this long: `90s`, `5m`, `1500ms` or seconds.
+    #[arg(long, value_name = "BUDGET", value_parser = parse_duration)]
+    time: Option<Duration>,
+    /// Most ops per generated session.
+    #[arg(long, value_name = "N", default_value_t = 24)]
+    max_ops: usize,
+    /// Where the shrunk failing scenario is written.
+    #[arg(long, value_name = "DIR", default_value = "scenarios/regressions")]
+    out: PathBuf,
+    /// Cases run in parallel (default: four per core; cases mostly wait).
+    #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    jobs: Option<u32>,
+    /// Most replays the shrinker may spend.
+    #[arg(long, value_name = "N", default_value_t = 400)]
+    shrink_budget: usize,
+    /// Multiply every time by X (at least 1), for slow machines.
+    #[arg(long, value_name = "X", default_value_t = 1.0)]
+    timeout_scale: f64,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s.find(|c: char| c.is_ascii_alphabetic()).map_or((s, "s"), |i| (&s[..i], &s[i..]));
+    let n: f64 = num.trim().parse().map_err(|_| format!("not a duration: {s:?} (e.g. 90s, 5m, 1500ms)"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("unknown unit {unit:?} (ms, s, m, h)")),
+    };
+    if !secs.is_finite() || secs <= 0.0 {
+        return Err("a duration must be positive".into());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn quote(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@".contains(c)) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+fn targets(a: &ExploreArgs) -> Result<(Vec<Arc<Target>>, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut args = Vec::new();
+    for dir in &a.sdk {
+        out.push(Manifest::load_target(dir).map_err(anyhow::Error::msg)?);
+        args.push(format!("--sdk {}", quote(&dir.display().to_string())));
+    }
+    for cmd in &a.testee {
+        let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+        if argv.is_empty() {
+            bail!("--testee: empty command");
+        }
+        let mut t = Target::command(argv);
+        if let Some(f) = &a.features {
+            t.features = f.iter().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
+        }
+        out.push(t);
+        args.push(format!("--testee {}", quote(cmd)));
+    }
+    if out.is_empty() {
+        out.push(Target::reference(std::env::current_exe().context("locating this binary")?));
+    }
+    Ok((out.into_iter().map(Arc::new).collect(), args))
+}
+
+pub fn run(a: ExploreArgs) -> Result<ExitCode> {
+    if !a.timeout_scale.is_finite() || a.timeout_scale <= 0.0 {
+        eprintln!("protomcp-conform: --timeout-scale must be a positive number");
+        return Ok(ExitCode::from(2));
+    }
+    let (targets, target_args) = match targets(&a) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("protomcp-conform: {e:#}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let seed = a.seed.unwrap_or_else(|| {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        now.as_nanos() as u64 ^ u64::from(std::process::id())
+    });
+    let mut rcfg = Config { timeout_scale: a.timeout_scale, ..Config::default() };
+    rcfg.jobs = 1;
+    let cfg = ExploreConfig {
+        cases: a.cases,
+        seed,
+        time: a.time,
+        max_ops: a.max_ops.max(1),
+        // Cases mostly wait (quiet periods, slow calls): run more of them than there are cores.
+        jobs: a.jobs.map_or(4 * Config::default().jobs, |j| j as usize),
+        runner: rcfg,
+        shrink_budget: a.shrink_budget,
+    };
+    let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
+    println!("explore: seed {seed}, up to {} cases against {}", a.cases, names.join(" and "));
+    let rerun_explore = format!(
+        "protomcp-conform explore {}--seed {seed} --cases {} --max-ops {}",
+        target_args.iter().map(|s| format!("{s} ")).collect::<String>(),
+        a.cases,
+        cfg.max_ops
+    );
+    runner::process::become_subreaper();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    let progress: explore::Progress = Arc::new(|m: &str| eprintln!("explore: {m}"));
+    let out_dir = a.out.clone();
+    let report = rt.block_on(async {
+        tokio::select! {
+            r = explore::explore(targets.clone(), cfg, &out_dir, progress) => Some(r),
+            _ = tokio::signal::ctrl_c() => None,
+        }
+    });
+    let Some(report) = report else {
+        let (groups, dirs) = runner::process::emergency_cleanup();
+        eprintln!("\nprotomcp-conform: interrupted; killed {groups} testee group(s), removed {dirs} temp dir(s)");
+        rt.shutdown_background();
+        return Ok(ExitCode::from(130));
+    };
+    rt.shutdown_background();
+    let secs = report.elapsed.as_secs_f64().max(1e-9);
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "explore: {} cases, {} frames sent in {:.1} s ({:.0} frames/s, {:.1} cases/s)",
+        report.cases_run,
+        report.frames_sent,
+        secs,
+        report.frames_sent as f64 / secs,
+        report.cases_run as f64 / secs
+    )?;
+    let Some(found) = report.found else {
+        writeln!(out, "OK: nothing found (seed {seed})")?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    let f = found.shrunk.run.failure.as_ref().expect("a failure");
+    writeln!(out, "\nFOUND in case {} (seed {seed}) against {}:", found.case, f.target)?;
+    if let Some((a_name, a_text, b_name, b_text)) = &f.divergent {
+        writeln!(out, "DIVERGENT\n{}", side_by_side(a_name, a_text, b_name, b_text))?;
+    }
+    for x in &f.findings {
+        writeln!(out, "  {x}")?;
+    }
+    writeln!(out, "  runner: {}", f.message.replace('\n', "\n  "))?;
+    writeln!(
+        out,
+        "shrunk from {} to {} ops in {} replays ({:.1} s)",
+        found.original_ops,
+        found.shrunk.ops.len(),
+        found.shrunk.replays,
+        found.shrunk.elapsed.as_secs_f64()
+    )?;
+    writeln!(out, "wrote {}", found.file.display())?;
+    writeln!(
+        out,
+        "re-run the scenario: protomcp-conform --scenarios {} {}",
+        quote(&found.file.display().to_string()),
+        target_args.first().map_or("", String::as_str)
+    )?;
+    writeln!(out, "re-run the exploration: {rerun_explore}")?;
+    Ok(ExitCode::from(1))
+}
+
+/// Two transcripts in two columns, differing lines marked with `|`.
+pub fn side_by_side(a_name: &str, a: &str, b_name: &str, b: &str) -> String {
+    const W: usize = 70;
+    let cut = |s: &str| -> String {
+        let s: String = s.chars().take(W).collect();
+        format!("{s:<W$}")
+    };
+    let (la, lb): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    let mut out = format!("{} | {}\n", cut(a_name), cut(b_name));
+    for i in 0..la.len().max(lb.len()) {
+        let (x, y) = (la.get(i).copied().unwrap_or(""), lb.get(i).copied().unwrap_or(""));
+        let mark = if x == y { ' ' } else { '|' };
+        out.push_str(&format!("{} {mark} {}\n", cut(x), cut(y)));
+    }
+    out
+}
