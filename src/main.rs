@@ -14,6 +14,7 @@ use protomcp_proto::violation::Party;
 
 mod bridge;
 mod coverage;
+mod explore;
 mod matrix;
 mod run;
 
@@ -84,6 +85,12 @@ enum Command {
     /// Exit status: 0 after the host closed stdin or a SIGINT/SIGTERM, 1 when the tool process
     /// failed to start or to hand-shake.
     Bridge(bridge::BridgeArgs),
+    /// Explore a tool process with generated sessions (property-based): each case a fresh
+    /// process; a failure is shrunk and written as a scenario that replays through the normal
+    /// run. Several targets: differential (DIVERGENT when they answer differently).
+    ///
+    /// Exit status: 0 nothing found, 1 a failure or divergence found (scenario written), 2 usage.
+    Explore(Box<explore::ExploreArgs>),
     /// Run the reference testee: a tool process that serves the whole fixture contract
     /// (harness/testees/README.md) over the socket named by PROTOMCP_SOCKET.
     ///
@@ -132,6 +139,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match command {
         Command::List { sel } => run::list(&sel),
         Command::Explain { id, sel } => run::explain(&sel, &id),
+        Command::Explore(a) => explore::run(*a),
         Command::Coverage(a) => coverage::coverage(a),
         Command::Matrix(a) => matrix::matrix(a),
         Command::Bridge(args) => bridge::run(args),
