@@ -91,6 +91,17 @@ enum Command {
     ///
     /// Exit status: 0 nothing found, 1 a failure or divergence found (scenario written), 2 usage.
     Explore(Box<explore::ExploreArgs>),
+    /// The mock tool process of bridge scenarios: started by the bridge under test, it relays
+    /// every byte between the bridge's socket (PROTOMCP_SOCKET) and the harness's control socket
+    /// (PROTOMCP_CONFORM_CONTROL), so the scenario plays the tool process. With --native (or
+    /// PROTOMCP_CONFORM_MOCK=native) it is the reference testee instead.
+    ///
+    /// Exit status: 0 when a side closed, 1 when a socket failed, 2 when a variable is missing.
+    Mock {
+        /// Behave as the reference testee instead of relaying.
+        #[arg(long)]
+        native: bool,
+    },
     /// Run the reference testee: a tool process that serves the whole fixture contract
     /// (harness/testees/README.md) over the socket named by PROTOMCP_SOCKET.
     ///
@@ -143,6 +154,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Coverage(a) => coverage::coverage(a),
         Command::Matrix(a) => matrix::matrix(a),
         Command::Bridge(args) => bridge::run(args),
+        Command::Mock { native } => {
+            let code = protomcp_harness::mock::run_blocking(native || protomcp_harness::mock::native_from_env());
+            Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+        }
         Command::Testee { middleware, misbehave } => {
             let opts = testee::Options { middleware, misbehave, ..testee::Options::from_env() };
             let code = testee::run_blocking(opts);

@@ -4,6 +4,7 @@
 pub mod bridge;
 pub mod coverage;
 pub mod matrix;
+pub mod mock;
 pub mod dump;
 pub mod explore;
 pub mod host;
