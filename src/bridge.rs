@@ -8,12 +8,21 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use protomcp_harness::bridge::{self, Bridge, Config};
 
-/// Serve MCP to a host over stdio, bridging to a protomcp tool process.
+/// Serve MCP to hosts (stdio or Streamable HTTP), bridging to a protomcp tool process.
 #[derive(Args, Debug)]
 pub struct BridgeArgs {
     /// How hosts reach the bridge.
     #[arg(long, value_enum, default_value_t = Transport::Stdio)]
     transport: Transport,
+    /// Address to listen on with `--transport http` (loopback unless told otherwise).
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Port to listen on with `--transport http` (0: any free port, printed on stderr).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Require `Authorization: Bearer <value of VAR>` on every HTTP request (401 otherwise).
+    #[arg(long, value_name = "VAR")]
+    auth_token_env: Option<String>,
     /// Bound on every wait for the tool process (`500ms`, `5s`, `5m`, `1h`).
     #[arg(long, value_parser = parse_duration, default_value = "5m")]
     call_timeout: Duration,
@@ -33,6 +42,9 @@ pub struct BridgeArgs {
 enum Transport {
     /// One MCP session on stdin/stdout.
     Stdio,
+    /// Streamable HTTP at `/mcp` (`sse` is accepted as an alias).
+    #[value(alias = "sse")]
+    Http,
 }
 
 /// `500ms`, `5s`, `5m`, `1h`, or a plain number of seconds.
@@ -73,10 +85,30 @@ pub fn run(args: BridgeArgs) -> Result<ExitCode> {
         [one] if Path::new(one).is_file() => entry_command(Path::new(one)),
         _ => args.command.clone(),
     };
-    let Transport::Stdio = args.transport;
+    // BR-HTTP-24: a named secret that is unset or empty stops the start, before listening.
+    let token = match (&args.transport, &args.auth_token_env) {
+        (Transport::Http, Some(var)) => match std::env::var(var) {
+            Ok(v) if !v.is_empty() => Some(v),
+            _ => bail!("--auth-token-env {var}: the environment variable is unset or empty"),
+        },
+        (Transport::Stdio, Some(_)) => {
+            eprintln!("protomcp-conform bridge: --auth-token-env has no effect on stdio");
+            None
+        }
+        _ => None,
+    };
     let cfg = Config { command, call_timeout: args.call_timeout, socket: args.socket, trace: args.trace };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     let code = runtime.block_on(async move {
+        let listener = match args.transport {
+            Transport::Http => {
+                let l = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
+                    .await
+                    .with_context(|| format!("listening on {}:{}", args.host, args.port))?;
+                Some(l)
+            }
+            Transport::Stdio => None,
+        };
         let bridge = match Bridge::start(cfg).await {
             Ok(b) => b,
             Err(e) => {
@@ -96,7 +128,19 @@ pub fn run(args: BridgeArgs) -> Result<ExitCode> {
                 _ => std::future::pending().await,
             }
         };
-        let served = bridge::mcp::serve_stdio(bridge.clone(), stop).await;
+        let served = match listener {
+            None => bridge::mcp::serve_stdio(bridge.clone(), stop).await,
+            Some(listener) => {
+                let addr = listener.local_addr().context("local address")?;
+                let loopback = addr.ip().is_loopback();
+                if !loopback && token.is_none() {
+                    eprintln!("protomcp-conform bridge: WARNING: listening on {addr} without authentication");
+                }
+                eprintln!("protomcp-conform bridge: listening on http://{addr}{}", bridge::http::PATH);
+                let guard = bridge::http::Guard { loopback, token };
+                bridge::mcp::serve_http(bridge.clone(), listener, guard, stop).await
+            }
+        };
         bridge.shutdown().await;
         if let Err(e) = served {
             bail!(e);

@@ -552,6 +552,85 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
     r
 }
 
+/// Serves MCP's Streamable HTTP transport on `listener` (rmcp's server, one session per
+/// `Mcp-Session-Id`), behind `guard` (Host, Origin, bearer token), until `stop` resolves.
+pub async fn serve_http(
+    bridge: Arc<Bridge>,
+    listener: tokio::net::TcpListener,
+    guard: super::http::Guard,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<(), String> {
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Bytes;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+    let ct = tokio_util::sync::CancellationToken::new();
+    // Host and Origin are checked by `guard`, in front of rmcp, as the spec words them.
+    let config =
+        StreamableHttpServerConfig::default().disable_allowed_hosts().with_cancellation_token(ct.child_token());
+    let factory_bridge = bridge.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(Handler::new(factory_bridge.clone(), true)),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let guard = Arc::new(guard);
+    tokio::pin!(stop);
+    loop {
+        let (stream, _) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    eprintln!("protomcp-conform bridge: accept failed: {e}");
+                    continue;
+                }
+            },
+            _ = &mut stop => break,
+        };
+        let service = service.clone();
+        let guard = guard.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let service = service.clone();
+                let guard = guard.clone();
+                async move {
+                    let header = |name: http::header::HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok());
+                    let refusal = guard.check(
+                        req.method().as_str(),
+                        req.uri().path(),
+                        header(http::header::HOST),
+                        header(http::header::ORIGIN),
+                        header(http::header::AUTHORIZATION),
+                    );
+                    let response = match refusal {
+                        Some(r) => {
+                            let mut resp = hyper::Response::new(Full::new(Bytes::from(r.reason)).boxed());
+                            *resp.status_mut() = http::StatusCode::from_u16(r.status).unwrap_or_default();
+                            let headers = resp.headers_mut();
+                            if r.status == 401 {
+                                headers
+                                    .insert(http::header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
+                            }
+                            if r.status == 405 {
+                                headers
+                                    .insert(http::header::ALLOW, http::HeaderValue::from_static("GET, POST, DELETE"));
+                            }
+                            resp
+                        }
+                        None => service.handle(req).await,
+                    };
+                    Ok::<_, std::convert::Infallible>(response)
+                }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+        });
+    }
+    ct.cancel();
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

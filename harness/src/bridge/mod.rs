@@ -11,6 +11,7 @@
 //! The core speaks JSON values towards the MCP side ([`HostSession`]), so rmcp stays behind
 //! one module.
 
+pub mod http;
 pub mod link;
 pub mod mcp;
 pub mod process;

@@ -6,6 +6,8 @@
 //! notifications are kept in arrival order; requests from the bridge (sampling, roots, ping)
 //! are answered by a handler the test installs.
 
+pub mod http;
+
 use std::collections::HashMap;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -59,13 +61,18 @@ pub struct StdioHost {
 impl StdioHost {
     /// Starts `argv` (the bridge) with stdin and stdout piped and stderr inherited.
     pub fn spawn(argv: &[String], env: &[(String, String)]) -> Result<StdioHost, HostError> {
+        Self::spawn_with_stderr(argv, env, Stdio::inherit())
+    }
+
+    /// [`StdioHost::spawn`] with stderr going to `stderr` (e.g. a file).
+    pub fn spawn_with_stderr(argv: &[String], env: &[(String, String)], stderr: Stdio) -> Result<StdioHost, HostError> {
         let (program, args) = argv.split_first().ok_or_else(|| std::io::Error::other("empty command"))?;
         let mut cmd = Command::new(program);
         cmd.args(args)
             .envs(env.iter().cloned())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .process_group(0)
             .kill_on_drop(true);
         let mut child = cmd.spawn()?;
