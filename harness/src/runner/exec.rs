@@ -270,9 +270,15 @@ impl<'a> Exec<'a> {
                         Some(StreamEvent::Failed { rid, error, .. }) => {
                             json!({"request_id": rid, "via": "stream", "stream": {"error": error.to_string()}})
                         }
+                        // A chunk without an open stream (one after the final chunk, or under a
+                        // rid that never had a header) breaks TP-STREAM-02: it is a frame the
+                        // steps see, so `expect` and `expect_nothing` catch it.
                         Some(StreamEvent::Orphan { violation, .. }) => {
-                            self.transcript.push(from(tree, &format!("orphan chunk: {violation}")));
-                            continue;
+                            let mut tree = tree;
+                            if let Some(obj) = tree.as_object_mut() {
+                                obj.insert("stream".into(), json!({"orphan": violation.to_string()}));
+                            }
+                            tree
                         }
                     }
                 }
