@@ -166,16 +166,52 @@ fn fields(t: &Value) -> (String, Option<Arm>, String) {
     (rid, arm, token)
 }
 
-/// The lines of a normalized transcript that came from the testee, for differential
-/// comparison.
+/// What the testee sent, for differential comparison: the normalized lines of each step,
+/// without notifications (their number and place depend on timing: progress, logs, tool-list
+/// changes) and sorted within the step (the order of replies is free, TP-CONCUR-03).
 fn from_testee(r: &CaseResult) -> String {
-    r.transcript_text().lines().filter(|l| !l.starts_with("harness→testee")).collect::<Vec<_>>().join("\n")
+    let mut out = Vec::new();
+    let mut block: Vec<&str> = Vec::new();
+    let text = r.transcript_text();
+    let flush = |block: &mut Vec<&str>, out: &mut Vec<String>| {
+        block.sort_unstable();
+        out.extend(block.drain(..).map(String::from));
+    };
+    for line in text.lines() {
+        if line.starts_with("== step") {
+            flush(&mut block, &mut out);
+            out.push(line.to_owned());
+            continue;
+        }
+        let Some(rest) = line.strip_prefix("testee→harness ") else { continue };
+        if rest.contains("  # ") {
+            // Ignored, or a part of a result (sideband header, stream chunk): the result itself
+            // has its own line.
+            continue;
+        }
+        let json = rest;
+        let arm = serde_json::from_str::<Value>(json).ok().and_then(|v| protomcp_proto::dynamic::arm_of(&v));
+        if arm.is_some_and(|a| yaml_out::IGNORED.contains(&a)) {
+            continue;
+        }
+        block.push(line);
+    }
+    flush(&mut block, &mut out);
+    out.join("\n")
 }
 
 /// Runs `ops` against every target (one fresh process each) and judges: a failure against any
 /// target first, then (several targets) a divergence of what the testees sent.
 pub async fn run_case(ops: &[Op], targets: &[Arc<Target>], cfg: &Config, label: &str) -> CaseRun {
     let features: Vec<String> = intersect_features(targets);
+    // Differential: whether a cancel catches a call in time is a race, not a difference.
+    let kept: Vec<Op>;
+    let ops = if targets.len() > 1 {
+        kept = ops.iter().filter(|o| !matches!(o, Op::Cancel { .. })).cloned().collect();
+        &kept[..]
+    } else {
+        ops
+    };
     let plan = session::plan(&features, ops);
     let s = match scenario_of(&plan, label) {
         Ok(s) => s,
