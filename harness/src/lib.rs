@@ -7,6 +7,7 @@ pub mod matrix;
 pub mod mock;
 pub mod dump;
 pub mod explore;
+pub mod fuzzing;
 pub mod host;
 pub mod io;
 pub mod requirements;
