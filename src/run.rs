@@ -38,6 +38,15 @@ pub struct RunArgs {
     /// A testee command line, split on whitespace; it claims every feature unless --features.
     #[arg(long, value_name = "CMD ARGS…")]
     testee: Option<String>,
+    /// A bridge under test (runs the `role: bridge` scenarios), split on whitespace. Placeholders
+    /// replaced in every argument: {mock} = an executable that runs this binary's mock tool
+    /// process, {socket} = a socket path in the scenario's private temp dir, {dir} = that dir.
+    /// Example: --bridge 'protomcp-conform bridge --call-timeout 3s -- {mock}'.
+    #[arg(long, value_name = "CMD ARGS…", conflicts_with_all = ["sdk", "testee"])]
+    bridge: Option<String>,
+    /// How the harness reaches the bridge: stdio (the only transport driven so far).
+    #[arg(long, value_name = "T", default_value = "stdio", value_parser = ["stdio"], requires = "bridge")]
+    bridge_transport: String,
     /// With --testee: the features it claims (comma-separated).
     #[arg(long, value_name = "LIST", requires = "testee", value_delimiter = ',')]
     features: Option<Vec<String>>,
@@ -133,6 +142,9 @@ fn target_args(a: &RunArgs) -> String {
     if let Some(t) = &a.testee {
         v.push(format!("--testee {}", shell_quote(t)));
     }
+    if let Some(b) = &a.bridge {
+        v.push(format!("--bridge {}", shell_quote(b)));
+    }
     if let Some(f) = &a.features {
         v.push(format!("--features {}", shell_quote(&f.join(","))));
     }
@@ -162,6 +174,12 @@ pub(crate) fn sdk_target(dir: &Path) -> Result<Target> {
 pub(crate) fn target(a: &RunArgs) -> Result<Target> {
     let mut t = if let Some(dir) = &a.sdk {
         sdk_target(dir)?
+    } else if let Some(cmd) = &a.bridge {
+        let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+        if argv.is_empty() {
+            bail!("--bridge: empty command");
+        }
+        Target::bridge(argv, std::env::current_exe().context("locating this binary")?)
     } else if let Some(cmd) = &a.testee {
         let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
         if argv.is_empty() {

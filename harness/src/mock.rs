@@ -40,8 +40,28 @@ pub fn native_from_env() -> bool {
     std::env::var(ENV_MODE).is_ok_and(|m| m == "native")
 }
 
+/// Names a file to which the mock appends its pid, so the harness can end it even when the
+/// bridge under test lost track of it.
+pub const ENV_PIDFILE: &str = "PROTOMCP_CONFORM_PIDFILE";
+
+fn register() {
+    if let Some(p) = std::env::var_os(ENV_PIDFILE) {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(p) {
+            let _ = writeln!(f, "{}", std::process::id());
+        }
+    }
+    // Die with the bridge that started us (Linux), so a killed bridge leaves no mock behind.
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with PR_SET_PDEATHSIG takes an integer argument only.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+    }
+}
+
 /// Runs the mock to completion and returns its exit status.
 pub fn run_blocking(native: bool) -> i32 {
+    register();
     if native {
         return testee::run_blocking(testee::Options::from_env());
     }

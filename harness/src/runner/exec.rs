@@ -101,7 +101,7 @@ pub struct Exec<'a> {
     pub proc: Proc,
     conn: Option<Conn>,
     accepted: bool,
-    caps: Captures,
+    pub(crate) caps: Captures,
     pub transcript: Transcript,
     alive: u32,
 }
@@ -139,7 +139,7 @@ impl<'a> Exec<'a> {
         }
     }
 
-    fn t(&self, d: Duration) -> Duration {
+    pub(crate) fn t(&self, d: Duration) -> Duration {
         d.mul_f64(self.scale)
     }
 
@@ -157,7 +157,7 @@ impl<'a> Exec<'a> {
         Ok(())
     }
 
-    async fn ensure_conn(&mut self) -> Result<(), StepError> {
+    pub(crate) async fn ensure_conn(&mut self) -> Result<(), StepError> {
         if self.accepted {
             return Ok(());
         }
@@ -212,7 +212,7 @@ impl<'a> Exec<'a> {
         }
     }
 
-    async fn send_value(&mut self, v: Value) -> Result<(), StepError> {
+    pub(crate) async fn send_value(&mut self, v: Value) -> Result<(), StepError> {
         let body = protomcp_proto::dynamic::encode(&v).map_err(|e| StepError::Error(e.to_string()))?;
         let bytes = protomcp_proto::frame::frame_bytes(&body);
         self.write(&bytes, Some(v), None).await
@@ -296,7 +296,7 @@ impl<'a> Exec<'a> {
         }
     }
 
-    async fn next_required(&mut self, deadline: Instant, within: Duration, ignore: &[Arm]) -> Result<Value, StepError> {
+    pub(crate) async fn next_required(&mut self, deadline: Instant, within: Duration, ignore: &[Arm]) -> Result<Value, StepError> {
         match self.next(deadline, ignore).await? {
             Got::Value(v) => Ok(v),
             Got::Eof => Err(StepError::Fail("the testee closed the connection".into())),
@@ -388,7 +388,7 @@ impl<'a> Exec<'a> {
         Ok(())
     }
 
-    async fn step(&mut self, action: &Action) -> Result<(), StepError> {
+    pub(crate) async fn step(&mut self, action: &Action) -> Result<(), StepError> {
         let render = |e: crate::scenario::RenderError| StepError::Error(e.to_string());
         match action {
             Action::Handshake(h) => self.handshake(h).await,
@@ -531,7 +531,21 @@ impl<'a> Exec<'a> {
                 }
                 Proc::Task { .. } => Err(StepError::Error("signals need a testee process".into())),
             },
+            Action::HostSend(_)
+            | Action::HostExpect(_)
+            | Action::HostExpectNothing(_)
+            | Action::HostClose
+            | Action::ToolHandshake(_) => {
+                Err(StepError::Error(format!("`{}` runs only against a bridge", action.keyword())))
+            }
         }
+    }
+
+    /// Forgets the tool-side connection, so that the next tool-side step accepts a new one (the
+    /// bridge restarted its tool process).
+    pub(crate) fn forget_conn(&mut self) {
+        self.close();
+        self.accepted = false;
     }
 
     /// The last lines of the transcript.

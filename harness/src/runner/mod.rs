@@ -7,10 +7,12 @@
 //! to the group, a grace period, SIGKILL to the group, and every member reaped. The verdict is
 //! computed by [`verdict::judge`] from the outcome, the scenario's level and the known failures.
 
+pub mod bridge;
 pub mod checkout;
 pub mod exec;
 pub mod process;
 pub mod report;
+pub mod schedule;
 pub mod target;
 pub mod verdict;
 
@@ -121,6 +123,9 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
 }
 
 async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>, res: &mut CaseResult) -> Outcome {
+    if let TargetKind::Bridge { exe, .. } = &target.kind {
+        return bridge::execute(s, target, cfg, &argv, exe, res).await;
+    }
     let dir = match process::ScenarioDir::new() {
         Ok(d) => d,
         Err(e) => return Outcome::Error(format!("cannot create the scenario's temp dir: {e}")),

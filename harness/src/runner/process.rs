@@ -48,6 +48,16 @@ pub fn emergency_cleanup() -> (usize, usize) {
     })
 }
 
+/// Registers a process group started elsewhere (a bridge under test) for [`emergency_cleanup`].
+pub fn track_group(pgid: i32) {
+    with_registry(|r| r.groups.insert(pgid));
+}
+
+/// Forgets a group registered with [`track_group`] after it was torn down.
+pub fn untrack_group(pgid: i32) {
+    with_registry(|r| r.groups.remove(&pgid));
+}
+
 /// Makes this process the reaper of orphaned descendants (Linux), so that leftovers of a testee's
 /// group (a grandchild whose parent exited) can be reaped by the runner. Harmless elsewhere.
 pub fn become_subreaper() {

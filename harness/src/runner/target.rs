@@ -16,6 +16,9 @@ pub enum TargetKind {
     Reference { exe: PathBuf },
     /// A command of an SDK's testee; `middleware_command` starts its middleware variant.
     Command { argv: Vec<String>, middleware_command: Option<Vec<String>> },
+    /// A bridge under test, started per `role: bridge` scenario over stdio; `argv` may hold the
+    /// placeholders of [`super::bridge::PLACEHOLDERS`]; `exe` is this binary (it runs the mock).
+    Bridge { argv: Vec<String>, exe: PathBuf },
     /// The reference testee served by a task of this process (for tests of the harness): only
     /// scenarios with the normal socket, no extra environment and no misbehaviour.
     InProcess,
@@ -75,10 +78,33 @@ impl Target {
         }
     }
 
+    /// A bridge command line (placeholders unexpanded); `exe` runs the mock.
+    pub fn bridge(argv: Vec<String>, exe: PathBuf) -> Target {
+        Target {
+            name: argv.join(" "),
+            kind: TargetKind::Bridge { argv, exe },
+            features: Vec::new(),
+            ..Target::reference("".into())
+        }
+    }
+
     /// The command that starts the testee for `s`, or why `s` is skipped.
     pub fn plan(&self, s: &Scenario) -> Result<Vec<String>, String> {
-        if s.role == Role::Bridge {
-            return Err("bridge scenarios are not run yet".into());
+        match (&self.kind, s.role) {
+            (TargetKind::Bridge { argv, .. }, Role::Bridge) => {
+                let missing: Vec<&str> =
+                    s.needs.iter().filter(|n| !self.features.contains(n)).map(String::as_str).collect();
+                if !missing.is_empty() {
+                    return Err(format!("feature not claimed by the bridge: {}", missing.join(", ")));
+                }
+                if let Some(why) = self.skip.get(&s.id) {
+                    return Err(format!("the target cannot express this scenario: {why}"));
+                }
+                return Ok(argv.clone());
+            }
+            (TargetKind::Bridge { .. }, _) => return Err("a tool-process scenario; the target is a bridge".into()),
+            (_, Role::Bridge) => return Err("a bridge scenario: runs with --bridge".into()),
+            _ => {}
         }
         if let Some(why) = self.skip.get(&s.id) {
             return Err(format!("the target cannot express this scenario: {why}"));
@@ -124,6 +150,7 @@ impl Target {
                 }
                 Ok(Vec::new())
             }
+            TargetKind::Bridge { argv, .. } => Ok(argv.clone()),
         }
     }
 }

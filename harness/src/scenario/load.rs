@@ -231,6 +231,7 @@ impl Checker<'_> {
             None => TesteeSetup::default(),
         };
         let steps = self.steps(&raw.steps, &testee);
+        self.check_role_steps(&steps, role);
         Scenario {
             file: self.file.to_owned(),
             id,
@@ -244,6 +245,32 @@ impl Checker<'_> {
             timeout,
             testee,
             steps,
+        }
+    }
+
+    /// Host steps and `tool_handshake` belong to bridge scenarios; the bridge-side `handshake`,
+    /// `expect_alive` and `expect_no_connect` to tool-process scenarios.
+    fn check_role_steps(&mut self, steps: &[Step], role: Role) {
+        for st in steps {
+            let a = &st.action;
+            let bridge_only = matches!(
+                a,
+                Action::HostSend(_)
+                    | Action::HostExpect(_)
+                    | Action::HostExpectNothing(_)
+                    | Action::HostClose
+                    | Action::ToolHandshake(_)
+            );
+            let tp_only = matches!(a, Action::Handshake(_) | Action::ExpectAlive { .. } | Action::ExpectNoConnect { .. });
+            if bridge_only && role != Role::Bridge {
+                self.error(st.loc, format!("`{}` belongs to bridge scenarios (role: bridge)", a.keyword()));
+            }
+            if tp_only && role == Role::Bridge {
+                self.error(
+                    st.loc,
+                    format!("`{}` belongs to tool-process scenarios; a bridge scenario uses tool_handshake", a.keyword()),
+                );
+            }
         }
     }
 
@@ -666,6 +693,88 @@ impl Checker<'_> {
                         return None;
                     }
                 }
+            }
+            RawStep::HostSend(h) => match (&h.message, &h.line) {
+                (Some(m), None) => {
+                    let mut ok = true;
+                    walk_strings(m, &mut |s, at| match template::parse(s) {
+                        Ok(pieces) => {
+                            for p in pieces {
+                                if let template::Piece::Var(name) = p {
+                                    compiler.used.push((name, at));
+                                }
+                            }
+                        }
+                        Err(msg) => {
+                            ok = false;
+                            self.errors.push(ScenarioError::new(self.file, at, msg));
+                        }
+                    });
+                    let v = m.to_value().map_err(|(at, msg)| self.error(at, msg)).ok()?;
+                    if !ok {
+                        return None;
+                    }
+                    Action::HostSend(HostLine::Json(v))
+                }
+                (None, Some(l)) => {
+                    if l.value.contains('\n') {
+                        self.error(loc(l), "a host_send line cannot hold a newline (it ends the line)");
+                        return None;
+                    }
+                    Action::HostSend(HostLine::Raw(l.value.clone()))
+                }
+                (Some(m), Some(_)) => {
+                    self.error(m.loc, "give host_send a `message` or a `line`, not both");
+                    return None;
+                }
+                (None, None) => {
+                    self.error(Loc::default(), "host_send needs a `message` (JSON-RPC) or a `line` (text)");
+                    return None;
+                }
+            },
+            RawStep::HostExpect(e) => {
+                let pattern = self.pattern(compiler.value(&e.message));
+                let within = self.within(e.within_ms.as_ref(), T_PROMPT);
+                let ignore = e.ignore.iter().flatten().map(|m| m.value.clone()).collect();
+                Action::HostExpect(HostExpect { pattern: pattern?, within, ignore })
+            }
+            RawStep::HostExpectNothing(e) => {
+                let duration = self.within(Some(&e.for_ms), T_PROMPT);
+                let ignore = e.ignore.iter().flatten().map(|m| m.value.clone()).collect();
+                Action::HostExpectNothing(HostExpectNothing { duration, ignore })
+            }
+            RawStep::HostClose(_) => Action::HostClose,
+            RawStep::ToolHandshake(h) => {
+                let mut list = |node: &Option<Node>, arm: &str, field: &str| -> Option<Vec<serde_json::Value>> {
+                    let Some(n) = node else { return Some(Vec::new()) };
+                    let v = n.to_value().map_err(|(at, m)| self.error(at, m)).ok()?;
+                    let items = match v {
+                        serde_json::Value::Array(items) => items,
+                        _ => {
+                            self.error(n.loc, format!("`{field}` is a list"));
+                            return None;
+                        }
+                    };
+                    let tree = serde_json::json!({"request_id": "x", arm: {field: items.clone()}});
+                    if let Err(e) = Template::new(tree) {
+                        self.error(n.loc, e.to_string());
+                        return None;
+                    }
+                    Some(items)
+                };
+                let tools = list(&h.tools, "tool_list", "tools");
+                let resources = list(&h.resources, "resource_list_response", "resources");
+                let resource_templates = list(&h.resource_templates, "resource_template_list_response", "templates");
+                let prompts = list(&h.prompts, "prompt_list_response", "prompts");
+                let within = self.within(h.within_ms.as_ref(), T_START);
+                Action::ToolHandshake(ToolHandshake {
+                    tools: tools?,
+                    resources: resources?,
+                    resource_templates: resource_templates?,
+                    prompts: prompts?,
+                    marker: h.marker.as_ref().is_none_or(|m| m.value),
+                    within,
+                })
             }
         })
     }

@@ -39,7 +39,8 @@ pub const DEFAULT_HANDSHAKE_RID: &str = "req-0";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
     ToolProcess,
-    /// Accepted by the loader, reserved: the runner does not drive bridges yet.
+    /// A bridge under test: the harness plays the host (stdio) and, through the mock, the tool
+    /// process.
     Bridge,
 }
 
@@ -173,6 +174,16 @@ pub enum Action {
     Close(CloseMode),
     /// The harness sends a signal to the testee.
     Signal(Signal),
+    /// Bridge scenarios, host side: write one line to the bridge's stdin.
+    HostSend(HostLine),
+    /// Bridge scenarios, host side: the next MCP message from the bridge must match.
+    HostExpect(HostExpect),
+    /// Bridge scenarios, host side: no MCP message (except ignored methods) for the duration.
+    HostExpectNothing(HostExpectNothing),
+    /// Bridge scenarios, host side: close the bridge's stdin.
+    HostClose,
+    /// Bridge scenarios, tool side: the tool process's part of the startup (spec §5).
+    ToolHandshake(ToolHandshake),
 }
 
 impl Action {
@@ -192,12 +203,27 @@ impl Action {
             Action::Sleep(_) => "sleep",
             Action::Close(_) => "close",
             Action::Signal(_) => "signal",
+            Action::HostSend(_) => "host_send",
+            Action::HostExpect(_) => "host_expect",
+            Action::HostExpectNothing(_) => "host_expect_nothing",
+            Action::HostClose => "host_close",
+            Action::ToolHandshake(_) => "tool_handshake",
         }
     }
 
     /// Whether the step needs the protocol connection.
     pub fn needs_connection(&self) -> bool {
-        !matches!(self, Action::ExpectExit(_) | Action::ExpectNoConnect { .. } | Action::Sleep(_) | Action::Signal(_))
+        !matches!(
+            self,
+            Action::ExpectExit(_)
+                | Action::ExpectNoConnect { .. }
+                | Action::Sleep(_)
+                | Action::Signal(_)
+                | Action::HostSend(_)
+                | Action::HostExpect(_)
+                | Action::HostExpectNothing(_)
+                | Action::HostClose
+        )
     }
 
     /// Whether the step writes to the connection.
@@ -209,6 +235,7 @@ impl Action {
                 | Action::SendRaw(_)
                 | Action::SendFrame(_)
                 | Action::ExpectAlive { .. }
+                | Action::ToolHandshake(_)
         )
     }
 }
@@ -226,6 +253,45 @@ pub struct Handshake {
     pub middleware: Option<Vec<String>>,
     /// Pattern for the ToolListResponse (the `tool_list` arm's message).
     pub tool_list: Option<Pattern>,
+    pub within: Duration,
+}
+
+/// What a `host_send` writes: a JSON-RPC message (placeholders filled in, written as compact
+/// JSON) or a line of text exactly as given (malformed JSON included).
+#[derive(Debug, Clone)]
+pub enum HostLine {
+    Json(serde_json::Value),
+    Raw(String),
+}
+
+/// The next message the bridge writes on stdout (skipping notifications and requests whose
+/// method is in `ignore`) must match `pattern`.
+#[derive(Debug, Clone)]
+pub struct HostExpect {
+    pub pattern: Pattern,
+    pub within: Duration,
+    pub ignore: Vec<String>,
+}
+
+/// No message from the bridge (except methods in `ignore`) for `duration`.
+#[derive(Debug, Clone)]
+pub struct HostExpectNothing {
+    pub duration: Duration,
+    pub ignore: Vec<String>,
+}
+
+/// The tool side of the startup, played on the mock's connection: expect the ListToolsRequest
+/// and answer it with `tools` (ToolDefinition trees), send the handshake-complete marker (unless
+/// `marker` is false), then answer the list pulls that arrive (ListResources,
+/// ListResourceTemplates, ListPrompts) with the given lists until all three are answered or
+/// `HANDSHAKE_QUIET` passes without one.
+#[derive(Debug, Clone)]
+pub struct ToolHandshake {
+    pub tools: Vec<serde_json::Value>,
+    pub resources: Vec<serde_json::Value>,
+    pub resource_templates: Vec<serde_json::Value>,
+    pub prompts: Vec<serde_json::Value>,
+    pub marker: bool,
     pub within: Duration,
 }
 

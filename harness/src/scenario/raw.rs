@@ -92,6 +92,59 @@ pub(super) enum RawStep {
     Sleep(RawSleep),
     Close(RawClose),
     Signal(RawSignal),
+    HostSend(RawHostSend),
+    HostExpect(RawHostExpect),
+    HostExpectNothing(RawHostExpectNothing),
+    HostClose(RawEmpty),
+    ToolHandshake(RawToolHandshake),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHostSend {
+    #[serde(default)]
+    pub message: Option<Node>,
+    #[serde(default)]
+    pub line: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHostExpect {
+    pub message: Node,
+    #[serde(default)]
+    pub within_ms: Option<Spanned<Ms>>,
+    #[serde(default)]
+    pub ignore: Option<Vec<Spanned<String>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHostExpectNothing {
+    pub for_ms: Spanned<Ms>,
+    #[serde(default)]
+    pub ignore: Option<Vec<Spanned<String>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawEmpty {}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawToolHandshake {
+    #[serde(default)]
+    pub tools: Option<Node>,
+    #[serde(default)]
+    pub resources: Option<Node>,
+    #[serde(default)]
+    pub resource_templates: Option<Node>,
+    #[serde(default)]
+    pub prompts: Option<Node>,
+    #[serde(default)]
+    pub marker: Option<Spanned<bool>>,
+    #[serde(default)]
+    pub within_ms: Option<Spanned<Ms>>,
 }
 
 #[derive(Debug, Deserialize)]

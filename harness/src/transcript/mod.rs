@@ -60,6 +60,11 @@ pub enum Item {
     Signal { name: String },
     /// The testee ended.
     Exit { status: String },
+    /// The delivery schedule of the harness's writes, when not `whole` (first item).
+    Schedule { name: String },
+    /// Bridge scenarios: one line on the host side. `ToTestee` is host→bridge (stdin),
+    /// `FromTestee` bridge→host (stdout); `message` when the line is JSON, `raw` otherwise.
+    Host { dir: Dir, message: Option<Value>, raw: Option<String> },
 }
 
 /// Longest raw line kept in a failure report, in characters.
@@ -107,6 +112,18 @@ impl Item {
             Item::Shutdown { how } => format!("→ shutdown({how})"),
             Item::Signal { name } => format!("-- sent signal {name}"),
             Item::Exit { status } => format!("-- testee {status}"),
+            Item::Schedule { name } => format!("-- delivery schedule {name}"),
+            Item::Host { dir, message, raw } => {
+                let arrow = match dir {
+                    Dir::ToTestee => "host→",
+                    Dir::FromTestee => "host←",
+                };
+                match (message, raw) {
+                    (Some(m), _) => format!("{arrow} {}", compact(m)),
+                    (None, Some(r)) => format!("{arrow} line {r:?}"),
+                    (None, None) => arrow.to_owned(),
+                }
+            }
         }
     }
 }

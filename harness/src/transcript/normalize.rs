@@ -182,6 +182,18 @@ impl Normalizer {
             Item::Shutdown { how } => format!("{} shutdown({how})", Dir::ToTestee.name()),
             Item::Signal { name } => format!("-- signal {name}"),
             Item::Exit { status } => format!("-- testee {}", self.text(status)),
+            Item::Schedule { name } => format!("-- delivery schedule {name}"),
+            Item::Host { dir, message, raw } => {
+                let name = match dir {
+                    Dir::ToTestee => "host→bridge",
+                    Dir::FromTestee => "bridge→host",
+                };
+                match (message, raw) {
+                    (Some(m), _) => format!("{name} {}", serde_json::to_string(&self.value(m)).unwrap_or_default()),
+                    (None, Some(r)) => format!("{name} line: {}", self.text(r)),
+                    (None, None) => name.to_owned(),
+                }
+            }
         }
     }
 }
