@@ -130,6 +130,7 @@ pub(crate) fn get_prompt(req: &GetPromptRequest) -> GetPromptResponse {
     let problem = |description: String| GetPromptResponse { description, messages: Vec::new() };
     if req.name == "fail" {
         // TP-PROMPT-04/05: the failing handler is a problem like any other.
+        super::diag!("the handler of prompt fail failed: {FIXTURE_FAILURE}");
         return problem(format!("Prompt fail failed: {FIXTURE_FAILURE}"));
     }
     if req.name != "greet" {
