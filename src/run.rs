@@ -228,6 +228,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         return Ok(usage("--timeout-scale must be a positive number"));
     }
     let mut cfg = Config { timeout_scale: a.timeout_scale, ..Config::default() };
+    runner::schedule::set(a.schedule.unwrap_or_default());
     if let Some(j) = a.jobs {
         cfg.jobs = j as usize;
     }

@@ -207,9 +207,12 @@ impl Run<'_> {
             self.ex.send_value(json!({"request_id": "", "reload_response": {"success": true}})).await?;
         }
         let quiet = self.ex.t(crate::scenario::HANDSHAKE_QUIET);
+        // Without the marker the bridge first waits HANDSHAKE_QUIET itself.
+        let mut first = !h.marker;
         let mut answered = 0;
         while answered < 3 {
-            let wait = Instant::now() + quiet;
+            let wait = Instant::now() + if first { quiet * 3 } else { quiet };
+            first = false;
             let v = match self.ex.next_required(wait, quiet, &[]).await {
                 Ok(v) => v,
                 Err(StepError::Fail(_)) => break,
