@@ -29,6 +29,9 @@ pub struct BridgeArgs {
     /// Write the decoded traffic of both sides to FILE, one line per message.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+    /// Restart the tool process when a file under PATH changes (in-flight calls finish first).
+    #[arg(long, value_name = "PATH", num_args = 1.., action = clap::ArgAction::Append)]
+    watch: Vec<PathBuf>,
     /// Socket path for the tool process (default: in a private temp dir).
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
@@ -116,6 +119,9 @@ pub fn run(args: BridgeArgs) -> Result<ExitCode> {
                 return Ok::<_, anyhow::Error>(ExitCode::from(1));
             }
         };
+        if !args.watch.is_empty() {
+            tokio::spawn(bridge::watch::run(bridge.clone(), args.watch.clone()));
+        }
         let stop = async {
             use tokio::signal::unix::{SignalKind, signal};
             match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {

@@ -393,3 +393,36 @@ async fn bridge_middleware_intercepts() {
     assert_eq!(blocked["result"]["isError"], true, "{blocked}");
     assert!(text(&blocked).contains("blocked by guard"), "{blocked}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bridge_watch_restarts_after_in_flight_calls_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tool, pid_file) = recording_testee(dir.path());
+    let script = tool[1].clone();
+    let host = spawn(&["--watch", &script], &tool);
+    host.initialize("2025-06-18", json!({})).await.unwrap();
+    assert_eq!(pids(&pid_file).len(), 1);
+    let (id, rx) = host.start_request("tools/call", Some(json!({"name": "slow", "arguments": {"steps": 8}})));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut text_now = std::fs::read_to_string(&script).unwrap();
+    text_now.push_str("# changed\n");
+    std::fs::write(&script, text_now).unwrap();
+    // The call in flight finishes on the old process.
+    let r = host.wait("tools/call", id, rx, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(text(&r), "done 8", "{r}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while pids(&pid_file).len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "no restart after the change");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = call(&host, "echo", json!({"text": "reloaded"})).await;
+        if r["result"]["content"][0]["text"] == "reloaded" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{r}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!alive(pids(&pid_file)[0]));
+}

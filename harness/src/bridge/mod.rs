@@ -16,6 +16,7 @@ pub mod link;
 pub mod mcp;
 pub mod process;
 pub mod state;
+pub mod watch;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -174,6 +175,11 @@ pub struct Bridge {
     trace: Option<Mutex<std::fs::File>>,
     start_time: std::time::Instant,
     me: std::sync::Weak<Bridge>,
+    /// Bumped whenever a new link is served; the supervisor waits on it.
+    served: tokio::sync::watch::Sender<u64>,
+    /// Reloads never overlap (BR-RELOAD-07); while one runs the supervisor stands aside.
+    reload_lock: tokio::sync::Mutex<()>,
+    reloading: std::sync::atomic::AtomicBool,
 }
 
 /// Decrements the in-flight count of a session when a call ends.
@@ -228,6 +234,9 @@ impl Bridge {
             trace,
             start_time: std::time::Instant::now(),
             me: me.clone(),
+            served: tokio::sync::watch::channel(0).0,
+            reload_lock: tokio::sync::Mutex::new(()),
+            reloading: std::sync::atomic::AtomicBool::new(false),
         });
         bridge.clone().start_instance().await.map_err(StartError::Failed)?;
         tokio::spawn(bridge.clone().supervise());
@@ -276,6 +285,7 @@ impl Bridge {
                     g.status = Status::Ready;
                     g.process = Some(proc);
                 }
+                self.served.send_modify(|n| *n += 1);
                 for kind in changed {
                     self.broadcast_list_changed(kind);
                 }
@@ -365,12 +375,23 @@ impl Bridge {
 
     /// Waits for the served link to end, fails everything pending, and restarts with backoff.
     async fn supervise(self: Arc<Self>) {
+        let mut served = self.served.subscribe();
         loop {
             let link = self.inner.lock().unwrap().link.clone();
-            let Some(link) = link else { return };
+            let Some(link) = link.filter(|l| !l.is_closed() || !self.reloading.load(Ordering::SeqCst)) else {
+                // No tool process (given up, or a reload is replacing it): wait for the next.
+                tokio::select! {
+                    r = served.changed() => if r.is_err() { return },
+                    _ = self.shutdown.cancelled() => return,
+                }
+                continue;
+            };
             tokio::select! {
                 _ = link.closed() => {}
                 _ = self.shutdown.cancelled() => return,
+            }
+            if self.reloading.load(Ordering::SeqCst) {
+                continue;
             }
             let reason = link.end.lock().unwrap().clone().unwrap_or_default();
             diag(&format!("tool process {} failed: {reason}", link.generation));
@@ -421,9 +442,49 @@ impl Bridge {
                 if changed {
                     self.broadcast_list_changed(ListKind::Tools);
                 }
-                return;
             }
         }
+    }
+
+    /// Restarts the tool process (watch mode, BR-RELOAD-01): calls in flight finish first
+    /// (bounded by `CALL_TIMEOUT`); new calls get an error meanwhile; then a fresh process with
+    /// a full handshake, and `list_changed` for every list that changed (BR-RELOAD-04/05).
+    /// A failed start keeps the bridge up and waits for the next trigger (BR-RELOAD-08).
+    pub async fn reload(&self) {
+        let _one = self.reload_lock.lock().await;
+        self.reloading.store(true, Ordering::SeqCst);
+        let link = {
+            let mut g = self.inner.lock().unwrap();
+            g.status = Status::Starting;
+            g.link.clone()
+        };
+        if let Some(link) = &link {
+            let deadline = tokio::time::Instant::now() + self.cfg.call_timeout;
+            while link.pending_count() > 0 && !link.is_closed() && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        let proc = {
+            let mut g = self.inner.lock().unwrap();
+            g.link = None;
+            g.progress.clear();
+            g.process.take()
+        };
+        if let Some(link) = link {
+            link.close("reloading the tool process".into());
+        }
+        if let Some(mut p) = proc {
+            p.terminate().await;
+        }
+        diag("reloading the tool process");
+        match self.self_arc().start_instance().await {
+            Ok(()) => diag("tool process reloaded"),
+            Err(e) => {
+                diag(&format!("reload failed: {e}"));
+                self.inner.lock().unwrap().status = Status::Down(e);
+            }
+        }
+        self.reloading.store(false, Ordering::SeqCst);
     }
 
     /// Ends the bridge: the connection closed, the tool process gone, the socket removed
