@@ -173,7 +173,8 @@ def failing_resource(uri: str) -> ResourceContent:
 
 
 @prompt(description="Greets someone", arguments=[PromptArg(name="name", description="who", required=True)])
-def greet(name: str) -> list[PromptMessage]:
+def greet(name: str, **_undeclared) -> list[PromptMessage]:
+    # The SDK passes every member of the arguments object as a keyword; ignore the others.
     return [PromptMessage(role="user", content=f"Hello, {name}!")]
 
 
