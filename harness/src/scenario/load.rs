@@ -261,14 +261,18 @@ impl Checker<'_> {
                     | Action::HostClose
                     | Action::ToolHandshake(_)
             );
-            let tp_only = matches!(a, Action::Handshake(_) | Action::ExpectAlive { .. } | Action::ExpectNoConnect { .. });
+            let tp_only =
+                matches!(a, Action::Handshake(_) | Action::ExpectAlive { .. } | Action::ExpectNoConnect { .. });
             if bridge_only && role != Role::Bridge {
                 self.error(st.loc, format!("`{}` belongs to bridge scenarios (role: bridge)", a.keyword()));
             }
             if tp_only && role == Role::Bridge {
                 self.error(
                     st.loc,
-                    format!("`{}` belongs to tool-process scenarios; a bridge scenario uses tool_handshake", a.keyword()),
+                    format!(
+                        "`{}` belongs to tool-process scenarios; a bridge scenario uses tool_handshake",
+                        a.keyword()
+                    ),
                 );
             }
         }
@@ -462,10 +466,16 @@ impl Checker<'_> {
                 );
             }
             match conn {
-                Conn::Closed(closed) if action.needs_connection() => self.error(
-                    at,
-                    format!("`{}` needs the connection, which the `close` step at {closed} closed", action.keyword()),
-                ),
+                // A bridge restarts its tool process: `tool_handshake` plays the new one.
+                Conn::Closed(closed) if action.needs_connection() && !matches!(action, Action::ToolHandshake(_)) => {
+                    self.error(
+                        at,
+                        format!(
+                            "`{}` needs the connection, which the `close` step at {closed} closed",
+                            action.keyword()
+                        ),
+                    )
+                }
                 Conn::WriteClosed(closed) if action.writes() => self.error(
                     at,
                     format!(
@@ -478,6 +488,7 @@ impl Checker<'_> {
             match action {
                 Action::Close(CloseMode::Both) => conn = Conn::Closed(at),
                 Action::Close(CloseMode::Write) => conn = Conn::WriteClosed(at),
+                Action::ToolHandshake(_) => conn = Conn::Open,
                 _ => {}
             }
             out.push(Step { loc: at, action });
