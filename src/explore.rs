@@ -49,6 +49,9 @@ pub struct ExploreArgs {
     /// Multiply every time by X (at least 1), for slow machines.
     #[arg(long, value_name = "X", default_value_t = 1.0)]
     timeout_scale: f64,
+    /// Delivery schedule of every case and replay: whole, split1, coalesce, random:SEED.
+    #[arg(long, value_name = "SCHEDULE", value_parser = runner::schedule::Schedule::parse)]
+    schedule: Option<runner::schedule::Schedule>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -117,6 +120,7 @@ pub fn run(a: ExploreArgs) -> Result<ExitCode> {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         now.as_nanos() as u64 ^ u64::from(std::process::id())
     });
+    runner::schedule::set(a.schedule.unwrap_or_default());
     let mut rcfg = Config { timeout_scale: a.timeout_scale, ..Config::default() };
     rcfg.jobs = 1;
     let cfg = ExploreConfig {
@@ -132,10 +136,11 @@ pub fn run(a: ExploreArgs) -> Result<ExitCode> {
     let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
     println!("explore: seed {seed}, up to {} cases against {}", a.cases, names.join(" and "));
     let rerun_explore = format!(
-        "protomcp-conform explore {}--seed {seed} --cases {} --max-ops {}",
+        "protomcp-conform explore {}--seed {seed} --cases {} --max-ops {}{}",
         target_args.iter().map(|s| format!("{s} ")).collect::<String>(),
         a.cases,
-        cfg.max_ops
+        cfg.max_ops,
+        a.schedule.map(|s| format!(" --schedule {}", s.name())).unwrap_or_default()
     );
     runner::process::become_subreaper();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;

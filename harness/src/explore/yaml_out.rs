@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use protomcp_proto::dynamic;
+use protomcp_proto::envelopes::{Direction, EnvelopeExt};
 use protomcp_proto::session::{Expected, Finding, Plan, Step, Wire};
 use serde_json::{Value, json};
 
@@ -59,7 +60,11 @@ fn send_step(wire: &Wire) -> String {
     let body = match wire {
         Wire::Envelope(e) => {
             let body = prost::Message::encode_to_vec(e);
-            if let Ok(tree) = dynamic::from_envelope(e)
+            // Readable only for what a bridge sends; wrong-direction input carries synthesized
+            // values of every field kind (bytes included) and goes as bytes.
+            let readable = e.arm().is_none_or(|a| a.direction() == Direction::BridgeToTool);
+            if readable
+                && let Ok(tree) = dynamic::from_envelope(e)
                 && dynamic::encode(&tree).is_ok_and(|b| b == body)
             {
                 return format!("send: {}", flow(tree));
