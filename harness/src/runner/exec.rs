@@ -104,6 +104,12 @@ pub struct Exec<'a> {
     pub(crate) caps: Captures,
     pub transcript: Transcript,
     alive: u32,
+    /// How writes reach the socket (see [`super::schedule`]).
+    schedule: super::schedule::Schedule,
+    /// The random schedule's generator state.
+    rng: u64,
+    /// Bytes the `coalesce` schedule holds back until the harness next waits for the peer.
+    held: Vec<u8>,
 }
 
 fn signo(s: Signal) -> i32 {
@@ -136,7 +142,11 @@ impl<'a> Exec<'a> {
             caps: Captures::new(),
             transcript: Transcript::default(),
             alive: 0,
+            schedule: super::schedule::current(),
+            rng: 0,
+            held: Vec::new(),
         }
+        .recording_schedule()
     }
 
     pub(crate) fn t(&self, d: Duration) -> Duration {
@@ -152,9 +162,34 @@ impl<'a> Exec<'a> {
             if step.action.needs_connection() {
                 self.ensure_conn().await.map_err(|e| prefix(e, &at.to_string(), kw))?;
             }
+            if !matches!(step.action, Action::Send(_) | Action::SendRaw(_) | Action::SendFrame(_)) {
+                self.flush_held().await.map_err(|e| prefix(e, &at.to_string(), kw))?;
+            }
             self.step(&step.action).await.map_err(|e| prefix(e, &at.to_string(), kw))?;
         }
-        Ok(())
+        self.flush_held().await
+    }
+
+    fn recording_schedule(mut self) -> Self {
+        if self.schedule != super::schedule::Schedule::Whole {
+            self.transcript.push(Item::Schedule { name: self.schedule.name() });
+        }
+        self
+    }
+
+    /// Writes what the `coalesce` schedule held back, as one write.
+    async fn flush_held(&mut self) -> Result<(), StepError> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
+        let bytes = std::mem::take(&mut self.held);
+        let within = self.t(Duration::from_secs(5));
+        let Some(tx) = self.conn.as_mut().and_then(|c| c.tx.as_mut()) else { return Ok(()) };
+        match tokio::time::timeout(within, tx.write_all(&bytes)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(StepError::Fail(format!("writing to the testee failed: {e}"))),
+            Err(_) => Err(StepError::Fail(format!("the testee did not read {} bytes within {within:?}", bytes.len()))),
+        }
     }
 
     pub(crate) async fn ensure_conn(&mut self) -> Result<(), StepError> {
@@ -205,7 +240,12 @@ impl<'a> Exec<'a> {
             .as_mut()
             .and_then(|c| c.tx.as_mut())
             .ok_or_else(|| StepError::Error("the connection is closed for writing".into()))?;
-        match tokio::time::timeout(within, tx.write_all(bytes)).await {
+        if self.schedule == super::schedule::Schedule::Coalesce {
+            self.held.extend_from_slice(bytes);
+            return Ok(());
+        }
+        let pieces = self.schedule.pieces(bytes.len(), &mut self.rng);
+        match tokio::time::timeout(within, deliver(tx, bytes, pieces)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(StepError::Fail(format!("writing to the testee failed: {e}"))),
             Err(_) => Err(StepError::Fail(format!("the testee did not read {} bytes within {within:?}", bytes.len()))),
@@ -221,6 +261,7 @@ impl<'a> Exec<'a> {
     /// The next tree (not in `ignore`) until `deadline`; sideband transfers and completed streams
     /// arrive as their equivalent result.
     async fn next(&mut self, deadline: Instant, ignore: &[Arm]) -> Result<Got, StepError> {
+        self.flush_held().await?;
         loop {
             let conn = self.conn.as_mut().ok_or_else(|| StepError::Error("no connection".into()))?;
             let rx = conn.rx.as_mut().ok_or_else(|| StepError::Error("the connection is closed".into()))?;
@@ -557,6 +598,19 @@ impl<'a> Exec<'a> {
     pub fn ended(&self) -> bool {
         self.proc.exited().is_some()
     }
+}
+
+/// Writes `bytes` cut into `pieces` (length, pause before it).
+async fn deliver(tx: &mut OwnedWriteHalf, bytes: &[u8], pieces: Vec<(usize, Duration)>) -> std::io::Result<()> {
+    let mut at = 0;
+    for (n, pause) in pieces {
+        if !pause.is_zero() {
+            tokio::time::sleep(pause).await;
+        }
+        tx.write_all(&bytes[at..at + n]).await?;
+        at += n;
+    }
+    Ok(())
 }
 
 fn from(tree: Value, note: &str) -> Item {
