@@ -69,6 +69,11 @@ pub struct RunArgs {
     /// Multiply every time of every scenario by X (at least 1), for slow machines.
     #[arg(long, value_name = "X", default_value_t = 1.0)]
     timeout_scale: f64,
+    /// How the harness's writes reach the socket: whole (default), split1 (one byte per write),
+    /// coalesce (frames held back and written together), random:SEED (seeded cuts and pauses).
+    /// Recorded in every transcript.
+    #[arg(long, value_name = "SCHEDULE", value_parser = runner::schedule::Schedule::parse)]
+    schedule: Option<runner::schedule::Schedule>,
 }
 
 /// A usage or scenario-file error: exit status 2.
