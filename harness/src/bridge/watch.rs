@@ -33,10 +33,8 @@ fn walk(p: &Path, depth: usize, out: &mut BTreeMap<PathBuf, (SystemTime, u64)>) 
         for e in entries.flatten() {
             let name = e.file_name();
             let name = name.to_string_lossy();
-            if depth > 0 || p != Path::new(".") {
-                if name.starts_with('.') || SKIP_DIRS.contains(&name.as_ref()) {
-                    continue;
-                }
+            if name.starts_with('.') || SKIP_DIRS.contains(&name.as_ref()) {
+                continue;
             }
             walk(&e.path(), depth + 1, out);
         }
