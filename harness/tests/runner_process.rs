@@ -24,7 +24,7 @@ fn scenario_dirs_are_private_and_removed() {
 async fn teardown_kills_the_whole_group_even_when_sigterm_is_ignored() {
     let argv: Vec<String> =
         ["sh", "-c", "trap '' TERM; echo started >&2; sleep 300 & sleep 300"].iter().map(|s| s.to_string()).collect();
-    let mut t = spawn(&argv, &BTreeMap::new()).unwrap();
+    let mut t = spawn(&argv, &BTreeMap::new(), None).unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(group_alive(t.pid));
     let started = Instant::now();

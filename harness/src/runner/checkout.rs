@@ -81,14 +81,14 @@ pub fn detect(dir: &Path) -> Option<Sdk> {
             return Some(Sdk::Rust { dir: dir.to_path_buf() });
         }
     }
-    if let Some(m) = read(&dir.join("go.mod")) {
-        if go_module(&m) == Some(GO_SDK_MODULE) {
-            // sdk/go inside a whole repository: the root module is two levels up.
-            let root = dir.parent().and_then(Path::parent).map(Path::to_path_buf);
-            let root_module =
-                root.filter(|r| read(&r.join("go.mod")).as_deref().and_then(go_module) == Some(GO_ROOT_MODULE));
-            return Some(Sdk::Go { dir: dir.to_path_buf(), root_module });
-        }
+    if let Some(m) = read(&dir.join("go.mod"))
+        && go_module(&m) == Some(GO_SDK_MODULE)
+    {
+        // sdk/go inside a whole repository: the root module is two levels up.
+        let root = dir.parent().and_then(Path::parent).map(Path::to_path_buf);
+        let root_module =
+            root.filter(|r| read(&r.join("go.mod")).as_deref().and_then(go_module) == Some(GO_ROOT_MODULE));
+        return Some(Sdk::Go { dir: dir.to_path_buf(), root_module });
     }
     None
 }
