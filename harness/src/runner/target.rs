@@ -218,6 +218,9 @@ pub struct Manifest {
 impl Manifest {
     /// Reads `dir/protomcp-conform.toml` into a target; relative paths in it are taken from `dir`.
     pub fn load_target(dir: &Path) -> Result<Target, String> {
+        // The testee and the build run with `dir` as their working directory, so a command given
+        // relative to it must not stay relative to ours.
+        let dir = &std::path::absolute(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let path = dir.join("protomcp-conform.toml");
         let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let m: Manifest = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -267,4 +270,23 @@ pub fn load_known_failures(path: &Path) -> Result<KnownFailures, String> {
         return Ok(KnownFailures::new());
     }
     serde_saphyr::from_str::<KnownFailures>(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_manifest_dir_gives_an_absolute_command() {
+        let t = tempfile::Builder::new().prefix(".manifest-test-").tempdir_in(".").unwrap();
+        std::fs::write(t.path().join("protomcp-conform.toml"), "command = [\"bin/testee\", \"--x\"]\n").unwrap();
+        let rel = Path::new(t.path().file_name().unwrap());
+        let target = Manifest::load_target(rel).unwrap();
+        let TargetKind::Command { argv, .. } = &target.kind else { panic!("not a command target") };
+        let exe = Path::new(&argv[0]);
+        assert!(exe.is_absolute(), "{exe:?}");
+        assert_eq!(exe, std::path::absolute(rel).unwrap().join("bin/testee"));
+        assert_eq!(argv[1], "--x");
+        assert!(target.cwd.as_deref().is_some_and(Path::is_absolute));
+    }
 }
