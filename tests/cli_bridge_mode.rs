@@ -1,0 +1,270 @@
+//! `protomcp-conform mock` and `protomcp-conform --bridge`: the BR catalogue against the
+//! reference bridge, a bridge that hangs at start-up, SIGINT in the middle of a run, and no
+//! bridge or mock process surviving any of them.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const EXE: &str = env!("CARGO_BIN_EXE_protomcp-conform");
+
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        Sandbox { dir: tempfile::tempdir().unwrap() }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("tmp")
+    }
+
+    fn cmd(&self) -> Command {
+        std::fs::create_dir_all(self.root()).unwrap();
+        let mut c = Command::new(EXE);
+        c.env("PROTOMCP_CONFORM_TMPDIR", self.root()).stdin(Stdio::null());
+        c
+    }
+
+    fn file(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// Processes (other than zombies) whose environment names this sandbox's temp root: the
+    /// bridges and mocks of the run inherit it.
+    fn leftovers(&self) -> Vec<String> {
+        let needle = format!("PROTOMCP_CONFORM_TMPDIR={}", self.root().display());
+        let mut found = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.parse::<u32>().is_err() {
+                continue;
+            }
+            let Ok(env) = std::fs::read(e.path().join("environ")) else { continue };
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()).unwrap_or("");
+            if state != "Z" && env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
+                found
+                    .push(format!("{name}: {}", std::fs::read_to_string(e.path().join("cmdline")).unwrap_or_default()));
+            }
+        }
+        found
+    }
+
+    fn assert_clean(&self) {
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while !self.leftovers().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(self.leftovers(), Vec::<String>::new(), "processes left behind");
+        let dirs: Vec<PathBuf> =
+            std::fs::read_dir(self.root()).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+        assert_eq!(dirs, Vec::<PathBuf>::new(), "temp dirs left behind");
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn reference_bridge() -> String {
+    format!("{EXE} bridge --call-timeout 3s -- {{mock}}")
+}
+
+#[test]
+fn bridge_catalogue_passes_against_the_reference_bridge() {
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .arg("--bridge")
+        .arg(reference_bridge())
+        .arg("--scenarios")
+        .arg(root().join("scenarios/bridge"))
+        .arg("--known-failures")
+        .arg(root().join("harness/data/reference-bridge-known-failures.yaml"))
+        .args(["-j", "2"])
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("PASS  bridge.calls.forward-and-map"), "{t}");
+    assert!(t.contains("PASS  bridge.lifecycle.crash-and-restart"), "{t}");
+    assert!(!t.contains("SKIP"), "{t}");
+    sb.assert_clean();
+}
+
+#[test]
+fn tool_process_scenarios_are_skipped_for_a_bridge_and_bridge_scenarios_for_a_testee() {
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .arg("--bridge")
+        .arg(reference_bridge())
+        .args(["--only", "calls.echo*", "--only", "bridge.mcp.ping*"])
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(t.contains("SKIP  calls.echo"), "{t}");
+    assert!(t.contains("a tool-process scenario; the target is a bridge"), "{t}");
+    assert!(t.contains("PASS  bridge.mcp.ping-before-initialize"), "{t}");
+    let out = sb.cmd().args(["--only", "bridge.mcp.ping*"]).output().unwrap();
+    let t = text(&out);
+    assert!(t.contains("SKIP  bridge.mcp.ping-before-initialize"), "{t}");
+    sb.assert_clean();
+}
+
+#[test]
+fn a_wrong_answer_fails_the_scenario() {
+    // The bridge must map is_error to isError: true; a scenario expecting false must fail.
+    let sb = Sandbox::new();
+    let s = sb.file(
+        "wrong.yaml",
+        r#"
+id: bridge.selftest.wrong
+title: expects the wrong isError
+requirements: [BR-CALL-06]
+level: MUST
+role: bridge
+steps:
+  - tool_handshake: {tools: [{name: echo}]}
+  - host_send: {message: {jsonrpc: "2.0", id: 1, method: initialize, params: {protocolVersion: "2025-06-18", capabilities: {}, clientInfo: {name: h, version: "1"}}}}
+  - host_expect: {message: {id: 1, result: {}}}
+  - host_send: {message: {jsonrpc: "2.0", id: 2, method: tools/call, params: {name: echo, arguments: {}}}}
+  - expect: {envelope: {request_id: {capture: c}, call_tool: {}}}
+  - send: {request_id: "${c}", call_result: {is_error: true, result_json: "[]"}}
+  - host_expect: {message: {id: 2, result: {isError: false}}}
+"#,
+    );
+    let out = sb.cmd().arg("--bridge").arg(reference_bridge()).arg("--scenarios").arg(&s).output().unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains("FAIL  bridge.selftest.wrong"), "{t}");
+    assert!(t.contains("host← "), "the transcript shows the host side: {t}");
+    sb.assert_clean();
+}
+
+#[test]
+fn a_bridge_that_hangs_at_startup_is_killed() {
+    let sb = Sandbox::new();
+    let s = sb.file(
+        "hang.yaml",
+        r#"
+id: bridge.selftest.hang
+title: a bridge that never starts its tool process
+requirements: [BR-HANDSHAKE-01]
+level: MUST
+role: bridge
+timeout_ms: 1500
+steps:
+  - tool_handshake: {tools: [{name: echo}]}
+"#,
+    );
+    // A "bridge" that never runs the mock and ignores stdin.
+    let hang = sb.file("hang.sh", "#!/bin/sh\nsleep 300\n");
+    std::fs::set_permissions(&hang, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let started = Instant::now();
+    let out = sb
+        .cmd()
+        .arg("--bridge")
+        .arg(format!("{} {{mock}}", hang.display()))
+        .arg("--scenarios")
+        .arg(&s)
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("bridge.selftest.hang"), "{t}");
+    assert!(started.elapsed() < Duration::from_secs(20), "the watchdog fired late: {t}");
+    sb.assert_clean();
+}
+
+#[test]
+fn sigint_mid_run_leaves_no_bridge_or_mock() {
+    let sb = Sandbox::new();
+    let s = sb.file(
+        "long.yaml",
+        r#"
+id: bridge.selftest.long
+title: a long wait with the mock connected
+requirements: [BR-MCP-08]
+level: MUST
+role: bridge
+steps:
+  - tool_handshake: {tools: [{name: echo}]}
+  - host_expect_nothing: {for_ms: 30000}
+"#,
+    );
+    let mut child = sb
+        .cmd()
+        .arg("--bridge")
+        .arg(reference_bridge())
+        .arg("--scenarios")
+        .arg(&s)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the mock runs (it inherits the sandbox's variable), then interrupt.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !sb.leftovers().iter().any(|l| l.ends_with("\0mock\0")) {
+        assert!(Instant::now() < deadline, "the mock never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    sb.assert_clean();
+}
+
+#[test]
+fn mock_relays_bytes_both_ways_and_passes_on_end_of_file() {
+    let sb = Sandbox::new();
+    let dir = sb.dir.path();
+    let bridge = UnixListener::bind(dir.join("b.sock")).unwrap();
+    let control = UnixListener::bind(dir.join("c.sock")).unwrap();
+    let mut child = Command::new(EXE)
+        .arg("mock")
+        .env("PROTOMCP_SOCKET", dir.join("b.sock"))
+        .env("PROTOMCP_CONFORM_CONTROL", dir.join("c.sock"))
+        .env_remove("PROTOMCP_CONFORM_MOCK")
+        .spawn()
+        .unwrap();
+    let (mut c, _) = control.accept().unwrap();
+    let (mut b, _) = bridge.accept().unwrap();
+    b.write_all(b"\x00\x00\x00\x02\x12\x00").unwrap();
+    let mut got = [0u8; 6];
+    c.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"\x00\x00\x00\x02\x12\x00");
+    c.write_all(b"not even a frame").unwrap();
+    let mut got = [0u8; 16];
+    b.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"not even a frame");
+    drop(c);
+    let mut rest = Vec::new();
+    b.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn mock_without_its_variables_exits_2() {
+    let out = Command::new(EXE)
+        .arg("mock")
+        .env_remove("PROTOMCP_SOCKET")
+        .env_remove("PROTOMCP_CONFORM_CONTROL")
+        .env_remove("PROTOMCP_CONFORM_MOCK")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
