@@ -390,6 +390,9 @@ impl Bridge {
                 _ = link.closed() => {}
                 _ = self.shutdown.cancelled() => return,
             }
+            if self.shutdown.is_cancelled() {
+                return;
+            }
             if self.reloading.load(Ordering::SeqCst) {
                 continue;
             }
