@@ -681,6 +681,8 @@ pub struct Checker {
     tokens: BTreeSet<String>,
     /// Every progress token the harness sent.
     all_tokens: BTreeSet<String>,
+    /// Calls the harness cancelled while they were outstanding.
+    cancelled: BTreeSet<String>,
     pub findings: Vec<Finding>,
 }
 
@@ -717,6 +719,13 @@ impl Checker {
                     self.notifications.insert(rid.to_owned());
                 }
             }
+        }
+    }
+
+    /// The harness sent a CancelRequest naming `call_rid` (in its body).
+    pub fn cancel(&mut self, call_rid: &str) {
+        if self.outstanding.contains_key(call_rid) {
+            self.cancelled.insert(call_rid.to_owned());
         }
     }
 
@@ -771,9 +780,13 @@ impl Checker {
     pub fn unanswered(&self) -> Vec<Finding> {
         self.outstanding
             .iter()
-            .map(|(rid, o)| Finding {
-                requirement: o.requirement,
-                message: format!("{} never got its {}", short(rid), o.reply.name()),
+            .map(|(rid, o)| {
+                let (requirement, after) = if self.cancelled.contains(rid) {
+                    ("TP-CANCEL-03", " after a cancel")
+                } else {
+                    (o.requirement, "")
+                };
+                Finding { requirement, message: format!("{} never got its {}{after}", short(rid), o.reply.name()) }
             })
             .collect()
     }
@@ -818,6 +831,9 @@ pub fn simulate(plan: &Plan, duplicate: Option<usize>) -> Checker {
                     tokens.insert(e.request_id.clone(), token_of(&e).to_owned());
                 }
                 c.sent(&e.request_id, e.arm(), token_of(&e));
+                if let Some(pb::envelope::Msg::Cancel(x)) = &e.msg {
+                    c.cancel(&x.request_id);
+                }
             }
             Step::Await { replies, .. } => {
                 for r in replies.iter().rev() {

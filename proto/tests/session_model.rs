@@ -60,6 +60,10 @@ fn checker_findings_cite_requirements() {
     c.received("", Some(Arm::Progress), "other");
     let reqs: Vec<&str> = c.findings.iter().map(|f| f.requirement).collect();
     assert_eq!(reqs, ["TP-PROGRESS-03", "TP-CONCUR-01", "TP-FRAME-06", "TP-PROGRESS-02"]);
+    c.sent("k", Some(Arm::CallTool), "");
+    c.cancel("k");
+    assert_eq!(c.unanswered()[0].requirement, "TP-CANCEL-03");
+    c.received("k", Some(Arm::CallResult), "");
     c.sent("b", Some(Arm::ListTools), "");
     c.received("b", Some(Arm::CallResult), "");
     assert_eq!(c.unanswered()[0].requirement, "TP-CONCUR-01");

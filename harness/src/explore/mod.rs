@@ -137,6 +137,9 @@ pub fn check_transcript(items: &[Item], include_unanswered: bool) -> Vec<Finding
                     _ => continue,
                 };
                 c.sent(&rid, arm, &token);
+                if let Some(call) = tree.as_ref().and_then(|t| t.get("cancel")).and_then(|x| x.get("request_id")) {
+                    c.cancel(call.as_str().unwrap_or(""));
+                }
             }
             Dir::FromTestee => {
                 let skip = note.as_deref().is_some_and(|n| n != "ignored");
