@@ -500,7 +500,9 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
                 l = lines.next_line() => match l { Ok(Some(l)) => l, _ => break },
                 a = answers_rx.recv() => match a { Some(a) => a, None => continue },
             };
-            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+            if out_bridge.tracing()
+                && let Ok(v) = serde_json::from_str::<Value>(&line)
+            {
                 out_bridge.trace_mcp(false, &v);
             }
             if stdout.write_all(format!("{line}\n").as_bytes()).await.is_err() || stdout.flush().await.is_err() {
@@ -512,9 +514,11 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
     let input = tokio::spawn(async move {
         let mut lines = BufReader::new(tokio::io::stdin()).lines();
         while let Ok(Some(line)) = lines.next_line().await {
-            match serde_json::from_str::<Value>(&line) {
-                Ok(v) => in_bridge.trace_mcp(true, &v),
-                Err(_) => in_bridge.trace_mcp(true, &Value::String(line.clone())),
+            if in_bridge.tracing() {
+                match serde_json::from_str::<Value>(&line) {
+                    Ok(v) => in_bridge.trace_mcp(true, &v),
+                    Err(_) => in_bridge.trace_mcp(true, &Value::String(line.clone())),
+                }
             }
             match check_line(&line) {
                 LineVerdict::Pass => {

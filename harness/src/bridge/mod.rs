@@ -783,6 +783,11 @@ impl Bridge {
         }
     }
 
+    /// Whether `--trace` is on.
+    pub fn tracing(&self) -> bool {
+        self.trace.is_some()
+    }
+
     /// Records one MCP message in the trace (`from_host` tells the direction).
     pub fn trace_mcp(&self, from_host: bool, message: &Value) {
         if let Some(f) = &self.trace {
