@@ -17,7 +17,8 @@ pub fn scenario_parser(data: &[u8]) {
         let line: u32 = parts.next().and_then(|l| l.parse().ok()).unwrap_or_else(|| panic!("no line: {shown}"));
         let col: u32 = parts.next().and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("no column: {shown}"));
         assert!(line >= 1 && col >= 1, "a location from 1: {shown}");
-        let lines = text.lines().count().max(1) as u32 + 1;
+        // YAML breaks lines at LF, CRLF and a lone CR.
+        let lines = text.replace("\r\n", "\n").chars().filter(|c| matches!(c, '\n' | '\r')).count() as u32 + 1;
         assert!(line <= lines, "line {line} beyond the file's {lines}: {shown}");
     }
 }
