@@ -111,7 +111,12 @@ mod tests {
             }
         }
         let mut st = 0;
-        assert!(Schedule::Random(7).pieces(1000, &mut st).len() > 3, "random cuts");
+        let writes: Vec<_> = (0..50).map(|_| Schedule::Random(7).pieces(1000, &mut st)).collect();
+        assert!(writes.iter().map(Vec::len).sum::<usize>() > 100, "random cuts");
+        assert!(writes.iter().flatten().any(|p| !p.1.is_zero()), "random pauses");
+        assert!(writes.iter().any(|w| w[0].0 == 4), "sometimes the prefix alone");
+        let mut again = 0;
+        assert_eq!(Schedule::Random(7).pieces(1000, &mut again), writes[0], "seeded: the same cuts again");
         assert_eq!(Schedule::parse("random:9"), Ok(Schedule::Random(9)));
         assert!(Schedule::parse("random:x").is_err());
     }
