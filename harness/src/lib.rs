@@ -3,13 +3,13 @@
 
 pub mod bridge;
 pub mod coverage;
-pub mod matrix;
-pub mod mock;
 pub mod dump;
 pub mod explore;
 pub mod fuzzing;
 pub mod host;
 pub mod io;
+pub mod matrix;
+pub mod mock;
 pub mod requirements;
 pub mod runner;
 pub mod scenario;

@@ -244,6 +244,8 @@ pub fn sdk_target(dir: &Path, files: &[(&str, &[u8])], cache: &Path) -> Result<T
         return Manifest::load_target(dir)
             .map_err(|message| CheckoutError::Manifest { path: dir.join("protomcp-conform.toml"), message });
     }
+    // Absolute: the testee is built and run in the cache directory.
+    let dir = &std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let sdk = detect(dir).ok_or_else(|| CheckoutError::NotAnSdk(dir.to_path_buf(), hint(dir)))?;
     prepare(&sdk, files, cache)
 }

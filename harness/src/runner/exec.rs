@@ -337,7 +337,12 @@ impl<'a> Exec<'a> {
         }
     }
 
-    pub(crate) async fn next_required(&mut self, deadline: Instant, within: Duration, ignore: &[Arm]) -> Result<Value, StepError> {
+    pub(crate) async fn next_required(
+        &mut self,
+        deadline: Instant,
+        within: Duration,
+        ignore: &[Arm],
+    ) -> Result<Value, StepError> {
         match self.next(deadline, ignore).await? {
             Got::Value(v) => Ok(v),
             Got::Eof => Err(StepError::Fail("the testee closed the connection".into())),

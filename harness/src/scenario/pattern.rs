@@ -46,7 +46,7 @@ pub const KEYWORDS: &[&str] = &[
 pub const VIAS: &[&str] = &["frame", "sideband", "stream"];
 
 /// Keys allowed at the top of an Envelope pattern besides the Envelope's fields.
-pub const ENVELOPE_PATTERN_KEYS: &[&str] = &["arm", "via", "sideband", "stream"];
+pub const ENVELOPE_PATTERN_KEYS: &[&str] = &["arm", "via", "sideband", "stream", "size_rule"];
 
 /// Largest compiled regex (bytes of program), so that no scenario can make the harness compile
 /// something huge.
@@ -85,6 +85,20 @@ pub enum Pattern {
     Arm(Vec<String>),
     /// The result came as one of these forms.
     Via(Vec<String>),
+    /// A size threshold rule judged against the received result's own length (so that SDKs
+    /// spelling the same JSON with other whitespace are judged by their own bytes).
+    SizeRule(SizeRule),
+}
+
+/// `size_rule` at the top of an Envelope pattern: L is the UTF-8 length of the received
+/// `call_result.result_json` (after reassembly).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SizeRule {
+    /// `{sideband_over: N}`: via sideband when L > N, else via frame (TP-SIDEBAND-08).
+    SidebandOver(u64),
+    /// `{compress_over: N}`: a sideband transfer with compression zstd when L > N, else plain
+    /// (TP-SIDEBAND-09).
+    CompressOver(u64),
 }
 
 /// A regex, compiled at load time, or at match time when it holds placeholders (their values
@@ -243,6 +257,8 @@ impl Compiler {
                         &arm_names(),
                     )?),
                 ));
+            } else if top && name == "size_rule" {
+                out.push((None, Pattern::SizeRule(self.size_rule(value)?)));
             } else if top && name == "via" {
                 let vias: Vec<String> = VIAS.iter().map(|s| (*s).to_owned()).collect();
                 out.push((None, Pattern::Via(self.names_of(value, "a result form", &|n| VIAS.contains(&n), &vias)?)));
@@ -269,6 +285,22 @@ impl Compiler {
     }
 
     /// A name or a list of names, each accepted by `ok`.
+    /// `{sideband_over: N}` or `{compress_over: N}`.
+    fn size_rule(&mut self, node: &Node) -> Result<SizeRule, PatternError> {
+        const HELP: &str = "size_rule is {sideband_over: N} or {compress_over: N}";
+        let NodeKind::Map(entries) = &node.kind else { return fail(node.loc, HELP.to_owned()) };
+        let [(key, value)] = entries.as_slice() else { return fail(node.loc, HELP.to_owned()) };
+        let n = match &value.kind {
+            NodeKind::Int(n) => u64::try_from(*n).map_err(|_| PatternError { loc: value.loc, message: HELP.into() })?,
+            other => return fail(value.loc, format!("{HELP}: expected a number, found {}", other.describe())),
+        };
+        match key.name.as_str() {
+            "sideband_over" => Ok(SizeRule::SidebandOver(n)),
+            "compress_over" => Ok(SizeRule::CompressOver(n)),
+            other => fail(key.loc, format!("unknown size rule `{other}`; {HELP}")),
+        }
+    }
+
     fn names_of(
         &mut self,
         node: &Node,
@@ -915,6 +947,46 @@ fn m(p: &Pattern, actual: Option<&Value>, path: &mut Vec<PathSeg>, caps: &mut Ca
                 })
             }
         }
+        Pattern::SizeRule(rule) => {
+            let via = match actual.and_then(|a| a.get(super::normalize::VIA)) {
+                Some(Value::String(s)) => s.as_str(),
+                _ => "frame",
+            };
+            let len = actual
+                .and_then(|a| a.get("call_result"))
+                .and_then(|r| r.get("result_json"))
+                .and_then(Value::as_str)
+                .map(|s| s.len() as u64);
+            let Some(len) = len else {
+                return Err(Mismatch {
+                    path: path.clone(),
+                    expected: "a call_result with result_json (size_rule)".into(),
+                    actual: show(actual),
+                });
+            };
+            let compression =
+                actual.and_then(|a| a.get("sideband")).and_then(|s| s.get("compression")).and_then(Value::as_str);
+            let (ok, expected, got) = match rule {
+                SizeRule::SidebandOver(n) => {
+                    let want = if len > *n { "sideband" } else { "frame" };
+                    (
+                        via == want,
+                        format!("via {want} (result_json is {len} bytes, threshold {n})"),
+                        format!("via {via}"),
+                    )
+                }
+                SizeRule::CompressOver(n) => {
+                    let want = if len > *n { "zstd" } else { "" };
+                    let c = compression.unwrap_or("");
+                    (
+                        via == "sideband" && c == want,
+                        format!("via sideband with compression {want:?} (payload is {len} bytes, threshold {n})"),
+                        format!("via {via} with compression {c:?}"),
+                    )
+                }
+            };
+            if ok { Ok(()) } else { Err(Mismatch { path: path.clone(), expected, actual: got }) }
+        }
         Pattern::Via(vias) => {
             let via = match actual.and_then(|a| a.get(super::normalize::VIA)) {
                 Some(Value::String(s)) => s.as_str(),
@@ -1020,6 +1092,8 @@ impl fmt::Display for Pattern {
             Pattern::Default(_, p) => write!(f, "{p}"),
             Pattern::Arm(names) => write!(f, "arm: {}", names.join(" | ")),
             Pattern::Via(vias) => write!(f, "via: {}", vias.join(" | ")),
+            Pattern::SizeRule(SizeRule::SidebandOver(n)) => write!(f, "size_rule: {{sideband_over: {n}}}"),
+            Pattern::SizeRule(SizeRule::CompressOver(n)) => write!(f, "size_rule: {{compress_over: {n}}}"),
         }
     }
 }

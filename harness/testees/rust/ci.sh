@@ -6,7 +6,7 @@
 # Exit status: the harness's (0 = no unexpected FAIL and no stale XPASS), 1 when the testee
 # cannot be built.
 # Idempotent: installs protoc (Debian protobuf-compiler, which the SDK's build script needs)
-# only when it is missing; the testee's build output stays in harness/testees/rust/target/.
+# every time (apt-get keeps an installed package); the testee's build output stays in harness/testees/rust/target/.
 set -euo pipefail
 exec </dev/null
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,15 +16,14 @@ mkdir -p "$out"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-if ! command -v protoc >/dev/null 2>&1; then
-  sudo=()
-  if [ "$(id -u)" -ne 0 ]; then sudo=(sudo); fi
-  if ! { "${sudo[@]}" apt-get install -y -q protobuf-compiler ||
-         { "${sudo[@]}" apt-get update -q && "${sudo[@]}" apt-get install -y -q protobuf-compiler; }; } >"$log" 2>&1; then
-    cat "$log"
-    echo "rust-sdk: installing protobuf-compiler (protoc) failed"
-    exit 1
-  fi
+# Every time (a no-op when it is installed already).
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then sudo=(sudo); fi
+if ! { "${sudo[@]}" apt-get install -y -q protobuf-compiler ||
+       { "${sudo[@]}" apt-get update -q && "${sudo[@]}" apt-get install -y -q protobuf-compiler; }; } >"$log" 2>&1; then
+  cat "$log"
+  echo "rust-sdk: installing protobuf-compiler (protoc) failed"
+  exit 1
 fi
 
 if ! (cd "$here" && cargo build --release -q --locked) >"$log" 2>&1; then
