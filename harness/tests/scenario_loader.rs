@@ -171,7 +171,7 @@ fn unknown_names_in_envelopes_and_patterns() {
         "Envelope pattern has no field `call_reslt`; valid: reload,",
     );
     let e = first_error(&with_steps("  - expect: {envelope: {call_reslt: {}}}\n"));
-    assert!(e.ends_with("unknown_fields, arm, via, sideband, stream"), "{e}");
+    assert!(e.ends_with("unknown_fields, arm, via, sideband, stream, size_rule"), "{e}");
     assert_error(
         "  - expect: {envelope: {call_result: {is_eror: true}}}\n",
         "is_eror",
