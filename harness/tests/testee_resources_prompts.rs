@@ -22,7 +22,9 @@ async fn resource_lists() {
     let mut p = Peer::ready(Options::default()).await;
     // TP-RESOURCE-01/03/04.
     let Msg::ResourceListResponse(l) = ask(&mut p, env::list_resources()).await else { panic!() };
-    assert_eq!(l.resources.len(), 1);
+    // The static resource of Appendix B plus the catalogue's additions (testees README §3).
+    let uris: Vec<&str> = l.resources.iter().map(|r| r.uri.as_str()).collect();
+    assert_eq!(uris, ["fixture://static", "fixture://blob", "fixture://item/0", "fixture://fail"]);
     let r = &l.resources[0];
     assert_eq!(
         (r.uri.as_str(), r.name.as_str(), r.mime_type.as_str(), r.size),
@@ -73,7 +75,9 @@ async fn prompts() {
     let mut p = Peer::ready(Options::default()).await;
     // TP-PROMPT-01.
     let Msg::PromptListResponse(l) = ask(&mut p, env::list_prompts()).await else { panic!() };
-    assert_eq!(l.prompts.len(), 1);
+    // greet of Appendix B plus the catalogue's failing prompt (testees README §3).
+    let names: Vec<&str> = l.prompts.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["greet", "fail"]);
     let greet = &l.prompts[0];
     assert_eq!(greet.name, "greet");
     assert!(!greet.description.is_empty());
