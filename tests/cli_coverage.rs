@@ -43,3 +43,11 @@ fn the_json_table_names_every_requirement_once() {
     assert_eq!(n("must") + n("should"), rows.len() as u64);
     assert_eq!(n("covered") + n("untestable") + n("missing"), rows.len() as u64);
 }
+
+#[test]
+fn the_bundled_catalogue_leaves_no_tool_process_requirement_without_a_scenario() {
+    let o = Command::new(EXE).arg("coverage").output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "issue 4: every TP MUST/SHOULD needs a scenario or a reason: {out}");
+    assert!(out.contains(", 0 without a scenario"), "{out}");
+}
