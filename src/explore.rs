@@ -7,10 +7,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
 use protomcp_harness::explore::{self, ExploreConfig};
-use protomcp_harness::runner::{self, Config, Manifest, Target};
+use protomcp_harness::runner::{self, Config, Target, shell_quote};
 
 #[derive(Args, Debug, Clone)]
 pub struct ExploreArgs {
@@ -71,32 +71,18 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-fn quote(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@".contains(c)) {
-        s.to_owned()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
-
 fn targets(a: &ExploreArgs) -> Result<(Vec<Arc<Target>>, Vec<String>)> {
     let mut out = Vec::new();
     let mut args = Vec::new();
     for dir in &a.sdk {
-        out.push(Manifest::load_target(dir).map_err(anyhow::Error::msg)?);
-        args.push(format!("--sdk {}", quote(&dir.display().to_string())));
+        let t = crate::run::sdk_target(dir)?;
+        crate::run::build(&t).map_err(anyhow::Error::msg)?;
+        out.push(t);
+        args.push(format!("--sdk {}", shell_quote(&dir.display().to_string())));
     }
     for cmd in &a.testee {
-        let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
-        if argv.is_empty() {
-            bail!("--testee: empty command");
-        }
-        let mut t = Target::command(argv);
-        if let Some(f) = &a.features {
-            t.features = f.iter().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
-        }
-        out.push(t);
-        args.push(format!("--testee {}", quote(cmd)));
+        out.push(crate::run::command_target(cmd, a.features.as_deref())?);
+        args.push(format!("--testee {}", shell_quote(cmd)));
     }
     if out.is_empty() {
         out.push(Target::reference(std::env::current_exe().context("locating this binary")?));
@@ -195,7 +181,7 @@ pub fn run(a: ExploreArgs) -> Result<ExitCode> {
     writeln!(
         out,
         "re-run the scenario: protomcp-conform --scenarios {} {}",
-        quote(&found.file.display().to_string()),
+        shell_quote(&found.file.display().to_string()),
         target_args.first().map_or("", String::as_str)
     )?;
     writeln!(out, "re-run the exploration: {rerun_explore}")?;

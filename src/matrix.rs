@@ -50,11 +50,7 @@ fn targets(a: &MatrixArgs) -> Result<Vec<Target>> {
         out.push(run::sdk_target(d)?);
     }
     for t in &a.testee {
-        let argv: Vec<String> = t.split_whitespace().map(String::from).collect();
-        if argv.is_empty() {
-            bail!("--testee: empty command");
-        }
-        out.push(Target::command(argv));
+        out.push(run::command_target(t, None)?);
     }
     if out.is_empty() {
         bail!("no target: give --sdk or --testee, or drop --no-reference");
@@ -91,12 +87,9 @@ pub fn matrix(a: MatrixArgs) -> Result<ExitCode> {
     let mut runs: Vec<(String, Vec<CaseResult>)> = Vec::new();
     let mut worst = 0u8;
     for t in targets {
-        if let Some(b) = &t.build {
-            eprintln!("protomcp-conform: {}: building: {}", t.name, b.join(" "));
-            if let Err(e) = t.run_build() {
-                eprintln!("protomcp-conform: {}: {e}", t.name);
-                return Ok(ExitCode::from(3));
-            }
+        if let Err(e) = run::build(&t) {
+            eprintln!("protomcp-conform: {}: {e}", t.name);
+            return Ok(ExitCode::from(3));
         }
         let name = t.name.clone();
         let on_done: runner::OnDone = {

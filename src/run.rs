@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use protomcp_harness::runner::{self, CaseResult, Config, Summary, Target, report};
+use protomcp_harness::runner::{self, CaseResult, Config, Summary, Target, report, shell_quote};
 use protomcp_harness::scenario::{self, Scenario, ScenarioErrors};
 
 pub(crate) mod bundled {
@@ -130,14 +130,6 @@ pub(crate) fn load(sel: &Selection) -> std::result::Result<Vec<(Scenario, String
     Ok(out)
 }
 
-fn shell_quote(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@".contains(c)) {
-        s.to_owned()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
-
 /// The target options, as they would be written again (for re-run commands).
 fn target_args(a: &RunArgs) -> String {
     let mut v = Vec::new();
@@ -176,6 +168,28 @@ pub(crate) fn sdk_target(dir: &Path) -> Result<Target> {
     Ok(t)
 }
 
+/// The target of `--testee 'CMD ARGS…'` (split on whitespace), claiming `features` or every feature.
+pub(crate) fn command_target(cmd: &str, features: Option<&[String]>) -> Result<Target> {
+    let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+    if argv.is_empty() {
+        bail!("--testee: empty command");
+    }
+    let mut t = Target::command(argv);
+    if let Some(f) = features {
+        t.features = f.iter().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
+    }
+    Ok(t)
+}
+
+/// Runs the target's build command, if any, reporting it on stderr.
+pub(crate) fn build(t: &Target) -> std::result::Result<(), String> {
+    if let Some(b) = &t.build {
+        eprintln!("protomcp-conform: {}: building: {}", t.name, b.join(" "));
+        t.run_build()?;
+    }
+    Ok(())
+}
+
 pub(crate) fn target(a: &RunArgs) -> Result<Target> {
     let mut t = if let Some(dir) = &a.sdk {
         sdk_target(dir)?
@@ -186,15 +200,7 @@ pub(crate) fn target(a: &RunArgs) -> Result<Target> {
         }
         Target::bridge(argv, std::env::current_exe().context("locating this binary")?)
     } else if let Some(cmd) = &a.testee {
-        let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
-        if argv.is_empty() {
-            bail!("--testee: empty command");
-        }
-        let mut t = Target::command(argv);
-        if let Some(f) = &a.features {
-            t.features = f.iter().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
-        }
-        t
+        command_target(cmd, a.features.as_deref())?
     } else {
         Target::reference(std::env::current_exe().context("locating this binary")?)
     };
@@ -213,12 +219,9 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         Ok(t) => t,
         Err(e) => return Ok(usage(format!("{e:#}"))),
     };
-    if let Some(b) = &target.build {
-        eprintln!("protomcp-conform: building the testee: {}", b.join(" "));
-        if let Err(e) = target.run_build() {
-            eprintln!("protomcp-conform: {e}");
-            return Ok(ExitCode::from(3));
-        }
+    if let Err(e) = build(&target) {
+        eprintln!("protomcp-conform: {e}");
+        return Ok(ExitCode::from(3));
     }
     for id in target.known_failures.keys() {
         if !selected.iter().any(|(s, _)| &s.id == id) && a.sel.only.is_empty() && a.sel.scenarios.is_empty() {

@@ -4,74 +4,14 @@
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixListener;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const EXE: &str = env!("CARGO_BIN_EXE_protomcp-conform");
 
-struct Sandbox {
-    dir: tempfile::TempDir,
-}
-
-impl Sandbox {
-    fn new() -> Sandbox {
-        Sandbox { dir: tempfile::tempdir().unwrap() }
-    }
-
-    fn root(&self) -> PathBuf {
-        self.dir.path().join("tmp")
-    }
-
-    fn cmd(&self) -> Command {
-        std::fs::create_dir_all(self.root()).unwrap();
-        let mut c = Command::new(EXE);
-        c.env("PROTOMCP_CONFORM_TMPDIR", self.root()).stdin(Stdio::null());
-        c
-    }
-
-    fn file(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.dir.path().join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
-    /// Processes (other than zombies) whose environment names this sandbox's temp root: the
-    /// bridges and mocks of the run inherit it.
-    fn leftovers(&self) -> Vec<String> {
-        let needle = format!("PROTOMCP_CONFORM_TMPDIR={}", self.root().display());
-        let mut found = Vec::new();
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.parse::<u32>().is_err() {
-                continue;
-            }
-            let Ok(env) = std::fs::read(e.path().join("environ")) else { continue };
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()).unwrap_or("");
-            if state != "Z" && env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
-                found
-                    .push(format!("{name}: {}", std::fs::read_to_string(e.path().join("cmdline")).unwrap_or_default()));
-            }
-        }
-        found
-    }
-
-    fn assert_clean(&self) {
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while !self.leftovers().is_empty() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        assert_eq!(self.leftovers(), Vec::<String>::new(), "processes left behind");
-        let dirs: Vec<PathBuf> =
-            std::fs::read_dir(self.root()).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
-        assert_eq!(dirs, Vec::<PathBuf>::new(), "temp dirs left behind");
-    }
-}
-
-fn text(o: &Output) -> String {
-    format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
+mod common;
+use common::{Sandbox, text};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -2,7 +2,7 @@
 //! known failures, hostile testees torn down without leftovers, and SIGINT.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -22,76 +22,8 @@ fn scenarios_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios")
 }
 
-/// A private temp root for the runner's scenario dirs; every testee inherits its path, which
-/// is how leftover processes are found.
-struct Sandbox {
-    dir: tempfile::TempDir,
-}
-
-impl Sandbox {
-    fn new() -> Sandbox {
-        Sandbox { dir: tempfile::tempdir().unwrap() }
-    }
-
-    fn root(&self) -> PathBuf {
-        self.dir.path().join("tmp")
-    }
-
-    fn cmd(&self) -> Command {
-        std::fs::create_dir_all(self.root()).unwrap();
-        let mut c = Command::new(EXE);
-        c.env("PROTOMCP_CONFORM_TMPDIR", self.root()).stdin(Stdio::null());
-        c
-    }
-
-    fn file(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.dir.path().join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
-    /// Processes (other than zombies) whose environment names this sandbox's temp root.
-    fn leftovers(&self) -> Vec<String> {
-        let needle = format!("PROTOMCP_CONFORM_TMPDIR={}", self.root().display());
-        let mut found = Vec::new();
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.parse::<u32>().is_err() {
-                continue;
-            }
-            let Ok(env) = std::fs::read(e.path().join("environ")) else { continue };
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()).unwrap_or("");
-            if state != "Z" && env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
-                found
-                    .push(format!("{name}: {}", std::fs::read_to_string(e.path().join("cmdline")).unwrap_or_default()));
-            }
-        }
-        found
-    }
-
-    fn temp_dirs_left(&self) -> Vec<PathBuf> {
-        std::fs::read_dir(self.root()).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default()
-    }
-
-    fn assert_clean(&self) {
-        // Leftovers get a moment to be reaped by whoever their parent is now.
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while !self.leftovers().is_empty() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        assert_eq!(self.leftovers(), Vec::<String>::new(), "processes left behind");
-        assert_eq!(self.temp_dirs_left(), Vec::<PathBuf>::new(), "temp dirs left behind");
-    }
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
-
-fn text(o: &Output) -> String {
-    format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
+mod common;
+use common::{Sandbox, code, text};
 
 fn with_examples(c: &mut Command) -> &mut Command {
     for f in EXAMPLES {

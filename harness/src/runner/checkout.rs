@@ -187,7 +187,7 @@ pub fn prepare(sdk: &Sdk, files: &[(&str, &[u8])], cache: &Path) -> Result<Targe
             let mut script = String::from("set -e; go mod edit");
             for r in &replaces {
                 script.push(' ');
-                script.push_str(&shell_word(r));
+                script.push_str(&super::shell_quote(r));
             }
             script.push_str("; go mod tidy; ");
             let m = read(&dir.join("protomcp-conform.toml")).unwrap_or_default();
@@ -195,7 +195,7 @@ pub fn prepare(sdk: &Sdk, files: &[(&str, &[u8])], cache: &Path) -> Result<Targe
                 .parse::<toml::Table>()
                 .ok()
                 .and_then(|t| t.get("build").and_then(|b| b.as_array()).cloned())
-                .map(|b| b.iter().filter_map(|v| v.as_str()).map(shell_word).collect::<Vec<_>>().join(" "))
+                .map(|b| b.iter().filter_map(|v| v.as_str()).map(super::shell_quote).collect::<Vec<_>>().join(" "))
                 .unwrap_or_else(|| "go build -o bin/testee .".into());
             script.push_str(&build);
             extra.push_str(&format!("build = [\"sh\", \"-c\", {}]\n", toml_str(&script)));
@@ -226,15 +226,6 @@ pub fn prepare(sdk: &Sdk, files: &[(&str, &[u8])], cache: &Path) -> Result<Targe
     let mut target = Manifest::load_target(&dir).map_err(CheckoutError::Setup)?;
     target.name = format!("{} testee on the checkout {}", lang, src.display());
     Ok(target)
-}
-
-/// `s` quoted for `sh` when it needs it.
-fn shell_word(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+".contains(c)) {
-        s.to_owned()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
 }
 
 /// The target of `--sdk DIR`: its manifest when it has one, else the bundled testee built against

@@ -23,6 +23,16 @@ use std::time::{Duration, Instant};
 use tokio::net::UnixListener;
 
 pub use exec::{Exec, Proc, StepError};
+
+/// `s` as one `sh` word: unchanged when it is safe, single-quoted otherwise (for re-run commands
+/// and generated scripts).
+pub fn shell_quote(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+".contains(c)) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
 pub use target::{KnownFailures, Manifest, Target, TargetKind, load_known_failures};
 pub use verdict::{Outcome, Summary, Verdict, judge};
 
