@@ -171,16 +171,52 @@ impl Target {
                 None => cmd.env_remove(k),
             };
         }
-        let out = cmd.output().map_err(|e| format!("cannot run the build command `{}`: {e}", argv.join(" ")))?;
-        if out.status.success() {
+        // Output goes to a temp file (its tail is shown on failure), so a chatty build costs no
+        // memory; a build that does not finish within BUILD_TIMEOUT is killed.
+        let shown = argv.join(" ");
+        let no_log = |e: std::io::Error| format!("cannot create a log for the build: {e}");
+        let mut log = tempfile::tempfile().map_err(no_log)?;
+        cmd.stdout(log.try_clone().map_err(no_log)?).stderr(log.try_clone().map_err(no_log)?);
+        let mut child = cmd.spawn().map_err(|e| format!("cannot run the build command `{shown}`: {e}"))?;
+        let deadline = std::time::Instant::now() + BUILD_TIMEOUT;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if std::time::Instant::now() >= deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+                Ok(None) => std::thread::sleep(std::time::Duration::from_millis(100)),
+                Err(e) => return Err(format!("waiting for the build command `{shown}`: {e}")),
+            }
+        };
+        if status.is_some_and(|s| s.success()) {
             return Ok(());
         }
-        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-        text.push_str(&String::from_utf8_lossy(&out.stderr));
-        let tail: Vec<&str> = text.lines().rev().take(30).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        Err(format!("the build command `{}` failed ({}):\n{}", argv.join(" "), out.status, tail.join("\n")))
+        let tail = tail_of(&mut log, 30);
+        let why = match status {
+            Some(s) => s.to_string(),
+            None => format!("killed after {} s without finishing", BUILD_TIMEOUT.as_secs()),
+        };
+        Err(format!("the build command `{shown}` failed ({why}):\n{tail}"))
     }
+}
+
+/// How long a manifest's `build` may take.
+pub const BUILD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+/// The last `lines` lines of the last 64 KiB of `f`.
+fn tail_of(f: &mut std::fs::File, lines: usize) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut buf = Vec::new();
+    if f.seek(SeekFrom::Start(len.saturating_sub(64 * 1024))).is_ok() {
+        let _ = f.read_to_end(&mut buf);
+    }
+    let text = String::from_utf8_lossy(&buf);
+    let tail: Vec<&str> = text.lines().rev().take(lines).collect();
+    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
 }
 
 /// `protomcp-conform.toml` of an SDK's testee.
