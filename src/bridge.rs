@@ -26,7 +26,10 @@ pub struct BridgeArgs {
     /// Bound on every wait for the tool process (`500ms`, `5s`, `5m`, `1h`).
     #[arg(long, value_parser = parse_duration, default_value = "5m")]
     call_timeout: Duration,
-    /// Write the decoded traffic of both sides to FILE, one line per message.
+    /// Write the decoded traffic of both sides to FILE as it happens, in the harness's transcript
+    /// line format (verbatim: real ids, full strings): `host→bridge` / `bridge→host` for MCP
+    /// messages, `testee→harness` for frames to the tool process and `harness→testee` for frames
+    /// from it (the bridge is the testee), `-- connected` when a tool process connects.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
     /// Restart the tool process when a file under PATH changes (in-flight calls finish first).

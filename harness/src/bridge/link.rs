@@ -18,6 +18,7 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 
 use super::state::{ToolOp, ToolSet};
 use crate::io::{EnvelopeCodec, Incoming, Outgoing};
+use crate::transcript::{Dir, Item};
 
 /// The answer to a pending request: the reply's message, or why there is none.
 pub type Reply = Result<Msg, String>;
@@ -42,6 +43,9 @@ pub trait Dispatch: Send + Sync + 'static {
     fn diag(&self, line: String);
     /// A frame crossed the socket (for the trace): `from_tp` tells the direction.
     fn trace(&self, from_tp: bool, envelope: &Envelope);
+    /// Anything else for the trace (connection start and end, sideband payloads), built only
+    /// when tracing.
+    fn trace_item(&self, _item: &dyn Fn() -> Item) {}
 }
 
 pub struct Link {
@@ -112,6 +116,7 @@ impl Link {
             let _ = sink.get_mut().shutdown().await;
         });
         let reader_link = link.clone();
+        dispatch.trace_item(&|| Item::Connected);
         tokio::spawn(async move {
             let mut frames = FramedRead::new(read, EnvelopeCodec::new(Party::ToolProcess, Limits::default()));
             let reason = loop {
@@ -119,13 +124,22 @@ impl Link {
                     None => break "the tool process closed the connection".to_owned(),
                     Some(Err(e)) => break format!("the connection to the tool process failed: {e}"),
                     Some(Ok(Incoming::Malformed(e))) => dispatch.diag(format!("discarded a frame: {e}")),
-                    Some(Ok(Incoming::Frame(Frame::Sideband(sb)))) => reader_link.sideband(*sb),
+                    Some(Ok(Incoming::Frame(Frame::Sideband(sb)))) => {
+                        dispatch.trace_item(&|| Item::Frame {
+                            dir: Dir::ToTestee,
+                            tree: Some(crate::scenario::normalize::sideband_value(&sb, &sb.header.request_id)),
+                            hex: None,
+                            note: None,
+                        });
+                        reader_link.sideband(*sb)
+                    }
                     Some(Ok(Incoming::Frame(Frame::Envelope(d)))) => {
                         dispatch.trace(true, &d.envelope);
                         reader_link.clone().incoming(d.envelope, &*dispatch);
                     }
                 }
             };
+            dispatch.trace_item(&|| Item::Shutdown { how: reason.clone() });
             reader_link.close(reason);
         });
         (link, hs_rx)

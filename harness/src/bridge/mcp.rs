@@ -517,7 +517,7 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
             if in_bridge.tracing() {
                 match serde_json::from_str::<Value>(&line) {
                     Ok(v) => in_bridge.trace_mcp(true, &v),
-                    Err(_) => in_bridge.trace_mcp(true, &Value::String(line.clone())),
+                    Err(_) => in_bridge.trace_host_line(true, &line),
                 }
             }
             match check_line(&line) {

@@ -16,6 +16,7 @@ pub mod link;
 pub mod mcp;
 pub mod process;
 pub mod state;
+pub mod trace;
 pub mod watch;
 
 use std::collections::HashMap;
@@ -172,8 +173,7 @@ pub struct Bridge {
     generation: AtomicU64,
     inner: Mutex<Inner>,
     shutdown: tokio_util::sync::CancellationToken,
-    trace: Option<Mutex<std::fs::File>>,
-    start_time: std::time::Instant,
+    trace: Option<trace::Trace>,
     me: std::sync::Weak<Bridge>,
     /// Bumped whenever a new link is served; the supervisor waits on it.
     served: tokio::sync::watch::Sender<u64>,
@@ -213,7 +213,7 @@ impl Bridge {
     /// failed start (BR-LIFECYCLE-02). Then supervises it: restarts with backoff after a failure.
     pub async fn start(cfg: Config) -> Result<Arc<Bridge>, StartError> {
         let trace = match &cfg.trace {
-            Some(p) => Some(Mutex::new(std::fs::File::create(p)?)),
+            Some(p) => Some(trace::Trace::create(p)?),
             None => None,
         };
         let bridge = Arc::new_cyclic(|me| Bridge {
@@ -232,7 +232,6 @@ impl Bridge {
             }),
             shutdown: tokio_util::sync::CancellationToken::new(),
             trace,
-            start_time: std::time::Instant::now(),
             me: me.clone(),
             served: tokio::sync::watch::channel(0).0,
             reload_lock: tokio::sync::Mutex::new(()),
@@ -774,12 +773,8 @@ impl Bridge {
     // ----- trace -----
 
     fn trace(&self, from_tp: bool, envelope: &Envelope) {
-        if let Some(f) = &self.trace {
-            use std::io::Write;
-            let dir = if from_tp { "tool→bridge" } else { "bridge→tool" };
-            let tree = protomcp_proto::dynamic::from_envelope(envelope).unwrap_or(Value::Null);
-            let ms = self.start_time.elapsed().as_millis();
-            let _ = writeln!(f.lock().unwrap(), "{ms:>8} {dir} {}", crate::transcript::compact(&tree));
+        if let Some(t) = &self.trace {
+            t.frame(from_tp, envelope);
         }
     }
 
@@ -790,11 +785,15 @@ impl Bridge {
 
     /// Records one MCP message in the trace (`from_host` tells the direction).
     pub fn trace_mcp(&self, from_host: bool, message: &Value) {
-        if let Some(f) = &self.trace {
-            use std::io::Write;
-            let dir = if from_host { "host→bridge" } else { "bridge→host" };
-            let ms = self.start_time.elapsed().as_millis();
-            let _ = writeln!(f.lock().unwrap(), "{ms:>8} {dir} {}", crate::transcript::compact(message));
+        if let Some(t) = &self.trace {
+            t.host(from_host, message);
+        }
+    }
+
+    /// Records a host line that is not JSON.
+    pub fn trace_host_line(&self, from_host: bool, line: &str) {
+        if let Some(t) = &self.trace {
+            t.host_line(from_host, line);
         }
     }
 
@@ -948,6 +947,12 @@ impl Dispatch for Bridge {
 
     fn trace(&self, from_tp: bool, envelope: &Envelope) {
         Bridge::trace(self, from_tp, envelope);
+    }
+
+    fn trace_item(&self, item: &dyn Fn() -> crate::transcript::Item) {
+        if let Some(t) = &self.trace {
+            t.item(&item());
+        }
     }
 }
 

@@ -7,10 +7,12 @@
 //! ([`normalize::render`]).
 
 pub mod normalize;
+pub mod read;
 
 use serde_json::Value;
 
 pub use normalize::{Normalizer, render};
+pub use read::{ReadError, read};
 
 /// Which way an item went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

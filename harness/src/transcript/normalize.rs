@@ -66,6 +66,8 @@ fn patterns() -> &'static Patterns {
 pub struct Normalizer {
     ids: HashMap<String, String>,
     tokens: HashMap<String, String>,
+    /// Lines in the same format with nothing renamed, scrubbed or cut (the bridge's `--trace`).
+    verbatim: bool,
 }
 
 fn rename(map: &mut HashMap<String, String>, kind: &str, v: &str) -> String {
@@ -81,6 +83,12 @@ impl Normalizer {
         Self::default()
     }
 
+    /// Writes the same line format but keeps every value as it was (ids, paths, full strings
+    /// and hex); a line break inside a text becomes `\n`, so one item stays one line.
+    pub fn verbatim() -> Self {
+        Normalizer { verbatim: true, ..Self::default() }
+    }
+
     /// The normalized name of a request id.
     pub fn rid(&mut self, rid: &str) -> String {
         rename(&mut self.ids, "ID", rid)
@@ -93,6 +101,9 @@ impl Normalizer {
 
     /// Paths, PIDs and durations of a text bracketed.
     pub fn text(&self, s: &str) -> String {
+        if self.verbatim {
+            return s.replace('\n', "\\n");
+        }
         let p = patterns();
         let s = p.tmp.replace_all(s, "[TMP]");
         let s = p.pid.replace_all(&s, "${1}[PID]");
@@ -112,6 +123,9 @@ impl Normalizer {
 
     /// The tree normalized, keys sorted. Ids are renamed in document order (keys sorted).
     pub fn value(&mut self, v: &Value) -> Value {
+        if self.verbatim {
+            return v.clone();
+        }
         match v {
             Value::Object(m) => {
                 let mut keys: Vec<&String> = m.keys().collect();
@@ -140,7 +154,7 @@ impl Normalizer {
 
     fn hex(&self, h: &str) -> String {
         let bytes: Vec<&str> = h.split(' ').filter(|s| !s.is_empty()).collect();
-        if bytes.len() > HEX_MAX {
+        if bytes.len() > HEX_MAX && !self.verbatim {
             format!("{} …[{} bytes]", bytes[..HEX_MAX].join(" "), bytes.len())
         } else {
             bytes.join(" ")
