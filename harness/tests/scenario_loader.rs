@@ -69,7 +69,7 @@ fn typo_in_a_key_points_at_the_key() {
     );
     assert_eq!(
         first_error("id: calls.echo\ntitel: Echo\n"),
-        "dir/s.yaml:2:1: unknown field `titel`, expected one of id, title, requirements, level, role, needs, notes, timeout_ms, testee, steps"
+        "dir/s.yaml:2:1: unknown field `titel`, expected one of id, title, requirements, level, role, needs, notes, timeout_ms, testee, host_requests, steps"
     );
     let e = first_error(&with_steps("  - handshake: {}\n  - expct: {envelope: {}}\n"));
     assert!(e.starts_with("dir/s.yaml:8:5: unknown variant `expct`, expected one of handshake, send,"), "{e}");
@@ -422,4 +422,26 @@ fn malformed_input_never_panics() {
             }
         }
     }
+}
+
+#[test]
+fn host_requests_manual_in_bridge_scenarios() {
+    use protomcp_harness::scenario::HostRequests;
+    let bridge_head = "id: bridge.sampling.x\ntitle: X\nrequirements: [BR-SAMPLING-04]\nlevel: MUST\nrole: bridge\n";
+    let steps = "steps:\n  - host_expect: {message: {method: sampling/createMessage, id: {capture: sid}}}\n  - host_send: {message: {jsonrpc: '2.0', id: '${sid}', result: {}}}\n";
+    let s = parse(&format!("{bridge_head}host_requests: manual\n{steps}")).unwrap();
+    assert_eq!(s.host_requests, HostRequests::Manual);
+    let s = parse(&format!("{bridge_head}{steps}")).unwrap();
+    assert_eq!(s.host_requests, HostRequests::Auto);
+    let s = parse(&format!("{bridge_head}host_requests: auto\n{steps}")).unwrap();
+    assert_eq!(s.host_requests, HostRequests::Auto);
+    let e = first_error(&format!("{bridge_head}host_requests: never\n{steps}"));
+    assert_eq!(e, "dir/s.yaml:6:16: unknown host_requests `never`; valid: auto, manual");
+    let e = first_error(&format!("{HEAD}host_requests: manual\nsteps:\n  - handshake: {{}}\n"));
+    assert_eq!(e, "dir/s.yaml:6:16: host_requests belongs to bridge scenarios (role: bridge)");
+    // The captured id must come from an earlier step.
+    let e = first_error(&format!(
+        "{bridge_head}host_requests: manual\nsteps:\n  - host_send: {{message: {{jsonrpc: '2.0', id: '${{sid}}', result: {{}}}}}}\n"
+    ));
+    assert!(e.contains("`${sid}` is not defined"), "{e}");
 }

@@ -45,6 +45,9 @@ struct Shared {
     log: Mutex<Vec<Value>>,
     arrived: Notify,
     handler: Mutex<Option<Handler>>,
+    /// When false, requests from the bridge are left for the caller to answer (scenarios with
+    /// `host_requests: manual`).
+    answer: std::sync::atomic::AtomicBool,
 }
 
 /// One bridge process driven over its stdin/stdout.
@@ -85,6 +88,7 @@ impl StdioHost {
             log: Mutex::new(Vec::new()),
             arrived: Notify::new(),
             handler: Mutex::new(None),
+            answer: std::sync::atomic::AtomicBool::new(true),
         });
         let (out, mut out_rx) = mpsc::unbounded_channel::<String>();
         let (close, mut closed) = tokio::sync::watch::channel(false);
@@ -113,7 +117,9 @@ impl StdioHost {
                 };
                 reader_shared.log.lock().unwrap().push(msg.clone());
                 let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
+                let answer = reader_shared.answer.load(std::sync::atomic::Ordering::Relaxed);
                 match (method, msg.get("id")) {
+                    (Some(_), Some(_)) if !answer => {}
                     (Some(method), Some(id)) => {
                         let reply = {
                             let h = reader_shared.handler.lock().unwrap();
@@ -163,6 +169,13 @@ impl StdioHost {
     /// Installs the answer to requests from the bridge (sampling/createMessage, roots/list).
     pub fn on_request(&self, handler: impl Fn(&str, &Value) -> ServerReply + Send + Sync + 'static) {
         *self.shared.handler.lock().unwrap() = Some(Box::new(handler));
+    }
+
+    /// Whether the driver answers requests from the bridge itself (the default) or leaves them
+    /// to the caller, who sees them in [`StdioHost::messages`] and answers with
+    /// [`StdioHost::send_line`].
+    pub fn answer_requests(&self, on: bool) {
+        self.shared.answer.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Writes one line exactly as given (a newline is appended).

@@ -297,6 +297,7 @@ pub(crate) async fn execute(
         Ok(h) => h,
         Err(e) => return Outcome::Error(format!("cannot start the bridge `{}`: {e}", argv.join(" "))),
     };
+    host.answer_requests(s.host_requests == crate::scenario::HostRequests::Auto);
     let pgid = host.pid().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
     if pgid > 0 {
         process::track_group(pgid);

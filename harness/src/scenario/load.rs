@@ -230,6 +230,20 @@ impl Checker<'_> {
             Some(t) => self.testee(t, role, &needs),
             None => TesteeSetup::default(),
         };
+        let host_requests = match &raw.host_requests {
+            None => HostRequests::Auto,
+            Some(h) => match HostRequests::NAMES.iter().find(|(n, _)| *n == h.value) {
+                Some((_, v)) if role == Role::Bridge => *v,
+                Some(_) => {
+                    self.error(loc(h), "host_requests belongs to bridge scenarios (role: bridge)");
+                    HostRequests::Auto
+                }
+                None => {
+                    self.error(loc(h), format!("unknown host_requests `{}`; valid: auto, manual", h.value));
+                    HostRequests::Auto
+                }
+            },
+        };
         let steps = self.steps(&raw.steps, &testee);
         self.check_role_steps(&steps, role);
         Scenario {
@@ -244,6 +258,7 @@ impl Checker<'_> {
             notes: raw.notes.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()),
             timeout,
             testee,
+            host_requests,
             steps,
         }
     }

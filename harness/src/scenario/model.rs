@@ -73,7 +73,26 @@ pub struct Scenario {
     /// Budget of the whole scenario, when it sets one.
     pub timeout: Option<Duration>,
     pub testee: TesteeSetup,
+    /// Bridge scenarios: who answers requests the bridge sends to the host.
+    pub host_requests: HostRequests,
     pub steps: Vec<Step>,
+}
+
+/// Who answers the requests a bridge sends to the host (`sampling/createMessage`, `roots/list`,
+/// `ping`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HostRequests {
+    /// The driver answers at once: `ping` with `{}`, everything else with -32601.
+    #[default]
+    Auto,
+    /// Nobody but the script: a `host_expect` sees the request (capture its `id`) and a
+    /// `host_send` answers it, or leaves it unanswered.
+    Manual,
+}
+
+impl HostRequests {
+    pub const NAMES: &'static [(&'static str, HostRequests)] =
+        &[("auto", HostRequests::Auto), ("manual", HostRequests::Manual)];
 }
 
 impl Scenario {

@@ -59,6 +59,8 @@ pub(super) struct RawScenario {
     pub timeout_ms: Option<Spanned<Ms>>,
     #[serde(default)]
     pub testee: Option<Spanned<RawTestee>>,
+    #[serde(default)]
+    pub host_requests: Option<Spanned<String>>,
     pub steps: Spanned<Vec<Spanned<RawStep>>>,
 }
 
