@@ -38,15 +38,28 @@ pub struct RunArgs {
     /// A testee command line, split on whitespace; it claims every feature unless --features.
     #[arg(long, value_name = "CMD ARGS…")]
     testee: Option<String>,
-    /// A bridge under test (runs the `role: bridge` scenarios), split on whitespace. Placeholders
-    /// replaced in every argument: {mock} = an executable that runs this binary's mock tool
-    /// process, {socket} = a socket path in the scenario's private temp dir, {dir} = that dir.
+    /// A bridge under test (runs the `role: bridge` scenarios): a command line split on
+    /// whitespace, or a DIR holding protomcp-conform.toml (keys bridge, transport, url, features,
+    /// known_failures, env, skip, build, name; the bridge runs in DIR). Placeholders replaced in
+    /// every argument: {mock} = an executable that runs this binary's mock tool process,
+    /// {socket} = a socket path in the scenario's private temp dir, {dir} = that dir, {port} = a
+    /// free TCP port on 127.0.0.1 chosen per scenario (for --bridge-transport http), {exe} = this
+    /// binary.
     /// Example: --bridge 'protomcp-conform bridge --call-timeout 3s -- {mock}'.
-    #[arg(long, value_name = "CMD ARGS…", conflicts_with_all = ["sdk", "testee"])]
+    #[arg(long, value_name = "CMD ARGS…|DIR", conflicts_with_all = ["sdk", "testee"])]
     bridge: Option<String>,
-    /// How the harness reaches the bridge: stdio (the only transport driven so far).
-    #[arg(long, value_name = "T", default_value = "stdio", value_parser = ["stdio"], requires = "bridge")]
-    bridge_transport: String,
+    /// How the harness reaches the bridge: stdio (MCP lines on its stdin/stdout; the default) or
+    /// http (Streamable HTTP at --bridge-url: the first host step waits until the URL accepts a
+    /// connection, at most T_START = 10 s; then POSTs, JSON or SSE responses, the session's GET
+    /// event stream, DELETE for host_close). Scenarios with `transports: [stdio]` are skipped over
+    /// http. Example: --bridge 'protomcp-conform bridge --transport http --port {port} -- {mock}'
+    /// --bridge-transport http.
+    #[arg(long, value_name = "T", value_parser = ["stdio", "http"], requires = "bridge")]
+    bridge_transport: Option<String>,
+    /// The bridge's MCP endpoint over http, with the placeholders above (implies
+    /// --bridge-transport http). Default: http://127.0.0.1:{port}/mcp.
+    #[arg(long, value_name = "URL", requires = "bridge")]
+    bridge_url: Option<String>,
     /// With --testee: the features it claims (comma-separated).
     #[arg(long, value_name = "LIST", requires = "testee", value_delimiter = ',')]
     features: Option<Vec<String>>,
@@ -142,6 +155,12 @@ fn target_args(a: &RunArgs) -> String {
     if let Some(b) = &a.bridge {
         v.push(format!("--bridge {}", shell_quote(b)));
     }
+    if let Some(t) = &a.bridge_transport {
+        v.push(format!("--bridge-transport {t}"));
+    }
+    if let Some(u) = &a.bridge_url {
+        v.push(format!("--bridge-url {}", shell_quote(u)));
+    }
     if let Some(f) = &a.features {
         v.push(format!("--features {}", shell_quote(&f.join(","))));
     }
@@ -190,15 +209,54 @@ pub(crate) fn build(t: &Target) -> std::result::Result<(), String> {
     Ok(())
 }
 
-pub(crate) fn target(a: &RunArgs) -> Result<Target> {
-    let mut t = if let Some(dir) = &a.sdk {
-        sdk_target(dir)?
-    } else if let Some(cmd) = &a.bridge {
+/// The target of `--bridge CMD|DIR` with `--bridge-transport` and `--bridge-url` (which override a
+/// manifest's `transport` and `url`).
+pub(crate) fn bridge_target(cmd: &str, transport: Option<&str>, url: Option<&str>) -> Result<Target> {
+    use runner::bridge::{BridgeTransport, DEFAULT_URL};
+    use runner::{TargetKind, bridge_manifest};
+    let exe = std::env::current_exe().context("locating this binary")?;
+    let mut t = if bridge_manifest::is_manifest_dir(Path::new(cmd)) {
+        bridge_manifest::load_target(Path::new(cmd), exe).map_err(anyhow::Error::msg)?
+    } else {
         let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
         if argv.is_empty() {
             bail!("--bridge: empty command");
         }
-        Target::bridge(argv, std::env::current_exe().context("locating this binary")?)
+        if argv.len() == 1 && Path::new(cmd).is_dir() {
+            bail!("--bridge {cmd}: a directory without {}", bridge_manifest::FILE);
+        }
+        Target::bridge(argv, exe)
+    };
+    let TargetKind::Bridge { transport: current, .. } = &mut t.kind else { bail!("--bridge: not a bridge target") };
+    let current_url = match current {
+        BridgeTransport::Http { url } => Some(url.clone()),
+        BridgeTransport::Stdio => None,
+    };
+    let chosen = match (transport, url) {
+        (Some("stdio"), Some(_)) => bail!("--bridge-url needs --bridge-transport http"),
+        (Some("stdio"), None) => BridgeTransport::Stdio,
+        (Some(_), u) | (None, u @ Some(_)) => BridgeTransport::Http {
+            url: u.map(str::to_owned).or(current_url).unwrap_or_else(|| DEFAULT_URL.to_owned()),
+        },
+        (None, None) => current.clone(),
+    };
+    if let BridgeTransport::Http { url } = &chosen {
+        protomcp_harness::host::session::Endpoint::parse(&url.replace("{port}", "1"))
+            .map_err(|e| anyhow::anyhow!("--bridge-url: {e}"))?;
+    }
+    *current = chosen;
+    let http = matches!(current, BridgeTransport::Http { .. });
+    if http && !t.features.iter().any(|f| f == "http") {
+        t.features.push("http".into());
+    }
+    Ok(t)
+}
+
+pub(crate) fn target(a: &RunArgs) -> Result<Target> {
+    let mut t = if let Some(dir) = &a.sdk {
+        sdk_target(dir)?
+    } else if let Some(cmd) = &a.bridge {
+        bridge_target(cmd, a.bridge_transport.as_deref(), a.bridge_url.as_deref())?
     } else if let Some(cmd) = &a.testee {
         command_target(cmd, a.features.as_deref())?
     } else {

@@ -7,6 +7,7 @@
 //! are answered by a handler the test installs.
 
 pub mod http;
+pub mod session;
 
 use std::collections::HashMap;
 use std::process::{ExitStatus, Stdio};
@@ -69,8 +70,21 @@ impl StdioHost {
 
     /// [`StdioHost::spawn`] with stderr going to `stderr` (e.g. a file).
     pub fn spawn_with_stderr(argv: &[String], env: &[(String, String)], stderr: Stdio) -> Result<StdioHost, HostError> {
+        Self::spawn_in(argv, env, stderr, None)
+    }
+
+    /// [`StdioHost::spawn_with_stderr`] in the working directory `cwd` (the harness's when `None`).
+    pub fn spawn_in(
+        argv: &[String],
+        env: &[(String, String)],
+        stderr: Stdio,
+        cwd: Option<&std::path::Path>,
+    ) -> Result<StdioHost, HostError> {
         let (program, args) = argv.split_first().ok_or_else(|| std::io::Error::other("empty command"))?;
         let mut cmd = Command::new(program);
+        if let Some(d) = cwd {
+            cmd.current_dir(d);
+        }
         cmd.args(args)
             .envs(env.iter().cloned())
             .stdin(Stdio::piped())

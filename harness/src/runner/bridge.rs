@@ -1,12 +1,18 @@
 //! Runs one `role: bridge` scenario against a bridge under test (`--bridge 'CMD …'`).
 //!
 //! Per scenario: a private temp dir holding the harness's control socket, the mock's launcher
-//! script and the bridge's socket path; the bridge started over stdio by the host driver
+//! script and the bridge's socket path; the bridge started by the host driver
 //! ([`crate::host::StdioHost`]) in its own process group, with `PROTOMCP_CONFORM_CONTROL` in its
-//! environment (its tool process, the mock, inherits it). Host steps talk to the bridge's stdin
-//! and stdout; tool-side steps run on the mock's control connection through [`Exec`], exactly as
-//! in tool-process scenarios. Teardown: stdin closed, a grace period, SIGKILL to the bridge's
-//! group and to every mock that registered its pid, and a check that none of them survived.
+//! environment (its tool process, the mock, inherits it). Over stdio, host steps talk to the
+//! bridge's stdin and stdout. Over HTTP ([`BridgeTransport::Http`]) the first host step waits
+//! until the URL accepts a TCP connection (a start-up watchdog bounds the wait), then host steps
+//! POST to it ([`crate::host::session::HttpSession`]): responses arrive as JSON or event streams,
+//! the session's GET event stream carries the rest, `host_close` is a DELETE of the session.
+//! Order is kept per stream; a `host_expect` over HTTP takes the first matching message among
+//! the oldest unread message of each stream. Tool-side steps run on the mock's control
+//! connection through [`Exec`], exactly as in tool-process scenarios. Teardown: stdin closed (and
+//! SIGINT over HTTP), a grace period, SIGKILL to the bridge's group and to every mock that
+//! registered its pid, and a check that none of them survived.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -25,9 +31,10 @@ use super::{
     CaseResult, Config, DEFAULT_SCENARIO_TIMEOUT, GRACE, KILL_LIMIT, Outcome, STDERR_TAIL, Target, tail_lines,
 };
 use crate::host::StdioHost;
+use crate::host::session::{Endpoint, Event, HttpSession};
 use crate::mock::{ENV_CONTROL, ENV_PIDFILE};
 use crate::scenario::template::substitute;
-use crate::scenario::{Action, HostLine, Scenario, ToolHandshake, match_value};
+use crate::scenario::{Action, HostLine, Pattern, Scenario, ToolHandshake, Transport, match_value};
 use crate::transcript::{Dir, Item, compact};
 
 /// The placeholders of a `--bridge` command line, each replaced inside any argument.
@@ -35,18 +42,58 @@ pub const PLACEHOLDERS: &[(&str, &str)] = &[
     ("{mock}", "absolute path of an executable (no extension) that runs `protomcp-conform mock`"),
     ("{socket}", "absolute path for the bridge's tool-process socket, inside the scenario's temp dir"),
     ("{dir}", "the scenario's private temp dir"),
+    ("{port}", "a free TCP port on 127.0.0.1 chosen for the scenario (for --bridge-transport http)"),
+    ("{exe}", "absolute path of this protomcp-conform binary (its reference bridge: `{exe} bridge …`)"),
 ];
 
+/// The values of [`PLACEHOLDERS`] for one scenario.
+pub struct Values<'a> {
+    pub mock: &'a Path,
+    pub socket: &'a Path,
+    pub dir: &'a Path,
+    pub port: u16,
+    pub exe: &'a Path,
+}
+
+/// How the harness reaches the bridge.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum BridgeTransport {
+    /// MCP lines on the bridge's stdin and stdout.
+    #[default]
+    Stdio,
+    /// Streamable HTTP at `url` (placeholders as in the command, `{port}` above all).
+    Http { url: String },
+}
+
+/// The URL of `--bridge-transport http` without `--bridge-url`.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:{port}/mcp";
+
+impl BridgeTransport {
+    pub fn scenario_transport(&self) -> Transport {
+        match self {
+            BridgeTransport::Stdio => Transport::Stdio,
+            BridgeTransport::Http { .. } => Transport::Http,
+        }
+    }
+}
+
+/// A free port on 127.0.0.1 (bound, read, released: a small race with other programs remains).
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
 /// Replaces the placeholders in every argument.
-pub fn expand(template: &[String], mock: &Path, socket: &Path, dir: &Path) -> Vec<String> {
-    template
-        .iter()
-        .map(|a| {
-            a.replace("{mock}", &mock.display().to_string())
-                .replace("{socket}", &socket.display().to_string())
-                .replace("{dir}", &dir.display().to_string())
-        })
-        .collect()
+pub fn expand(template: &[String], v: &Values) -> Vec<String> {
+    template.iter().map(|a| expand_one(a, v)).collect()
+}
+
+/// Replaces the placeholders in one string.
+pub fn expand_one(a: &str, v: &Values) -> String {
+    a.replace("{mock}", &v.mock.display().to_string())
+        .replace("{socket}", &v.socket.display().to_string())
+        .replace("{dir}", &v.dir.display().to_string())
+        .replace("{port}", &v.port.to_string())
+        .replace("{exe}", &v.exe.display().to_string())
 }
 
 fn step_err(e: StepError, at: &str, kw: &str) -> StepError {
@@ -56,13 +103,25 @@ fn step_err(e: StepError, at: &str, kw: &str) -> StepError {
     }
 }
 
+/// The HTTP side of a run.
+struct Http {
+    session: HttpSession,
+    url: String,
+    /// The endpoint accepted a connection once.
+    ready: bool,
+}
+
 struct Run<'a> {
     ex: Exec<'a>,
+    /// The bridge process (over HTTP its stdin stays open and its stdout is not judged).
     host: StdioHost,
-    /// Index of the next bridge message no step has looked at.
-    cursor: usize,
+    http: Option<Http>,
+    /// Which bridge messages ([`Run::inbox`], by index) a step has looked at.
+    consumed: Vec<bool>,
     sent_signals: Vec<i32>,
     stderr_path: std::path::PathBuf,
+    /// The end of the scenario's budget (the start-up watchdog fires before it).
+    budget_end: Instant,
 }
 
 impl Run<'_> {
@@ -81,6 +140,9 @@ impl Run<'_> {
     }
 
     fn stdout_clean(&self) -> Result<(), StepError> {
+        if self.http.is_some() {
+            return Ok(());
+        }
         match self.host.garbage().first() {
             Some(line) => {
                 Err(StepError::Fail(format!("the bridge wrote a line that is not JSON-RPC on stdout: {line:?}")))
@@ -89,26 +151,173 @@ impl Run<'_> {
         }
     }
 
-    /// The next bridge message (skipping methods in `ignore`) before `deadline`.
-    async fn next_host(&mut self, deadline: Instant, ignore: &[String]) -> Result<Option<Value>, StepError> {
+    /// Everything the bridge sent so far, in arrival order: over stdio one stream (0).
+    fn inbox(&self) -> Vec<Event> {
+        match &self.http {
+            None => self.host.messages().into_iter().map(|value| Event::Message { stream: 0, value }).collect(),
+            Some(h) => h.session.events(),
+        }
+    }
+
+    fn record(&mut self, e: &Event) {
+        let item = match e {
+            Event::Message { value, .. } => {
+                Item::Host { dir: Dir::FromTestee, message: Some(value.clone()), raw: None }
+            }
+            Event::Note { text, .. } => {
+                Item::Host { dir: Dir::FromTestee, message: None, raw: Some(format!("<{text}>")) }
+            }
+        };
+        self.ex.transcript.push(item);
+    }
+
+    /// The oldest unread message of every stream (index, message), oldest first. Notes go to the
+    /// transcript as they are met; messages with a method in `ignore` are read and passed over.
+    fn heads(&mut self, ignore: &[String]) -> Vec<(usize, Value)> {
+        let events = self.inbox();
+        if self.consumed.len() < events.len() {
+            self.consumed.resize(events.len(), false);
+        }
+        let mut heads: Vec<(usize, Value)> = Vec::new();
+        let mut streams: Vec<usize> = Vec::new();
+        for (i, e) in events.iter().enumerate() {
+            if self.consumed[i] || streams.contains(&e.stream()) {
+                continue;
+            }
+            match e {
+                Event::Note { .. } => {
+                    self.consumed[i] = true;
+                    self.record(e);
+                }
+                Event::Message { stream, value } => {
+                    let ignored =
+                        value.get("method").and_then(Value::as_str).is_some_and(|x| ignore.iter().any(|i| i == x));
+                    if ignored {
+                        self.consumed[i] = true;
+                        self.record(e);
+                    } else {
+                        streams.push(*stream);
+                        heads.push((i, value.clone()));
+                    }
+                }
+            }
+        }
+        heads
+    }
+
+    fn take(&mut self, i: usize, m: &Value) {
+        self.consumed[i] = true;
+        self.ex.transcript.push(Item::Host { dir: Dir::FromTestee, message: Some(m.clone()), raw: None });
+    }
+
+    /// A bridge message matching `pattern` before `deadline`. Over stdio the next message must
+    /// match; over HTTP the oldest unread message of any stream may.
+    async fn expect_host(&mut self, pattern: &Pattern, within: Duration, ignore: &[String]) -> Result<(), StepError> {
+        let deadline = Instant::now() + within;
         loop {
             self.stdout_clean()?;
-            let msgs = self.host.messages();
-            if let Some(m) = msgs.get(self.cursor).cloned() {
-                self.cursor += 1;
-                let ignored = m.get("method").and_then(Value::as_str).is_some_and(|x| ignore.iter().any(|i| i == x));
-                if ignored {
-                    self.ex.transcript.push(Item::Host { dir: Dir::FromTestee, message: Some(m), raw: None });
-                    continue;
+            let heads = self.heads(ignore);
+            let mut mismatch = None;
+            for (i, m) in &heads {
+                match match_value(pattern, Some(m), &mut self.ex.caps) {
+                    Ok(()) => {
+                        self.take(*i, m);
+                        return Ok(());
+                    }
+                    Err(x) => {
+                        mismatch.get_or_insert((*i, m.clone(), x));
+                    }
                 }
-                self.ex.transcript.push(Item::Host { dir: Dir::FromTestee, message: Some(m.clone()), raw: None });
-                return Ok(Some(m));
             }
-            if Instant::now() >= deadline {
-                return Ok(None);
+            let late = Instant::now() >= deadline;
+            if let Some((i, m, x)) = mismatch
+                && (self.http.is_none() || late)
+            {
+                self.take(i, &m);
+                return Err(StepError::Fail(format!("{x}\n  arrived: {}", compact(&m))));
+            }
+            if late {
+                return Err(StepError::Fail(format!("no message from the bridge within {within:?}")));
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+    }
+
+    /// No bridge message (except `ignore`d methods) for `d`.
+    async fn expect_no_host(&mut self, d: Duration, ignore: &[String]) -> Result<(), StepError> {
+        let deadline = Instant::now() + d;
+        loop {
+            self.stdout_clean()?;
+            if let Some((i, m)) = self.heads(ignore).into_iter().next() {
+                self.take(i, &m);
+                return Err(StepError::Fail(format!("expected no message for {d:?}, got {}", compact(&m))));
+            }
+            if Instant::now() >= deadline {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Over HTTP: waits (once) until the endpoint accepts a connection, within the start-up
+    /// watchdog (`T_START`, scaled, and never past the scenario's budget).
+    async fn http_ready(&mut self) -> Result<(), StepError> {
+        let Some(h) = &self.http else { return Ok(()) };
+        if h.ready {
+            return Ok(());
+        }
+        let watchdog = self.ex.t(crate::scenario::T_START);
+        let deadline = (Instant::now() + watchdog).min(self.budget_end - Duration::from_millis(300));
+        let started = Instant::now();
+        let url = h.url.clone();
+        let outcome = {
+            let wait = h.session.wait_listening(deadline);
+            tokio::pin!(wait);
+            loop {
+                tokio::select! {
+                    r = &mut wait => break r.map_err(|e| (false, e)),
+                    st = self.host.wait_exit(Duration::from_millis(50)) => {
+                        if let Some(st) = st {
+                            break Err((true, format!("{st}")));
+                        }
+                    }
+                }
+            }
+        };
+        match outcome {
+            Ok(()) => {
+                if let Some(h) = &mut self.http {
+                    h.ready = true;
+                }
+                Ok(())
+            }
+            Err((true, status)) => {
+                Err(StepError::Error(format!("the bridge exited ({status}) before accepting connections at {url}")))
+            }
+            Err((false, last)) => Err(StepError::Error(format!(
+                "start-up watchdog: the bridge did not accept connections at {url} within {:?} (last error: {last}); \
+                 it is killed",
+                started.elapsed()
+            ))),
+        }
+    }
+
+    /// Sends one host message (`json`) or line (`raw`).
+    async fn host_send(&mut self, bytes: String) -> Result<(), StepError> {
+        self.http_ready().await?;
+        match &self.http {
+            None => self.host.send_line(&bytes),
+            Some(h) => {
+                if let Err(e) = h.session.post(bytes.into_bytes()).await {
+                    self.ex.transcript.push(Item::Host {
+                        dir: Dir::ToTestee,
+                        message: None,
+                        raw: Some(format!("<POST failed: {e}>")),
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn step(&mut self, action: &Action) -> Result<(), StepError> {
@@ -116,28 +325,32 @@ impl Run<'_> {
             Action::HostSend(HostLine::Json(v)) => {
                 let v = substitute(v, &self.ex.caps).map_err(|e| StepError::Error(e.to_string()))?;
                 self.ex.transcript.push(Item::Host { dir: Dir::ToTestee, message: Some(v.clone()), raw: None });
-                self.host.send_line(&v.to_string());
-                Ok(())
+                self.host_send(v.to_string()).await
             }
             Action::HostSend(HostLine::Raw(line)) => {
                 self.ex.transcript.push(Item::Host { dir: Dir::ToTestee, message: None, raw: Some(line.clone()) });
-                self.host.send_line(line);
-                Ok(())
+                self.host_send(line.clone()).await
             }
             Action::HostExpect(e) => {
                 let within = self.ex.t(e.within);
-                match self.next_host(Instant::now() + within, &e.ignore).await? {
-                    None => Err(StepError::Fail(format!("no message from the bridge within {within:?}"))),
-                    Some(m) => match_value(&e.pattern, Some(&m), &mut self.ex.caps)
-                        .map_err(|x| StepError::Fail(format!("{x}\n  arrived: {}", compact(&m)))),
-                }
+                self.expect_host(&e.pattern, within, &e.ignore).await
             }
             Action::HostExpectNothing(e) => {
                 let d = self.ex.t(e.duration);
-                match self.next_host(Instant::now() + d, &e.ignore).await? {
-                    None => Ok(()),
-                    Some(m) => Err(StepError::Fail(format!("expected no message for {d:?}, got {}", compact(&m)))),
-                }
+                self.expect_no_host(d, &e.ignore).await
+            }
+            Action::HostClose if self.http.is_some() => {
+                self.http_ready().await?;
+                let Some(h) = &self.http else { return Ok(()) };
+                let raw = match h.session.session_id() {
+                    None => "<end of session: no session id to DELETE>".to_owned(),
+                    Some(_) => match h.session.delete().await {
+                        Ok(status) => format!("<end of session: DELETE, HTTP {status}>"),
+                        Err(e) => format!("<end of session: DELETE failed: {e}>"),
+                    },
+                };
+                self.ex.transcript.push(Item::Host { dir: Dir::ToTestee, message: None, raw: Some(raw) });
+                Ok(())
             }
             Action::HostClose => {
                 self.ex.transcript.push(Item::Host {
@@ -269,8 +482,31 @@ pub(crate) async fn execute(
     if let Err(e) = prepared {
         return Outcome::Error(format!("cannot prepare the scenario's temp dir: {e}"));
     }
-    let argv = expand(template, &mock, &d.join("tp.sock"), d);
+    let transport = match &target.kind {
+        super::TargetKind::Bridge { transport, .. } => transport.clone(),
+        _ => BridgeTransport::Stdio,
+    };
+    let port = match &transport {
+        BridgeTransport::Stdio => 0,
+        BridgeTransport::Http { .. } => match free_port() {
+            Ok(p) => p,
+            Err(e) => return Outcome::Error(format!("cannot find a free port: {e}")),
+        },
+    };
+    let socket = d.join("tp.sock");
+    let values = Values { mock: &mock, socket: &socket, dir: d, port, exe };
+    let argv = expand(template, &values);
     res.command = argv.clone();
+    let http = match &transport {
+        BridgeTransport::Stdio => None,
+        BridgeTransport::Http { url } => {
+            let url = expand_one(url, &values);
+            match Endpoint::parse(&url) {
+                Ok(e) => Some(Http { session: HttpSession::new(e), url, ready: false }),
+                Err(e) => return Outcome::Error(format!("--bridge-url: {e}")),
+            }
+        }
+    };
     let pidfile = d.join("mock.pids");
     let mut env: BTreeMap<String, String> = BTreeMap::new();
     for (k, v) in target.env.iter().chain(s.testee.env.iter()) {
@@ -293,11 +529,14 @@ pub(crate) async fn execute(
         Ok(f) => f,
         Err(e) => return Outcome::Error(format!("cannot create {}: {e}", stderr_path.display())),
     };
-    let host = match StdioHost::spawn_with_stderr(&argv, &env, Stdio::from(stderr)) {
+    let host = match StdioHost::spawn_in(&argv, &env, Stdio::from(stderr), target.cwd.as_deref()) {
         Ok(h) => h,
         Err(e) => return Outcome::Error(format!("cannot start the bridge `{}`: {e}", argv.join(" "))),
     };
     host.answer_requests(s.host_requests == crate::scenario::HostRequests::Auto);
+    if let Some(h) = &http {
+        h.session.answer_requests(s.host_requests == crate::scenario::HostRequests::Auto);
+    }
     let pgid = host.pid().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
     if pgid > 0 {
         process::track_group(pgid);
@@ -306,7 +545,15 @@ pub(crate) async fn execute(
     let budget = s.timeout.unwrap_or(DEFAULT_SCENARIO_TIMEOUT).mul_f64(scale);
     let proc = Proc::Task { handle: tokio::spawn(std::future::pending::<i32>()), ended: None };
     let ex = Exec::new(s, scale, &target.features, false, listener, proc);
-    let mut run = Run { ex, host, cursor: 0, sent_signals: Vec::new(), stderr_path: stderr_path.clone() };
+    let mut run = Run {
+        ex,
+        host,
+        http,
+        consumed: Vec::new(),
+        sent_signals: Vec::new(),
+        stderr_path: stderr_path.clone(),
+        budget_end: Instant::now() + budget,
+    };
     let outcome = match tokio::time::timeout(budget, run.steps()).await {
         Ok(Ok(())) => match run.stdout_clean() {
             Ok(()) => Outcome::Passed,
@@ -317,8 +564,17 @@ pub(crate) async fn execute(
         Err(_) => Outcome::Error(format!("the scenario exceeded its budget of {budget:?}")),
     };
     // Messages no step looked at, for the report.
-    for m in run.host.messages().into_iter().skip(run.cursor) {
-        run.ex.transcript.push(Item::Host { dir: Dir::FromTestee, message: Some(m), raw: None });
+    let events = run.inbox();
+    run.consumed.resize(events.len(), false);
+    for (i, e) in events.iter().enumerate() {
+        if !run.consumed[i] {
+            run.record(e);
+        }
+    }
+    if let Some(h) = &run.http {
+        h.session.abort();
+        // Over HTTP the end of stdin need not end the bridge: SIGINT asks it to.
+        run.host.signal(libc::SIGINT);
     }
     run.ex.close();
     if let Proc::Task { handle, .. } = &run.ex.proc {

@@ -8,6 +8,7 @@
 //! computed by [`verdict::judge`] from the outcome, the scenario's level and the known failures.
 
 pub mod bridge;
+pub mod bridge_manifest;
 pub mod checkout;
 pub mod exec;
 pub mod process;

@@ -16,9 +16,10 @@ pub enum TargetKind {
     Reference { exe: PathBuf },
     /// A command of an SDK's testee; `middleware_command` starts its middleware variant.
     Command { argv: Vec<String>, middleware_command: Option<Vec<String>> },
-    /// A bridge under test, started per `role: bridge` scenario over stdio; `argv` may hold the
-    /// placeholders of [`super::bridge::PLACEHOLDERS`]; `exe` is this binary (it runs the mock).
-    Bridge { argv: Vec<String>, exe: PathBuf },
+    /// A bridge under test, started per `role: bridge` scenario and driven over `transport`;
+    /// `argv` may hold the placeholders of [`super::bridge::PLACEHOLDERS`]; `exe` is this binary
+    /// (it runs the mock).
+    Bridge { argv: Vec<String>, exe: PathBuf, transport: super::bridge::BridgeTransport },
     /// The reference testee served by a task of this process (for tests of the harness): only
     /// scenarios with the normal socket, no extra environment and no misbehaviour.
     InProcess,
@@ -82,7 +83,7 @@ impl Target {
     pub fn bridge(argv: Vec<String>, exe: PathBuf) -> Target {
         Target {
             name: argv.join(" "),
-            kind: TargetKind::Bridge { argv, exe },
+            kind: TargetKind::Bridge { argv, exe, transport: super::bridge::BridgeTransport::Stdio },
             features: Vec::new(),
             ..Target::reference("".into())
         }
@@ -91,7 +92,16 @@ impl Target {
     /// The command that starts the testee for `s`, or why `s` is skipped.
     pub fn plan(&self, s: &Scenario) -> Result<Vec<String>, String> {
         match (&self.kind, s.role) {
-            (TargetKind::Bridge { argv, .. }, Role::Bridge) => {
+            (TargetKind::Bridge { argv, transport, .. }, Role::Bridge) => {
+                let t = transport.scenario_transport();
+                if !s.transports.is_empty() && !s.transports.contains(&t) {
+                    let only: Vec<&str> = s.transports.iter().map(|t| t.name()).collect();
+                    return Err(format!(
+                        "runs only over {} (transports:), the bridge is driven over {}",
+                        only.join(", "),
+                        t.name()
+                    ));
+                }
                 let missing: Vec<&str> =
                     s.needs.iter().filter(|n| !self.features.contains(n)).map(String::as_str).collect();
                 if !missing.is_empty() {

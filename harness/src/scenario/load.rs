@@ -244,6 +244,7 @@ impl Checker<'_> {
                 }
             },
         };
+        let transports = self.transports(raw.transports.as_ref(), role);
         let steps = self.steps(&raw.steps, &testee);
         self.check_role_steps(&steps, role);
         Scenario {
@@ -259,8 +260,30 @@ impl Checker<'_> {
             timeout,
             testee,
             host_requests,
+            transports,
             steps,
         }
+    }
+
+    /// `transports: [stdio]`: the bridge transports a bridge scenario applies to.
+    fn transports(&mut self, raw: Option<&Spanned<Vec<Spanned<String>>>>, role: Role) -> Vec<Transport> {
+        let Some(raw) = raw else { return Vec::new() };
+        if role != Role::Bridge {
+            self.error(loc(raw), "`transports` applies to bridge scenarios only (role: bridge)");
+            return Vec::new();
+        }
+        if raw.value.is_empty() {
+            self.error(loc(raw), "`transports` needs at least one transport (stdio, http); leave it out for all");
+        }
+        let mut out = Vec::new();
+        for t in &raw.value {
+            match Transport::parse(t.value.trim()) {
+                Some(x) if out.contains(&x) => self.error(loc(t), format!("transport `{}` is listed twice", x.name())),
+                Some(x) => out.push(x),
+                None => self.error(loc(t), format!("unknown transport `{}`; valid: stdio, http", t.value)),
+            }
+        }
+        out
     }
 
     /// Host steps and `tool_handshake` belong to bridge scenarios; the bridge-side `handshake`,

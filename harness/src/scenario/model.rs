@@ -53,6 +53,30 @@ impl Role {
     }
 }
 
+/// How the harness reaches a bridge under test (`--bridge-transport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// One MCP session on the bridge's stdin/stdout.
+    Stdio,
+    /// Streamable HTTP: POST, JSON or SSE responses, a GET event stream, DELETE to end.
+    Http,
+}
+
+impl Transport {
+    pub const ALL: [Transport; 2] = [Transport::Stdio, Transport::Http];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Stdio => "stdio",
+            Transport::Http => "http",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Transport> {
+        Transport::ALL.into_iter().find(|t| t.name() == s)
+    }
+}
+
 /// One scenario file.
 #[derive(Debug, Clone)]
 pub struct Scenario {
@@ -75,6 +99,8 @@ pub struct Scenario {
     pub testee: TesteeSetup,
     /// Bridge scenarios: who answers requests the bridge sends to the host.
     pub host_requests: HostRequests,
+    /// Bridge scenarios: the transports the scenario applies to (`transports:`); empty: all.
+    pub transports: Vec<Transport>,
     pub steps: Vec<Step>,
 }
 

@@ -61,6 +61,8 @@ pub(super) struct RawScenario {
     pub testee: Option<Spanned<RawTestee>>,
     #[serde(default)]
     pub host_requests: Option<Spanned<String>>,
+    #[serde(default)]
+    pub transports: Option<Spanned<Vec<Spanned<String>>>>,
     pub steps: Spanned<Vec<Spanned<RawStep>>>,
 }
 

@@ -1,0 +1,561 @@
+//! A Streamable HTTP session that behaves like a stdio pipe for the scenario runner: every POST
+//! is sent in order, its response (JSON or an event stream) is read incrementally in the
+//! background, and every message that arrives — on a POST's stream or on the session's GET
+//! event stream — lands in one log, tagged with the stream it came on. Order is kept within a
+//! stream; HTTP promises none across streams. Hand-rolled HTTP/1.1 (one connection per request)
+//! so that any bytes, malformed JSON included, can be POSTed.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::http::HttpError;
+
+/// What arrived from the bridge.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A JSON-RPC message (or batch) on stream `stream`.
+    Message { stream: usize, value: Value },
+    /// Something that is not a message: an HTTP status other than 200/202, a body or event that
+    /// is not JSON, a failed connection. Shown in the transcript.
+    Note { stream: usize, text: String },
+}
+
+impl Event {
+    pub fn stream(&self) -> usize {
+        match self {
+            Event::Message { stream, .. } | Event::Note { stream, .. } => *stream,
+        }
+    }
+}
+
+/// Where the endpoint is: `http://HOST:PORT/PATH`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `HOST:PORT` as written (the `Host` header).
+    pub authority: String,
+    pub host: String,
+    pub port: u16,
+    pub path: String,
+}
+
+impl Endpoint {
+    /// Parses `http://HOST[:PORT][/PATH]` (port 80 and path `/` by default; `[v6]` hosts).
+    pub fn parse(url: &str) -> Result<Endpoint, String> {
+        let rest = url.strip_prefix("http://").ok_or_else(|| format!("{url:?}: only http:// URLs are supported"))?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) if !p.contains(']') => {
+                (h, p.parse::<u16>().map_err(|_| format!("{url:?}: port {p:?} is not a number"))?)
+            }
+            _ => (authority, 80),
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() {
+            return Err(format!("{url:?}: no host"));
+        }
+        Ok(Endpoint { authority: authority.to_owned(), host: host.to_owned(), port, path: path.to_owned() })
+    }
+
+    /// The first address the host resolves to.
+    pub async fn addr(&self) -> std::io::Result<SocketAddr> {
+        tokio::net::lookup_host((self.host.as_str(), self.port))
+            .await?
+            .next()
+            .ok_or_else(|| std::io::Error::other(format!("{} resolves to no address", self.host)))
+    }
+}
+
+#[derive(Default)]
+struct State {
+    events: Vec<Event>,
+    session: Option<String>,
+    version: Option<String>,
+    get_opened: bool,
+    tasks: Vec<JoinHandle<()>>,
+    /// Requests from the bridge are answered at once (`ping` with `{}`, others with -32601),
+    /// as [`super::StdioHost`] does; off: the script answers.
+    manual: bool,
+}
+
+/// One MCP session over Streamable HTTP (see the module documentation).
+pub struct HttpSession {
+    pub endpoint: Endpoint,
+    state: Arc<Mutex<State>>,
+    next_stream: Arc<AtomicUsize>,
+    /// How long a POST may take to connect and write.
+    pub send_timeout: Duration,
+}
+
+/// How long a send waits for the response's status line before the next step runs (keeps the
+/// bridge's view of the order of host messages the scenario's, as on a pipe).
+const SETTLE: Duration = Duration::from_millis(200);
+
+impl HttpSession {
+    pub fn new(endpoint: Endpoint) -> HttpSession {
+        HttpSession {
+            endpoint,
+            state: Arc::new(Mutex::new(State::default())),
+            next_stream: Arc::new(AtomicUsize::new(1)),
+            send_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// Polls a TCP connect until the endpoint accepts one, or `deadline`.
+    pub async fn wait_listening(&self, deadline: Instant) -> Result<(), String> {
+        let mut last;
+        loop {
+            match self.endpoint.addr().await {
+                Ok(a) => match TcpStream::connect(a).await {
+                    Ok(_) => return Ok(()),
+                    Err(e) => last = e.to_string(),
+                },
+                Err(e) => last = e.to_string(),
+            }
+            if Instant::now() >= deadline {
+                return Err(last);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Whether requests from the bridge are answered by the session (the default) or left to the
+    /// caller.
+    pub fn answer_requests(&self, on: bool) {
+        self.state.lock().unwrap().manual = !on;
+    }
+
+    /// Every event so far, in arrival order.
+    pub fn events(&self) -> Vec<Event> {
+        self.state.lock().unwrap().events.clone()
+    }
+
+    /// The `Mcp-Session-Id` the bridge gave, once it did.
+    pub fn session_id(&self) -> Option<String> {
+        self.state.lock().unwrap().session.clone()
+    }
+
+    fn headers(&self, accept: &str) -> Vec<(String, String)> {
+        self.ctx().session_headers(accept)
+    }
+
+    /// POSTs `body` (any bytes) as `application/json`; returns once the request is written and
+    /// its status line arrived (or [`SETTLE`] passed); the response is read in the background.
+    pub async fn post(&self, body: Vec<u8>) -> Result<(), HttpError> {
+        let mut headers = self.headers("application/json, text/event-stream");
+        headers.push(("Content-Type".into(), "application/json".into()));
+        let stream_id = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let conn = tokio::time::timeout(self.send_timeout, self.open("POST", &headers, &body))
+            .await
+            .map_err(|_| HttpError::Timeout(self.send_timeout))??;
+        let (headed_tx, headed_rx) = tokio::sync::oneshot::channel();
+        let ctx = self.ctx();
+        let task = tokio::spawn(async move { ctx.read_response(conn, stream_id, Some(headed_tx)).await });
+        self.state.lock().unwrap().tasks.push(task);
+        let _ = tokio::time::timeout(SETTLE, headed_rx).await;
+        Ok(())
+    }
+
+    /// DELETE with the session id; returns the status (the session's streams stay read).
+    pub async fn delete(&self) -> Result<u16, HttpError> {
+        let headers = self.headers("application/json, text/event-stream");
+        let stream_id = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let conn = tokio::time::timeout(self.send_timeout, self.open("DELETE", &headers, &[]))
+            .await
+            .map_err(|_| HttpError::Timeout(self.send_timeout))??;
+        let mut reader = BufReader::new(conn);
+        let (status, _) = tokio::time::timeout(self.send_timeout, read_head(&mut reader))
+            .await
+            .map_err(|_| HttpError::Timeout(self.send_timeout))??;
+        if !(200..300).contains(&status) {
+            self.state
+                .lock()
+                .unwrap()
+                .events
+                .push(Event::Note { stream: stream_id, text: format!("DELETE: HTTP {status}") });
+        }
+        Ok(status)
+    }
+
+    /// Stops every background read.
+    pub fn abort(&self) {
+        for t in self.state.lock().unwrap().tasks.drain(..) {
+            t.abort();
+        }
+    }
+
+    fn ctx(&self) -> Ctx {
+        Ctx { endpoint: self.endpoint.clone(), state: self.state.clone(), next_stream: self.next_stream.clone() }
+    }
+
+    async fn open(&self, method: &str, headers: &[(String, String)], body: &[u8]) -> Result<TcpStream, HttpError> {
+        self.ctx().open(method, headers, body).await
+    }
+}
+
+impl Drop for HttpSession {
+    fn drop(&mut self) {
+        self.abort();
+    }
+}
+
+/// What a background reader needs.
+#[derive(Clone)]
+struct Ctx {
+    endpoint: Endpoint,
+    state: Arc<Mutex<State>>,
+    next_stream: Arc<AtomicUsize>,
+}
+
+impl Ctx {
+    async fn open(&self, method: &str, headers: &[(String, String)], body: &[u8]) -> Result<TcpStream, HttpError> {
+        let addr = self.endpoint.addr().await?;
+        let mut stream = TcpStream::connect(addr).await?;
+        let mut head = format!("{method} {} HTTP/1.1\r\nHost: {}\r\n", self.endpoint.path, self.endpoint.authority);
+        for (n, v) in headers {
+            head.push_str(&format!("{n}: {v}\r\n"));
+        }
+        head.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()));
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(body).await?;
+        stream.flush().await?;
+        Ok(stream)
+    }
+
+    fn push(&self, e: Event) {
+        let mut st = self.state.lock().unwrap();
+        if let Event::Message { value, .. } = &e
+            && let (Some(method), Some(id)) = (value.get("method").and_then(Value::as_str), value.get("id"))
+            && !st.manual
+        {
+            let reply = if method == "ping" {
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {}})
+            } else {
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("method not found: {method}")}})
+            };
+            let ctx = self.clone();
+            let method = method.to_owned();
+            let stream = self.next_stream.fetch_add(1, Ordering::Relaxed);
+            st.tasks.push(tokio::spawn(async move {
+                let mut headers = ctx.session_headers("application/json, text/event-stream");
+                headers.push(("Content-Type".into(), "application/json".into()));
+                match ctx.open("POST", &headers, reply.to_string().as_bytes()).await {
+                    Ok(conn) => ctx.read_response(conn, stream, None).await,
+                    Err(e) => ctx.note(stream, format!("POST of the answer to {method} failed: {e}")),
+                }
+            }));
+        }
+        if let Event::Message { value, .. } = &e {
+            // The negotiated version goes into MCP-Protocol-Version from now on.
+            let r = &value["result"];
+            if let (Some(v), true) = (r["protocolVersion"].as_str(), r.get("serverInfo").is_some()) {
+                st.version = Some(v.to_owned());
+            }
+        }
+        st.events.push(e);
+    }
+
+    fn session_headers(&self, accept: &str) -> Vec<(String, String)> {
+        let st = self.state.lock().unwrap();
+        let mut h = vec![("Accept".to_owned(), accept.to_owned())];
+        if let Some(s) = &st.session {
+            h.push(("Mcp-Session-Id".into(), s.clone()));
+        }
+        if let Some(v) = &st.version {
+            h.push(("MCP-Protocol-Version".into(), v.clone()));
+        }
+        h
+    }
+
+    fn note(&self, stream: usize, text: impl Into<String>) {
+        self.push(Event::Note { stream, text: text.into() });
+    }
+
+    /// Reads one response: status and headers, then the body as JSON or as an event stream.
+    async fn read_response(self, conn: TcpStream, stream: usize, headed: Option<tokio::sync::oneshot::Sender<()>>) {
+        let mut reader = BufReader::new(conn);
+        let (status, headers) = match read_head(&mut reader).await {
+            Ok(h) => h,
+            Err(e) => {
+                self.note(stream, format!("no HTTP response: {e}"));
+                return;
+            }
+        };
+        let header = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+        if let Some(id) = header("mcp-session-id") {
+            let open_get = {
+                let mut st = self.state.lock().unwrap();
+                let first = st.session.is_none();
+                if first {
+                    st.session = Some(id);
+                }
+                let open = first && !st.get_opened;
+                st.get_opened |= open;
+                open
+            };
+            if open_get {
+                let ctx = self.clone();
+                let task = tokio::spawn(async move { ctx.event_stream().await });
+                self.state.lock().unwrap().tasks.push(task);
+            }
+        }
+        if let Some(tx) = headed {
+            let _ = tx.send(());
+        }
+        let ctype = header("content-type").unwrap_or_default();
+        if status != 200 && status != 202 {
+            self.note(
+                stream,
+                format!("HTTP {status}{}", if ctype.is_empty() { String::new() } else { format!(" ({ctype})") }),
+            );
+        }
+        let chunked = header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
+        let length = header("content-length").and_then(|v| v.parse::<usize>().ok());
+        let mut body = Body { reader, chunked, left: length, chunk_left: 0, done: length == Some(0) };
+        if ctype.starts_with("text/event-stream") {
+            self.read_events(&mut body, stream).await;
+            return;
+        }
+        let mut all = Vec::new();
+        while let Some(b) = body.next().await {
+            all.extend_from_slice(&b);
+        }
+        let text = String::from_utf8_lossy(&all);
+        if text.trim().is_empty() {
+            return;
+        }
+        match serde_json::from_str::<Value>(&text) {
+            Ok(v) if ctype.starts_with("application/json") || status >= 400 => {
+                self.push(Event::Message { stream, value: v })
+            }
+            _ => self.note(stream, format!("body: {}", excerpt(&text))),
+        }
+    }
+
+    /// Parses an event stream: `data:` lines up to a blank line form one event.
+    async fn read_events(&self, body: &mut Body, stream: usize) {
+        let mut pending = Vec::<u8>::new();
+        let mut data: Vec<String> = Vec::new();
+        while let Some(b) = body.next().await {
+            pending.extend_from_slice(&b);
+            while let Some(i) = pending.iter().position(|&c| c == b'\n') {
+                let line: Vec<u8> = pending.drain(..=i).collect();
+                let line = String::from_utf8_lossy(&line);
+                let line = line.trim_end_matches(['\n', '\r']);
+                if line.is_empty() {
+                    self.event(stream, &mut data);
+                } else if let Some(d) = line.strip_prefix("data:") {
+                    data.push(d.strip_prefix(' ').unwrap_or(d).to_owned());
+                }
+            }
+        }
+        self.event(stream, &mut data);
+    }
+
+    fn event(&self, stream: usize, data: &mut Vec<String>) {
+        let text = data.join("\n");
+        data.clear();
+        if text.trim().is_empty() {
+            return;
+        }
+        match serde_json::from_str::<Value>(&text) {
+            Ok(v) => self.push(Event::Message { stream, value: v }),
+            Err(_) => self.note(stream, format!("event data that is not JSON: {}", excerpt(&text))),
+        }
+    }
+
+    /// The session's GET event stream (server-initiated messages not tied to a POST); boxed, as
+    /// reading a response may start it.
+    fn event_stream(self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        Box::pin(self.get_events())
+    }
+
+    async fn get_events(self) {
+        let stream = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let headers = self.session_headers("text/event-stream");
+        match self.open("GET", &headers, &[]).await {
+            Ok(conn) => self.read_response(conn, stream, None).await,
+            Err(e) => self.note(stream, format!("GET event stream: {e}")),
+        }
+    }
+}
+
+fn excerpt(s: &str) -> String {
+    let s = s.trim();
+    match s.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
+/// Reads the status line and headers (names in lower case).
+async fn read_head(reader: &mut BufReader<TcpStream>) -> Result<(u16, Vec<(String, String)>), HttpError> {
+    let mut line = String::new();
+    if reader.read_line(&mut line).await? == 0 {
+        return Err(HttpError::Malformed("connection closed before the status line".into()));
+    }
+    let status = line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or_else(|| HttpError::Malformed(format!("status line {:?}", line.trim_end())))?;
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).await? == 0 {
+            return Err(HttpError::Malformed("connection closed inside the headers".into()));
+        }
+        let l = line.trim_end_matches(['\r', '\n']);
+        if l.is_empty() {
+            break;
+        }
+        if let Some((n, v)) = l.split_once(':') {
+            headers.push((n.trim().to_ascii_lowercase(), v.trim().to_owned()));
+        }
+    }
+    // 1xx responses are followed by the real one.
+    if (100..200).contains(&status) {
+        return Box::pin(read_head(reader)).await;
+    }
+    Ok((status, headers))
+}
+
+/// A response body, read piece by piece: Content-Length, chunked, or up to the close.
+struct Body {
+    reader: BufReader<TcpStream>,
+    chunked: bool,
+    left: Option<usize>,
+    chunk_left: usize,
+    done: bool,
+}
+
+impl Body {
+    async fn next(&mut self) -> Option<Vec<u8>> {
+        if self.done {
+            return None;
+        }
+        if self.chunked {
+            if self.chunk_left == 0 {
+                let mut line = String::new();
+                // The CRLF after the previous chunk, then the size line.
+                loop {
+                    line.clear();
+                    if self.reader.read_line(&mut line).await.ok()? == 0 {
+                        self.done = true;
+                        return None;
+                    }
+                    if !line.trim().is_empty() {
+                        break;
+                    }
+                }
+                let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or("").trim(), 16).ok()?;
+                if size == 0 {
+                    self.done = true;
+                    return None;
+                }
+                self.chunk_left = size;
+            }
+            let mut buf = vec![0u8; self.chunk_left.min(16 * 1024)];
+            let n = self.reader.read(&mut buf).await.ok()?;
+            if n == 0 {
+                self.done = true;
+                return None;
+            }
+            self.chunk_left -= n;
+            buf.truncate(n);
+            return Some(buf);
+        }
+        let want = self.left.map_or(16 * 1024, |l| l.min(16 * 1024));
+        let mut buf = vec![0u8; want];
+        let n = self.reader.read(&mut buf).await.ok()?;
+        if n == 0 {
+            self.done = true;
+            return None;
+        }
+        if let Some(l) = &mut self.left {
+            *l -= n;
+            if *l == 0 {
+                self.done = true;
+            }
+        }
+        buf.truncate(n);
+        Some(buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints() {
+        let e = Endpoint::parse("http://127.0.0.1:8080/mcp").unwrap();
+        assert_eq!((e.host.as_str(), e.port, e.path.as_str()), ("127.0.0.1", 8080, "/mcp"));
+        assert_eq!(e.authority, "127.0.0.1:8080");
+        let e = Endpoint::parse("http://[::1]:9/x/y").unwrap();
+        assert_eq!((e.host.as_str(), e.port, e.path.as_str()), ("::1", 9, "/x/y"));
+        assert_eq!(Endpoint::parse("http://localhost").unwrap().port, 80);
+        assert!(Endpoint::parse("https://x:1/").is_err());
+        assert!(Endpoint::parse("http://x:no/").is_err());
+    }
+
+    /// A server that answers one POST with an event stream in two pieces, and a GET with a
+    /// notification: both land in the log, on their own streams, in order.
+    #[tokio::test]
+    async fn posts_and_event_streams() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = l.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    let n = s.read(&mut buf).await.unwrap();
+                    let req = String::from_utf8_lossy(&buf[..n]).to_string();
+                    if req.starts_with("GET") {
+                        assert!(req.contains("Mcp-Session-Id: s1"), "{req}");
+                        let _ = s
+                            .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"n\"}\n\n")
+                            .await;
+                        tokio::time::sleep(Duration::from_secs(5)).await;
+                        return;
+                    }
+                    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nmcp-session-id: s1\r\ntransfer-encoding: chunked\r\n\r\n";
+                    s.write_all(head.as_bytes()).await.unwrap();
+                    let e1 = "data: {\"jsonrpc\":\"2.0\",\"method\":\"p\"}\n\n";
+                    s.write_all(format!("{:x}\r\n{e1}\r\n", e1.len()).as_bytes()).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let e2 = "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n";
+                    s.write_all(format!("{:x}\r\n{e2}\r\n0\r\n\r\n", e2.len()).as_bytes()).await.unwrap();
+                });
+            }
+        });
+        let h = HttpSession::new(Endpoint::parse(&format!("http://127.0.0.1:{port}/mcp")).unwrap());
+        h.wait_listening(Instant::now() + Duration::from_secs(2)).await.unwrap();
+        h.post(b"{}".to_vec()).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while h.events().len() < 3 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let ev = h.events();
+        assert_eq!(h.session_id().as_deref(), Some("s1"));
+        let post: Vec<&Event> = ev.iter().filter(|e| e.stream() == 1).collect();
+        assert_eq!(post.len(), 2, "{ev:?}");
+        assert!(matches!(post[0], Event::Message { value, .. } if value["method"] == "p"));
+        assert!(matches!(post[1], Event::Message { value, .. } if value["id"] == 1));
+        assert!(
+            ev.iter().any(|e| matches!(e, Event::Message { stream: 2, value } if value["method"] == "n")),
+            "{ev:?}"
+        );
+    }
+}
