@@ -214,7 +214,13 @@ pub(crate) fn build(t: &Target) -> std::result::Result<(), String> {
 pub(crate) fn bridge_target(cmd: &str, transport: Option<&str>, url: Option<&str>) -> Result<Target> {
     use runner::bridge::{BridgeTransport, DEFAULT_URL};
     use runner::{TargetKind, bridge_manifest};
+    // A rebuild during the run leaves "/proc/self/exe" naming the old file "… (deleted)"; the
+    // new binary at the same path runs the mock and `{exe}` as well.
     let exe = std::env::current_exe().context("locating this binary")?;
+    let exe = match exe.to_str().and_then(|s| s.strip_suffix(" (deleted)")) {
+        Some(s) => PathBuf::from(s),
+        None => exe,
+    };
     let mut t = if bridge_manifest::is_manifest_dir(Path::new(cmd)) {
         bridge_manifest::load_target(Path::new(cmd), exe).map_err(anyhow::Error::msg)?
     } else {
