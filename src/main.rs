@@ -116,6 +116,11 @@ enum Command {
         /// Break one rule on purpose (otherwise behaving normally), for self-tests of the harness.
         #[arg(long, value_name = "KIND", value_parser = misbehave_parser())]
         misbehave: Option<Misbehave>,
+        /// Serve the fixture of the official MCP conformance suite (its test_* tools, test://
+        /// resources and prompts) instead of Appendix B: for running that suite through a bridge
+        /// (tests/mcp-conformance/run.sh).
+        #[arg(long, conflicts_with = "middleware")]
+        mcp_conformance: bool,
     },
 }
 
@@ -158,8 +163,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let code = protomcp_harness::mock::run_blocking(native || protomcp_harness::mock::native_from_env());
             Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
         }
-        Command::Testee { middleware, misbehave } => {
-            let opts = testee::Options { middleware, misbehave, ..testee::Options::from_env() };
+        Command::Testee { middleware, misbehave, mcp_conformance } => {
+            let fixture = if mcp_conformance { testee::Fixture::McpConformance } else { testee::Fixture::AppendixB };
+            let opts = testee::Options { middleware, misbehave, fixture, ..testee::Options::from_env() };
             let code = testee::run_blocking(opts);
             Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
         }

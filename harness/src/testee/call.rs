@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::session::Shared;
 use super::sideband::{self, encode_result_sideband, fit_call_result, stream_chunk_size, use_sideband};
 use super::tools::{self, Args};
-use super::{Misbehave, diag};
+use super::{Fixture, Misbehave, diag, mcp_conformance};
 use crate::io::Outgoing;
 
 /// Most calls admitted at once (running or waiting): far above the 64 that TP-CONCUR-02 asks
@@ -278,6 +278,18 @@ async fn execute(shared: &Arc<Shared>, rid: &str, req: CallToolRequest, token: &
     // TP-CANCEL-05: cancelled before it started, so it does not start.
     if token.is_cancelled() {
         return cancelled_before_start();
+    }
+    if shared.opts.fixture == Fixture::McpConformance {
+        let cx = CallCx {
+            shared: Arc::clone(shared),
+            rid: rid.to_owned(),
+            progress_token: req.progress_token,
+            token: token.clone(),
+        };
+        return match mcp_conformance::call(&cx, &req.name, &req.arguments_json).await {
+            Ok(reply) => reply,
+            Err(failure) => tools::error(failure.message(), None),
+        };
     }
     // TP-CALL-04/05/06: unknown names are an error result with a NOT_FOUND ToolError.
     let Some(spec) = tools::find(&req.name) else {

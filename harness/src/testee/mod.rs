@@ -14,6 +14,7 @@
 //! `harness/testees/README.md` states the contract this module implements.
 
 mod call;
+mod mcp_conformance;
 mod middleware;
 pub mod misbehave;
 mod resources;
@@ -73,6 +74,19 @@ pub struct Options {
     pub reverse_timeout: Duration,
     /// `StreamHeader.chunk_size` of `stream_big` (non-zero).
     pub stream_chunk: u32,
+    /// Which tools, resources, prompts and completions the testee registers.
+    pub fixture: Fixture,
+}
+
+/// The registrations a testee serves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Fixture {
+    /// Appendix B of the spec plus the catalogue's additions (harness/testees/README.md §2–§4).
+    #[default]
+    AppendixB,
+    /// What the official MCP conformance suite's server scenarios call
+    /// (harness/testees/README.md §8; `testee --mcp-conformance`).
+    McpConformance,
 }
 
 impl Default for Options {
@@ -84,6 +98,7 @@ impl Default for Options {
             compress_threshold: DEFAULT_THRESHOLD,
             reverse_timeout: DEFAULT_REVERSE_TIMEOUT,
             stream_chunk: DEFAULT_STREAM_CHUNK,
+            fixture: Fixture::AppendixB,
         }
     }
 }

@@ -27,7 +27,7 @@ use super::call::{self, CallTable, Waiter, lock};
 use super::middleware::{self, MIDDLEWARE};
 use super::misbehave::FLOOD_COUNT;
 use super::writer::{self, Out};
-use super::{Misbehave, Options, diag, exit, resources, tools};
+use super::{Fixture, Misbehave, Options, diag, exit, mcp_conformance, resources, tools};
 use crate::io::{CodecError, EnvelopeCodec, Incoming};
 
 /// Requests held back while a middleware registration waits for its acknowledgement.
@@ -252,10 +252,16 @@ impl Session {
     /// Serves one message after the handshake.
     async fn dispatch(&mut self, rid: String, msg: Msg, cancelled: bool) -> Option<End> {
         let out = self.shared.out.clone();
+        if self.shared.opts.fixture == Fixture::McpConformance
+            && let Some(reply) = mcp_conformance::answer(&msg)
+        {
+            out.send(reply.with_rid(rid)).await;
+            return None;
+        }
         match msg {
             // TP-HANDSHAKE-14 (and TP-HANDSHAKE-15: the rest of the burst is not repeated).
             Msg::ListTools(_) => {
-                out.send(env::tool_list(tools::definitions()).with_rid(rid)).await;
+                out.send(env::tool_list(self.definitions()).with_rid(rid)).await;
             }
             // TP-RELOAD-01/02: success with the request's rid, then the whole burst with empty
             // rids. Calls in flight go on and are answered (TP-RELOAD-04).
@@ -302,7 +308,7 @@ impl Session {
     /// then each middleware registration waiting for its acknowledgement, then the marker and
     /// the hidden-tool DisableToolsRequest.
     async fn begin_burst(&mut self, rid: String) {
-        self.shared.out.send(env::tool_list(tools::definitions()).with_rid(rid)).await;
+        self.shared.out.send(env::tool_list(self.definitions()).with_rid(rid)).await;
         let mut remaining: VecDeque<(&'static str, i32)> =
             if self.shared.opts.middleware { MIDDLEWARE.iter().copied().collect() } else { VecDeque::new() };
         match remaining.pop_front() {
@@ -331,7 +337,10 @@ impl Session {
     /// The marker and, right behind it with nothing in between, the one DisableToolsRequest
     /// naming every hidden tool (TP-HANDSHAKE-10/12); requests held back are served after it.
     async fn finish_burst(&mut self) {
-        let hidden = tools::hidden();
+        let hidden = match self.shared.opts.fixture {
+            Fixture::AppendixB => tools::hidden(),
+            Fixture::McpConformance => Vec::new(),
+        };
         let mut frames = vec![env::handshake_marker()];
         if !hidden.is_empty() {
             frames.push(env::disable_tools(hidden));
@@ -348,6 +357,14 @@ impl Session {
                     }
                 }
             });
+        }
+    }
+
+    /// The tool definitions of the fixture served.
+    fn definitions(&self) -> Vec<protomcp_proto::pb::ToolDefinition> {
+        match self.shared.opts.fixture {
+            Fixture::AppendixB => tools::definitions(),
+            Fixture::McpConformance => mcp_conformance::definitions(),
         }
     }
 
