@@ -90,7 +90,15 @@ impl Link {
         let writer_link = link.clone();
         tokio::spawn(async move {
             let mut sink = FramedWrite::new(write, EnvelopeCodec::new(Party::Bridge, Limits::default()));
-            while let Some(item) = out_rx.recv().await {
+            loop {
+                // Once the link is closed, what is queued is still written (a CancelRequest at
+                // session end, BR-CANCEL-06); then the write side ends: the TP sees end-of-file.
+                let item = tokio::select! {
+                    biased;
+                    item = out_rx.recv() => item,
+                    _ = writer_link.closed() => out_rx.try_recv().ok(),
+                };
+                let Some(item) = item else { break };
                 // Write whatever is queued, then flush once.
                 let mut batch = vec![item];
                 while let Ok(more) = out_rx.try_recv() {

@@ -6,7 +6,7 @@
 #![allow(deprecated)]
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -17,10 +17,14 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
+use super::gate::{Gate, Verdict};
 use super::{BoxFuture, Bridge, HostError, HostSession, ListKind, SessionId, state};
 
 /// The newest protocol revision offered (older ones down to 2024-11-05 are accepted).
 pub const NEWEST_VERSION: &str = "2025-11-25";
+
+/// An HTTP session without any request for this long is ended (BR-HTTP-26).
+pub const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(300);
 
 static SESSION_IDS: AtomicU64 = AtomicU64::new(1);
 
@@ -56,6 +60,9 @@ struct Session {
     bridge: Arc<Bridge>,
     /// Trace MCP messages here (HTTP); on stdio the transport filter traces the raw lines.
     trace: bool,
+    /// Cancelled when the session ends (stdin EOF, HTTP DELETE, idle end): its calls in flight
+    /// are cancelled at the tool process (BR-CANCEL-06).
+    ended: tokio_util::sync::CancellationToken,
 }
 
 impl Session {
@@ -70,7 +77,13 @@ impl Session {
             subscriptions: Mutex::new(HashSet::new()),
             bridge,
             trace,
+            ended: tokio_util::sync::CancellationToken::new(),
         })
+    }
+
+    /// Ends the session: its calls in flight are cancelled (BR-CANCEL-06).
+    fn end(&self) {
+        self.ended.cancel();
     }
 
     /// Binds the session to its peer and starts the task that sends its notifications in order.
@@ -213,18 +226,50 @@ impl HostSession for Session {
     }
 }
 
+/// The HTTP sessions by `Mcp-Session-Id`, so that DELETE ends ours at once (BR-CANCEL-06).
+type Registry = Arc<Mutex<HashMap<String, Arc<Session>>>>;
+
+/// Ends the session when rmcp drops the last clone of its handler (the transport ended: stdin
+/// closed, HTTP DELETE or rmcp's idle timeout): the core forgets it, so nothing leaks.
+struct Life {
+    bridge: Arc<Bridge>,
+    session: Arc<Session>,
+    registry: Option<(Registry, Arc<OnceLock<String>>)>,
+}
+
+impl Drop for Life {
+    fn drop(&mut self) {
+        self.session.end();
+        self.bridge.remove_session(self.session.id);
+        if let Some((registry, key)) = &self.registry
+            && let Some(k) = key.get()
+        {
+            registry.lock().unwrap().remove(k);
+        }
+    }
+}
+
 /// The rmcp server handler of one session.
 #[derive(Clone)]
 pub struct Handler {
     bridge: Arc<Bridge>,
     session: Arc<Session>,
+    /// HTTP only: where on_initialized records the session under its `Mcp-Session-Id`.
+    registry: Option<(Registry, Arc<OnceLock<String>>)>,
+    _life: Arc<Life>,
 }
 
 impl Handler {
     /// `trace`: record MCP messages at the handler (transports that do not trace raw lines).
     pub fn new(bridge: Arc<Bridge>, trace: bool) -> Handler {
+        Handler::with_registry(bridge, trace, None)
+    }
+
+    fn with_registry(bridge: Arc<Bridge>, trace: bool, registry: Option<Registry>) -> Handler {
         let session = Session::new(bridge.clone(), trace);
-        Handler { bridge, session }
+        let registry = registry.map(|r| (r, Arc::new(OnceLock::new())));
+        let life = Arc::new(Life { bridge: bridge.clone(), session: session.clone(), registry: registry.clone() });
+        Handler { bridge, session, registry, _life: life }
     }
 
     fn as_host(&self) -> Arc<dyn HostSession> {
@@ -288,6 +333,16 @@ impl ServerHandler for Handler {
             self.bridge.trace_mcp(true, &json!({"method": "notifications/initialized"}));
         }
         self.session.attach(context.peer.clone());
+        if let Some((registry, key)) = &self.registry
+            && let Some(id) = context
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|p| p.headers.get("mcp-session-id"))
+                .and_then(|v| v.to_str().ok())
+            && key.set(id.to_owned()).is_ok()
+        {
+            registry.lock().unwrap().insert(id.to_owned(), self.session.clone());
+        }
         self.bridge.add_session(self.as_host());
     }
 
@@ -312,10 +367,14 @@ impl ServerHandler for Handler {
         let progress = context.meta.get_progress_token().map(|t| to_json(&t));
         let arguments = request.arguments.map(Value::Object);
         let ct = context.ct.clone();
-        let r = self
-            .bridge
-            .call_tool(&self.as_host(), &request.name, arguments, progress, async move { ct.cancelled().await })
-            .await;
+        let ended = self.session.ended.clone();
+        let cancel = async move {
+            tokio::select! {
+                _ = ct.cancelled() => {}
+                _ = ended.cancelled() => {}
+            }
+        };
+        let r = self.bridge.call_tool(&self.as_host(), &request.name, arguments, progress, cancel).await;
         let r = match r {
             Ok(v) => from_json::<m::CallToolResult>(v),
             Err(e) => Err(host_error(e)),
@@ -437,73 +496,38 @@ impl ServerHandler for Handler {
     }
 }
 
-/// What the stdio filter does with one line from the host.
-#[derive(Debug, PartialEq)]
-pub enum LineVerdict {
-    /// Hand it to the MCP server.
-    Pass,
-    /// Answer it here with this error response (the server would mishandle it).
-    Answer(Value),
-    /// Drop it (empty line).
-    Drop,
-}
-
-fn error_response(id: Value, code: i32, message: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-}
-
-/// Checks one stdio line before rmcp sees it: rmcp drops unparsable lines silently and reads
-/// tools/call with non-object arguments as an unknown method, while the spec asks for -32700
-/// (BR-MCP-16), -32600 for batches (BR-MCP-21) and -32602 (BR-CALL-03).
-pub fn check_line(line: &str) -> LineVerdict {
-    if line.trim().is_empty() {
-        return LineVerdict::Drop;
-    }
-    let v = match serde_json::from_str::<Value>(line) {
-        Ok(v) => v,
-        Err(_) => return LineVerdict::Answer(error_response(Value::Null, -32700, "parse error")),
-    };
-    match &v {
-        Value::Array(_) => LineVerdict::Answer(error_response(Value::Null, -32600, "batches are not supported")),
-        Value::Object(o) => {
-            if o.get("method").and_then(Value::as_str) == Some("tools/call")
-                && let Some(id) = o.get("id")
-                && let Some(args) = o.get("params").and_then(|p| p.get("arguments"))
-                && !args.is_null()
-                && !args.is_object()
-            {
-                return LineVerdict::Answer(error_response(id.clone(), -32602, "arguments must be a JSON object"));
-            }
-            LineVerdict::Pass
-        }
-        _ => LineVerdict::Answer(error_response(Value::Null, -32600, "not a JSON-RPC message")),
-    }
-}
-
 /// Serves one MCP session on stdin/stdout until the host closes stdin or `stop` resolves.
 /// Lines pass through [`check_line`] and, with `--trace`, into the trace; stdout gets whole
 /// lines only (the server's and the filter's answers never interleave).
 pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Output = ()>) -> Result<(), String> {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let handler = Handler::new(bridge.clone(), false);
-    let session_id = handler.session.id;
+    let session = handler.session.clone();
+    let session_id = session.id;
     let (server_in, mut feed) = tokio::io::duplex(1 << 16);
     let (server_out, from_server) = tokio::io::duplex(1 << 16);
     let (answers, mut answers_rx) = mpsc::unbounded_channel::<String>();
-    // Output: the server's lines and the filter's answers, one whole line at a time.
+    let gate = Arc::new(Mutex::new(Gate::new()));
+    // Output: the server's lines and the gate's answers, one whole line at a time.
     let out_bridge = bridge.clone();
+    let out_gate = gate.clone();
     let output = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
         let mut lines = BufReader::new(from_server).lines();
         loop {
-            let line = tokio::select! {
-                l = lines.next_line() => match l { Ok(Some(l)) => l, _ => break },
-                a = answers_rx.recv() => match a { Some(a) => a, None => continue },
+            let (line, from_server) = tokio::select! {
+                l = lines.next_line() => match l { Ok(Some(l)) => (l, true), _ => break },
+                a = answers_rx.recv() => match a { Some(a) => (a, false), None => continue },
             };
-            if out_bridge.tracing()
-                && let Ok(v) = serde_json::from_str::<Value>(&line)
-            {
-                out_bridge.trace_mcp(false, &v);
+            let parsed = (from_server || out_bridge.tracing()).then(|| serde_json::from_str::<Value>(&line).ok());
+            if let Some(Some(v)) = &parsed {
+                // The gate's own answers never end a request of the server's.
+                if from_server {
+                    out_gate.lock().unwrap().outbound(v);
+                }
+                if out_bridge.tracing() {
+                    out_bridge.trace_mcp(false, v);
+                }
             }
             if stdout.write_all(format!("{line}\n").as_bytes()).await.is_err() || stdout.flush().await.is_err() {
                 break;
@@ -511,6 +535,7 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
         }
     });
     let in_bridge = bridge.clone();
+    let in_session = handler.session.clone();
     let input = tokio::spawn(async move {
         let mut lines = BufReader::new(tokio::io::stdin()).lines();
         while let Ok(Some(line)) = lines.next_line().await {
@@ -520,19 +545,22 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
                     Err(_) => in_bridge.trace_host_line(true, &line),
                 }
             }
-            match check_line(&line) {
-                LineVerdict::Pass => {
+            let verdict = gate.lock().unwrap().inbound_line(&line);
+            match verdict {
+                Verdict::Pass => {
                     if feed.write_all(format!("{line}\n").as_bytes()).await.is_err() {
                         break;
                     }
                 }
-                LineVerdict::Answer(v) => {
+                Verdict::Answer(v) => {
                     let _ = answers.send(v.to_string());
                 }
-                LineVerdict::Drop => {}
+                Verdict::Drop => {}
             }
         }
-        // End-of-file on stdin: the server sees end-of-file too (BR-LIFECYCLE-09).
+        // End-of-file on stdin ends the session: its calls in flight are cancelled
+        // (BR-CANCEL-06), and the server sees end-of-file too (BR-LIFECYCLE-09).
+        in_session.end();
         let _ = feed.shutdown().await;
     });
     tokio::pin!(stop);
@@ -551,6 +579,7 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
         _ = &mut stop => Ok(()),
     };
     input.abort();
+    session.end();
     let _ = tokio::time::timeout(std::time::Duration::from_millis(500), output).await;
     bridge.remove_session(session_id);
     r
@@ -574,9 +603,14 @@ pub async fn serve_http(
     let config =
         StreamableHttpServerConfig::default().disable_allowed_hosts().with_cancellation_token(ct.child_token());
     let factory_bridge = bridge.clone();
+    let registry: Registry = Arc::default();
+    let factory_registry = registry.clone();
+    // Idle sessions end after SESSION_IDLE (BR-HTTP-26); rmcp then drops the handler (`Life`).
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(SESSION_IDLE);
     let service = StreamableHttpService::new(
-        move || Ok(Handler::new(factory_bridge.clone(), true)),
-        Arc::new(LocalSessionManager::default()),
+        move || Ok(Handler::with_registry(factory_bridge.clone(), true, Some(factory_registry.clone()))),
+        Arc::new(sessions),
         config,
     );
     let guard = Arc::new(guard);
@@ -594,10 +628,14 @@ pub async fn serve_http(
         };
         let service = service.clone();
         let guard = guard.clone();
+        let registry = registry.clone();
+        let bridge = bridge.clone();
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let service = service.clone();
                 let guard = guard.clone();
+                let registry = registry.clone();
+                let bridge = bridge.clone();
                 async move {
                     let header = |name: http::header::HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok());
                     let refusal = guard.check(
@@ -622,7 +660,18 @@ pub async fn serve_http(
                             }
                             resp
                         }
-                        None => service.handle(req).await,
+                        None => {
+                            // DELETE ends the session at once: its calls in flight are cancelled
+                            // (BR-CANCEL-06) and it gets no more notifications; rmcp then closes it.
+                            if req.method() == http::Method::DELETE
+                                && let Some(id) = header(http::header::HeaderName::from_static("mcp-session-id"))
+                                && let Some(session) = registry.lock().unwrap().remove(id)
+                            {
+                                session.end();
+                                bridge.remove_session(session.id);
+                            }
+                            service.handle(req).await
+                        }
                     };
                     Ok::<_, std::convert::Infallible>(response)
                 }
@@ -633,26 +682,4 @@ pub async fn serve_http(
     }
     ct.cancel();
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stdio_lines() {
-        assert_eq!(check_line("  "), LineVerdict::Drop);
-        assert_eq!(check_line(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), LineVerdict::Pass);
-        let LineVerdict::Answer(v) = check_line("nope") else { panic!() };
-        assert_eq!((v["id"].clone(), v["error"]["code"].clone()), (Value::Null, json!(-32700)));
-        let LineVerdict::Answer(v) = check_line("[]") else { panic!() };
-        assert_eq!(v["error"]["code"], -32600);
-        let LineVerdict::Answer(v) = check_line("3") else { panic!() };
-        assert_eq!(v["error"]["code"], -32600);
-        let call = r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x","arguments":"s"}}"#;
-        let LineVerdict::Answer(v) = check_line(call) else { panic!() };
-        assert_eq!((v["id"].clone(), v["error"]["code"].clone()), (json!("a"), json!(-32602)));
-        let null_args = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","arguments":null}}"#;
-        assert_eq!(check_line(null_args), LineVerdict::Pass);
-    }
 }

@@ -11,6 +11,7 @@
 //! The core speaks JSON values towards the MCP side ([`HostSession`]), so rmcp stays behind
 //! one module.
 
+pub mod gate;
 pub mod http;
 pub mod link;
 pub mod mcp;
@@ -44,6 +45,9 @@ pub const HANDSHAKE_QUIET: Duration = Duration::from_millis(500);
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(300);
 /// Consecutive restart attempts after a failure (BR-LIFECYCLE-05).
 pub const RESTART_ATTEMPTS: u32 = 3;
+/// How long a shutting-down bridge lets the tool process leave on its own after closing the
+/// connection, before it terminates it.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 /// Delay before the first restart attempt; doubled for each further one.
 pub const RESTART_DELAY: Duration = Duration::from_millis(250);
 
@@ -502,6 +506,10 @@ impl Bridge {
             l.close("the bridge is shutting down".into());
         }
         if let Some(mut p) = proc {
+            // What is still queued (CancelRequest for the calls of an ended session,
+            // BR-CANCEL-06) is written and the connection closed; a process that leaves on
+            // end-of-file is not signalled (BR-LIFECYCLE-09).
+            p.wait_exit(SHUTDOWN_GRACE).await;
             p.terminate().await;
         }
     }

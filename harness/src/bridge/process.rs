@@ -99,6 +99,20 @@ impl ToolProcess {
         self.exit
     }
 
+    /// Waits up to `within` for the process to leave on its own; whether it did.
+    pub async fn wait_exit(&mut self, within: Duration) -> bool {
+        if self.exit_status().is_some() {
+            return true;
+        }
+        match tokio::time::timeout(within, self.child.wait()).await {
+            Ok(Ok(s)) => {
+                self.exit = Some(s);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Ends the process: SIGTERM to its group, SIGKILL after 2 s; reaps it and removes the
     /// socket file.
     pub async fn terminate(&mut self) {
