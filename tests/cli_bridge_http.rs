@@ -249,3 +249,44 @@ fn bridge_catalogue_over_http_against_the_reference_bridge() {
     assert!(!t.contains("ERROR"), "{t}");
     sb.assert_clean();
 }
+
+#[test]
+fn sigint_mid_run_over_http_leaves_no_bridge_or_mock() {
+    let sb = Sandbox::new();
+    let s = sb.file(
+        "long.yaml",
+        &format!(
+            r#"
+id: bridge.selftest.long-http
+title: a long wait with an HTTP session open
+requirements: [BR-MCP-08]
+level: MUST
+role: bridge
+steps:
+  - tool_handshake: {{tools: [{{name: echo}}]}}
+{INIT}  - host_expect_nothing: {{for_ms: 30000}}
+"#
+        ),
+    );
+    let mut child = sb
+        .cmd()
+        .arg("--bridge")
+        .arg(http_bridge())
+        .args(["--bridge-transport", "http", "--scenarios"])
+        .arg(&s)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !sb.leftovers().iter().any(|l| l.ends_with("\0mock\0")) {
+        assert!(Instant::now() < deadline, "the mock never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Let the session start, then interrupt.
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    sb.assert_clean();
+}
