@@ -9,7 +9,8 @@
 //! original, whose answer is then lost (BR-MCP-19/20). The gate also tracks the ids in flight:
 //! [`Gate::outbound`] sees every message the server sends.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 
 use rmcp::model as m;
 use serde_json::{Value, json};
@@ -155,6 +156,41 @@ impl Gate {
     }
 }
 
+/// The gates of the HTTP sessions, by `Mcp-Session-Id`. Over HTTP a request is in flight from
+/// its POST until the body of that POST's response ends ([`Gates::done`]).
+#[derive(Debug, Default)]
+pub struct Gates {
+    by_session: Mutex<HashMap<String, Gate>>,
+}
+
+impl Gates {
+    /// Checks the body of a POST in session `session`: the verdict and, for a request passed
+    /// on, its id (in flight until [`Gates::done`]).
+    pub fn check(&self, session: &str, body: &[u8]) -> (Verdict, Option<Value>) {
+        let Ok(v) = serde_json::from_slice::<Value>(body) else {
+            return (Verdict::Answer(error_response(Value::Null, -32700, "parse error")), None);
+        };
+        let verdict = self.by_session.lock().unwrap().entry(session.to_owned()).or_default().inbound(&v);
+        let id = match verdict {
+            Verdict::Pass if v.get("method").is_some() => v.get("id").cloned(),
+            _ => None,
+        };
+        (verdict, id)
+    }
+
+    /// The response to request `id` of `session` has been sent (or abandoned).
+    pub fn done(&self, session: &str, id: &Value) {
+        if let Some(g) = self.by_session.lock().unwrap().get_mut(session) {
+            g.in_flight.remove(&key(id));
+        }
+    }
+
+    /// The session ended.
+    pub fn remove(&self, session: &str) {
+        self.by_session.lock().unwrap().remove(session);
+    }
+}
+
 /// Whether rmcp reads the message at all.
 fn parses(v: &Value) -> bool {
     serde_json::from_value::<m::ClientJsonRpcMessage>(v.clone()).is_ok()
@@ -238,6 +274,26 @@ mod tests {
             assert!(!matches!(g.inbound_line(line), Verdict::Answer(_)), "{line}");
         }
         assert_eq!(g.inbound_line(r#"{"jsonrpc":"2.0","id":9,"result":{}}"#), Verdict::Pass);
+    }
+
+    #[test]
+    fn http_sessions_have_their_own_ids() {
+        let gates = Gates::default();
+        let call = br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x"}}"#;
+        assert_eq!(gates.check("a", call), (Verdict::Pass, Some(json!(2))));
+        assert_eq!(gates.check("b", call), (Verdict::Pass, Some(json!(2))), "BR-HTTP-17");
+        let (Verdict::Answer(v), None) = gates.check("a", call) else { panic!() };
+        assert_eq!(v["error"]["code"], -32600);
+        gates.done("a", &json!(2));
+        assert_eq!(gates.check("a", call), (Verdict::Pass, Some(json!(2))));
+        let (Verdict::Answer(v), None) = gates.check("a", b"{nope") else { panic!() };
+        assert_eq!((v["id"].clone(), v["error"]["code"].clone()), (Value::Null, json!(-32700)));
+        assert_eq!(
+            gates.check("a", br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            (Verdict::Pass, None)
+        );
+        gates.remove("a");
+        assert_eq!(gates.check("a", call), (Verdict::Pass, Some(json!(2))));
     }
 
     #[test]

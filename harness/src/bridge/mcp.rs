@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use super::gate::{Gate, Verdict};
+use super::gate::{Gate, Gates, Verdict};
 use super::{BoxFuture, Bridge, HostError, HostSession, ListKind, SessionId, state};
 
 /// The newest protocol revision offered (older ones down to 2024-11-05 are accepted).
@@ -226,8 +226,15 @@ impl HostSession for Session {
     }
 }
 
-/// The HTTP sessions by `Mcp-Session-Id`, so that DELETE ends ours at once (BR-CANCEL-06).
-type Registry = Arc<Mutex<HashMap<String, Arc<Session>>>>;
+/// The HTTP sessions by `Mcp-Session-Id`, so that DELETE ends ours at once (BR-CANCEL-06),
+/// and their gates.
+#[derive(Default)]
+struct HttpSessions {
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    gates: Gates,
+}
+
+type Registry = Arc<HttpSessions>;
 
 /// Ends the session when rmcp drops the last clone of its handler (the transport ended: stdin
 /// closed, HTTP DELETE or rmcp's idle timeout): the core forgets it, so nothing leaks.
@@ -244,7 +251,8 @@ impl Drop for Life {
         if let Some((registry, key)) = &self.registry
             && let Some(k) = key.get()
         {
-            registry.lock().unwrap().remove(k);
+            registry.sessions.lock().unwrap().remove(k);
+            registry.gates.remove(k);
         }
     }
 }
@@ -341,7 +349,7 @@ impl ServerHandler for Handler {
                 .and_then(|v| v.to_str().ok())
             && key.set(id.to_owned()).is_ok()
         {
-            registry.lock().unwrap().insert(id.to_owned(), self.session.clone());
+            registry.sessions.lock().unwrap().insert(id.to_owned(), self.session.clone());
         }
         self.bridge.add_session(self.as_host());
     }
@@ -608,9 +616,10 @@ pub async fn serve_http(
     // Idle sessions end after SESSION_IDLE (BR-HTTP-26); rmcp then drops the handler (`Life`).
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(SESSION_IDLE);
+    let manager = Arc::new(sessions);
     let service = StreamableHttpService::new(
         move || Ok(Handler::with_registry(factory_bridge.clone(), true, Some(factory_registry.clone()))),
-        Arc::new(sessions),
+        manager.clone(),
         config,
     );
     let guard = Arc::new(guard);
@@ -630,12 +639,14 @@ pub async fn serve_http(
         let guard = guard.clone();
         let registry = registry.clone();
         let bridge = bridge.clone();
+        let manager = manager.clone();
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let service = service.clone();
                 let guard = guard.clone();
                 let registry = registry.clone();
                 let bridge = bridge.clone();
+                let manager = manager.clone();
                 async move {
                     let header = |name: http::header::HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok());
                     let refusal = guard.check(
@@ -665,12 +676,17 @@ pub async fn serve_http(
                             // (BR-CANCEL-06) and it gets no more notifications; rmcp then closes it.
                             if req.method() == http::Method::DELETE
                                 && let Some(id) = header(http::header::HeaderName::from_static("mcp-session-id"))
-                                && let Some(session) = registry.lock().unwrap().remove(id)
+                                && let Some(session) = registry.sessions.lock().unwrap().remove(id)
                             {
                                 session.end();
                                 bridge.remove_session(session.id);
+                                registry.gates.remove(id);
                             }
-                            service.handle(req).await
+                            if req.method() == http::Method::POST {
+                                gated_post(req, &service, &manager, &registry).await
+                            } else {
+                                service.handle(req).await
+                            }
                         }
                     };
                     Ok::<_, std::convert::Infallible>(response)
@@ -682,4 +698,96 @@ pub async fn serve_http(
     }
     ct.cancel();
     Ok(())
+}
+
+type HttpService = rmcp::transport::streamable_http_server::StreamableHttpService<
+    Handler,
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+>;
+type HttpBody = http_body_util::combinators::BoxBody<hyper::body::Bytes, std::convert::Infallible>;
+
+/// The largest POST body the gate reads (rmcp's own limit).
+const MAX_POST_BODY: usize = 4 << 20;
+
+/// Frees the id of a request passed on to rmcp when the body of its POST's response ends.
+struct Release {
+    registry: Registry,
+    session: String,
+    id: Value,
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        self.registry.gates.done(&self.session, &self.id);
+    }
+}
+
+/// A POST of an established session goes through the session's [`Gate`] (as stdio lines do);
+/// anything else (initialize, a missing or unknown session, an unsupported protocol version,
+/// another media type) is left to rmcp, which answers it as BR-HTTP-08/11/15 want.
+async fn gated_post(
+    req: hyper::Request<hyper::body::Incoming>,
+    service: &HttpService,
+    manager: &rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+    registry: &Registry,
+) -> hyper::Response<HttpBody> {
+    use http_body_util::{BodyExt, Full, Limited};
+    use hyper::body::Bytes;
+    use rmcp::transport::streamable_http_server::SessionManager;
+
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let json = header("content-type").is_some_and(|c| c.to_ascii_lowercase().starts_with("application/json"));
+    let accepts_json = header("accept").is_none_or(|a| a.contains("application/json") || a.contains("*/*"));
+    let known = m::ProtocolVersion::known_up_to(&m::ProtocolVersion::V_2025_11_25);
+    let version_ok = header("mcp-protocol-version").is_none_or(|v| known.iter().any(|k| k.as_str() == v));
+    let session = match header("mcp-session-id") {
+        Some(id) if json && accepts_json && version_ok => id,
+        _ => return service.handle(req).await,
+    };
+    if !manager.has_session(&Arc::from(session.as_str())).await.unwrap_or(false) {
+        return service.handle(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match Limited::new(body, MAX_POST_BODY).collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(e) => {
+            let mut resp = hyper::Response::new(Full::new(Bytes::from(format!("cannot read the body: {e}"))).boxed());
+            *resp.status_mut() = http::StatusCode::PAYLOAD_TOO_LARGE;
+            return resp;
+        }
+    };
+    let (verdict, id) = registry.gates.check(&session, &bytes);
+    match verdict {
+        Verdict::Answer(v) => {
+            // A message without an id to answer (parse error, invalid request) is a bad request;
+            // an error answer to a request is an ordinary JSON-RPC response.
+            let status = if v["id"].is_null() { http::StatusCode::BAD_REQUEST } else { http::StatusCode::OK };
+            let mut resp = hyper::Response::new(Full::new(Bytes::from(v.to_string())).boxed());
+            *resp.status_mut() = status;
+            resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+            resp
+        }
+        // BR-HTTP-07: nothing to answer.
+        Verdict::Drop => {
+            let mut resp = hyper::Response::new(Full::new(Bytes::new()).boxed());
+            *resp.status_mut() = http::StatusCode::ACCEPTED;
+            resp
+        }
+        Verdict::Pass => {
+            let resp = service.handle(hyper::Request::from_parts(parts, Full::new(bytes))).await;
+            match id {
+                None => resp,
+                Some(id) => {
+                    let release = Release { registry: registry.clone(), session, id };
+                    resp.map(|b| {
+                        b.map_frame(move |f| {
+                            let _ = &release;
+                            f
+                        })
+                        .boxed()
+                    })
+                }
+            }
+        }
+    }
 }
