@@ -86,6 +86,21 @@ struct State {
     /// Requests from the bridge are answered at once (`ping` with `{}`, others with -32601),
     /// as [`super::StdioHost`] does; off: the script answers.
     manual: bool,
+    /// The endpoint accepted a connection.
+    listening: bool,
+    /// Why the sender gave up (the start-up watchdog).
+    failure: Option<String>,
+    /// Queued sends not yet done.
+    pending: usize,
+}
+
+/// What the queued sender does, in order ([`HttpSession::send`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outgoing {
+    /// POST these bytes.
+    Post(Vec<u8>),
+    /// DELETE the session.
+    Delete,
 }
 
 /// One MCP session over Streamable HTTP (see the module documentation).
@@ -95,6 +110,7 @@ pub struct HttpSession {
     next_stream: Arc<AtomicUsize>,
     /// How long a POST may take to connect and write.
     pub send_timeout: Duration,
+    queue: Mutex<Option<tokio::sync::mpsc::UnboundedSender<Outgoing>>>,
 }
 
 /// How long a send waits for the response's status line before the next step runs (keeps the
@@ -108,27 +124,68 @@ impl HttpSession {
             state: Arc::new(Mutex::new(State::default())),
             next_stream: Arc::new(AtomicUsize::new(1)),
             send_timeout: Duration::from_secs(5),
+            queue: Mutex::new(None),
         }
+    }
+
+    /// Queues `item`, like a write into a pipe: the step that sends does not wait for the bridge.
+    /// The first call starts the sender, which first waits until the endpoint accepts a TCP
+    /// connection — until `watchdog` at most (the start-up watchdog, see [`HttpSession::failure`])
+    /// — and then sends every queued item in order ([`HttpSession::post`], [`HttpSession::delete`]).
+    pub fn send(&self, item: Outgoing, watchdog: Instant) {
+        let mut q = self.queue.lock().unwrap();
+        let tx = q.get_or_insert_with(|| {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let ctx = self.ctx();
+            let timeout = self.send_timeout;
+            let task = tokio::spawn(async move { ctx.sender(rx, watchdog, timeout).await });
+            self.state.lock().unwrap().tasks.push(task);
+            tx
+        });
+        self.state.lock().unwrap().pending += 1;
+        let _ = tx.send(item);
+    }
+
+    /// Why queued sends were given up: the endpoint did not accept a connection before the
+    /// start-up watchdog.
+    pub fn failure(&self) -> Option<String> {
+        self.state.lock().unwrap().failure.clone()
+    }
+
+    /// Whether the endpoint accepted a connection.
+    pub fn listening(&self) -> bool {
+        self.state.lock().unwrap().listening
+    }
+
+    /// Queued sends not yet done.
+    pub fn pending(&self) -> usize {
+        self.state.lock().unwrap().pending
     }
 
     /// Polls a TCP connect until the endpoint accepts one, or `deadline`.
     pub async fn wait_listening(&self, deadline: Instant) -> Result<(), String> {
-        let mut last;
-        loop {
-            match self.endpoint.addr().await {
-                Ok(a) => match TcpStream::connect(a).await {
-                    Ok(_) => return Ok(()),
-                    Err(e) => last = e.to_string(),
-                },
-                Err(e) => last = e.to_string(),
-            }
-            if Instant::now() >= deadline {
-                return Err(last);
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_listening(&self.endpoint, deadline).await
     }
+}
 
+/// Polls a TCP connect until `endpoint` accepts one, or `deadline`; the last error otherwise.
+async fn wait_listening(endpoint: &Endpoint, deadline: Instant) -> Result<(), String> {
+    loop {
+        let last = match endpoint.addr().await {
+            Ok(a) => match TcpStream::connect(a).await {
+                Ok(_) => return Ok(()),
+                Err(e) => e.to_string(),
+            },
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() >= deadline {
+            return Err(last);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+impl HttpSession {
     /// Whether requests from the bridge are answered by the session (the default) or left to the
     /// caller.
     pub fn answer_requests(&self, on: bool) {
@@ -145,46 +202,15 @@ impl HttpSession {
         self.state.lock().unwrap().session.clone()
     }
 
-    fn headers(&self, accept: &str) -> Vec<(String, String)> {
-        self.ctx().session_headers(accept)
-    }
-
     /// POSTs `body` (any bytes) as `application/json`; returns once the request is written and
     /// its status line arrived (or [`SETTLE`] passed); the response is read in the background.
     pub async fn post(&self, body: Vec<u8>) -> Result<(), HttpError> {
-        let mut headers = self.headers("application/json, text/event-stream");
-        headers.push(("Content-Type".into(), "application/json".into()));
-        let stream_id = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let conn = tokio::time::timeout(self.send_timeout, self.open("POST", &headers, &body))
-            .await
-            .map_err(|_| HttpError::Timeout(self.send_timeout))??;
-        let (headed_tx, headed_rx) = tokio::sync::oneshot::channel();
-        let ctx = self.ctx();
-        let task = tokio::spawn(async move { ctx.read_response(conn, stream_id, Some(headed_tx)).await });
-        self.state.lock().unwrap().tasks.push(task);
-        let _ = tokio::time::timeout(SETTLE, headed_rx).await;
-        Ok(())
+        self.ctx().post(body, self.send_timeout).await.map(|_| ()).map_err(|(_, e)| e)
     }
 
     /// DELETE with the session id; returns the status (the session's streams stay read).
     pub async fn delete(&self) -> Result<u16, HttpError> {
-        let headers = self.headers("application/json, text/event-stream");
-        let stream_id = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let conn = tokio::time::timeout(self.send_timeout, self.open("DELETE", &headers, &[]))
-            .await
-            .map_err(|_| HttpError::Timeout(self.send_timeout))??;
-        let mut reader = BufReader::new(conn);
-        let (status, _) = tokio::time::timeout(self.send_timeout, read_head(&mut reader))
-            .await
-            .map_err(|_| HttpError::Timeout(self.send_timeout))??;
-        if !(200..300).contains(&status) {
-            self.state
-                .lock()
-                .unwrap()
-                .events
-                .push(Event::Note { stream: stream_id, text: format!("DELETE: HTTP {status}") });
-        }
-        Ok(status)
+        self.ctx().delete(self.send_timeout).await.map(|(status, _)| status).map_err(|(_, e)| e)
     }
 
     /// Stops every background read.
@@ -196,10 +222,6 @@ impl HttpSession {
 
     fn ctx(&self) -> Ctx {
         Ctx { endpoint: self.endpoint.clone(), state: self.state.clone(), next_stream: self.next_stream.clone() }
-    }
-
-    async fn open(&self, method: &str, headers: &[(String, String)], body: &[u8]) -> Result<TcpStream, HttpError> {
-        self.ctx().open(method, headers, body).await
     }
 }
 
@@ -218,6 +240,85 @@ struct Ctx {
 }
 
 impl Ctx {
+    /// The queued sender of [`HttpSession::send`].
+    async fn sender(
+        self,
+        mut rx: tokio::sync::mpsc::UnboundedReceiver<Outgoing>,
+        watchdog: Instant,
+        timeout: Duration,
+    ) {
+        let started = Instant::now();
+        if let Err(last) = wait_listening(&self.endpoint, watchdog).await {
+            let e = &self.endpoint;
+            self.state.lock().unwrap().failure = Some(format!(
+                "start-up watchdog: the bridge did not accept connections at http://{}{} within {:?} (last error: {last})",
+                e.authority,
+                e.path,
+                started.elapsed()
+            ));
+            return;
+        }
+        self.state.lock().unwrap().listening = true;
+        while let Some(item) = rx.recv().await {
+            match item {
+                Outgoing::Post(body) => {
+                    if let Err((stream, e)) = self.post(body, timeout).await {
+                        self.note(stream, format!("POST failed: {e}"));
+                    }
+                }
+                Outgoing::Delete => {
+                    let no_session = self.state.lock().unwrap().session.is_none();
+                    if no_session {
+                        let stream = self.next_stream.fetch_add(1, Ordering::Relaxed);
+                        self.note(stream, "no session id to DELETE");
+                    } else if let Err((stream, e)) = self.delete(timeout).await {
+                        self.note(stream, format!("DELETE failed: {e}"));
+                    }
+                }
+            }
+            self.state.lock().unwrap().pending -= 1;
+        }
+    }
+
+    /// POSTs `body`; returns its stream once the status line arrived (or [`SETTLE`] passed), the
+    /// rest of the response is read in the background.
+    async fn post(&self, body: Vec<u8>, timeout: Duration) -> Result<usize, (usize, HttpError)> {
+        let mut headers = self.session_headers("application/json, text/event-stream");
+        headers.push(("Content-Type".into(), "application/json".into()));
+        let stream = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let conn = match tokio::time::timeout(timeout, self.open("POST", &headers, &body)).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Err((stream, e)),
+            Err(_) => return Err((stream, HttpError::Timeout(timeout))),
+        };
+        let (headed_tx, headed_rx) = tokio::sync::oneshot::channel();
+        let ctx = self.clone();
+        let task = tokio::spawn(async move { ctx.read_response(conn, stream, Some(headed_tx)).await });
+        self.state.lock().unwrap().tasks.push(task);
+        let _ = tokio::time::timeout(SETTLE, headed_rx).await;
+        Ok(stream)
+    }
+
+    /// DELETE with the session id; the status (a note unless 2xx).
+    async fn delete(&self, timeout: Duration) -> Result<(u16, usize), (usize, HttpError)> {
+        let headers = self.session_headers("application/json, text/event-stream");
+        let stream = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let run = async {
+            let conn = self.open("DELETE", &headers, &[]).await?;
+            let mut reader = BufReader::new(conn);
+            read_head(&mut reader).await.map(|(status, _)| status)
+        };
+        let status = match tokio::time::timeout(timeout, run).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Err((stream, e)),
+            Err(_) => return Err((stream, HttpError::Timeout(timeout))),
+        };
+        if !(200..300).contains(&status) {
+            self.note(stream, format!("DELETE: HTTP {status}"));
+        }
+        Ok((status, stream))
+    }
+
     async fn open(&self, method: &str, headers: &[(String, String)], body: &[u8]) -> Result<TcpStream, HttpError> {
         let addr = self.endpoint.addr().await?;
         let mut stream = TcpStream::connect(addr).await?;
@@ -346,9 +447,13 @@ impl Ctx {
     async fn read_events(&self, body: &mut Body, stream: usize) {
         let mut pending = Vec::<u8>::new();
         let mut data: Vec<String> = Vec::new();
+        // Bytes of `pending` already known to hold no newline: a long line arriving in many
+        // chunks is scanned once, not once per chunk.
+        let mut scanned = 0;
         while let Some(b) = body.next().await {
             pending.extend_from_slice(&b);
-            while let Some(i) = pending.iter().position(|&c| c == b'\n') {
+            while let Some(i) = pending[scanned..].iter().position(|&c| c == b'\n').map(|i| i + scanned) {
+                scanned = 0;
                 let line: Vec<u8> = pending.drain(..=i).collect();
                 let line = String::from_utf8_lossy(&line);
                 let line = line.trim_end_matches(['\n', '\r']);
@@ -358,6 +463,7 @@ impl Ctx {
                     data.push(d.strip_prefix(' ').unwrap_or(d).to_owned());
                 }
             }
+            scanned = pending.len();
         }
         self.event(stream, &mut data);
     }

@@ -31,7 +31,7 @@ use super::{
     CaseResult, Config, DEFAULT_SCENARIO_TIMEOUT, GRACE, KILL_LIMIT, Outcome, STDERR_TAIL, Target, tail_lines,
 };
 use crate::host::StdioHost;
-use crate::host::session::{Endpoint, Event, HttpSession};
+use crate::host::session::{Endpoint, Event, HttpSession, Outgoing};
 use crate::mock::{ENV_CONTROL, ENV_PIDFILE};
 use crate::scenario::template::substitute;
 use crate::scenario::{Action, HostLine, Pattern, Scenario, ToolHandshake, Transport, match_value};
@@ -107,8 +107,6 @@ fn step_err(e: StepError, at: &str, kw: &str) -> StepError {
 struct Http {
     session: HttpSession,
     url: String,
-    /// The endpoint accepted a connection once.
-    ready: bool,
 }
 
 struct Run<'a> {
@@ -136,7 +134,19 @@ impl Run<'_> {
             }
             self.step(&step.action).await.map_err(|e| step_err(e, &at, kw))?;
         }
-        Ok(())
+        self.http_drain().await
+    }
+
+    /// Over HTTP: waits until every queued send is done (a scenario ending with sends that never
+    /// reached the bridge does not pass).
+    async fn http_drain(&mut self) -> Result<(), StepError> {
+        loop {
+            self.http_check().await?;
+            if self.http.as_ref().is_none_or(|h| h.session.pending() == 0) {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     fn stdout_clean(&self) -> Result<(), StepError> {
@@ -213,9 +223,13 @@ impl Run<'_> {
     /// A bridge message matching `pattern` before `deadline`. Over stdio the next message must
     /// match; over HTTP the oldest unread message of any stream may.
     async fn expect_host(&mut self, pattern: &Pattern, within: Duration, ignore: &[String]) -> Result<(), StepError> {
-        let deadline = Instant::now() + within;
+        let mut deadline = Instant::now() + within;
         loop {
             self.stdout_clean()?;
+            self.http_check().await?;
+            if self.starting() {
+                deadline = Instant::now() + within;
+            }
             let heads = self.heads(ignore);
             let mut mismatch = None;
             for (i, m) in &heads {
@@ -245,9 +259,13 @@ impl Run<'_> {
 
     /// No bridge message (except `ignore`d methods) for `d`.
     async fn expect_no_host(&mut self, d: Duration, ignore: &[String]) -> Result<(), StepError> {
-        let deadline = Instant::now() + d;
+        let mut deadline = Instant::now() + d;
         loop {
             self.stdout_clean()?;
+            self.http_check().await?;
+            if self.starting() {
+                deadline = Instant::now() + d;
+            }
             if let Some((i, m)) = self.heads(ignore).into_iter().next() {
                 self.take(i, &m);
                 return Err(StepError::Fail(format!("expected no message for {d:?}, got {}", compact(&m))));
@@ -259,65 +277,41 @@ impl Run<'_> {
         }
     }
 
-    /// Over HTTP: waits (once) until the endpoint accepts a connection, within the start-up
-    /// watchdog (`T_START`, scaled, and never past the scenario's budget).
-    async fn http_ready(&mut self) -> Result<(), StepError> {
-        let Some(h) = &self.http else { return Ok(()) };
-        if h.ready {
-            return Ok(());
-        }
-        let watchdog = self.ex.t(crate::scenario::T_START);
-        let deadline = (Instant::now() + watchdog).min(self.budget_end - Duration::from_millis(300));
-        let started = Instant::now();
-        let url = h.url.clone();
-        let outcome = {
-            let wait = h.session.wait_listening(deadline);
-            tokio::pin!(wait);
-            loop {
-                tokio::select! {
-                    r = &mut wait => break r.map_err(|e| (false, e)),
-                    st = self.host.wait_exit(Duration::from_millis(50)) => {
-                        if let Some(st) = st {
-                            break Err((true, format!("{st}")));
-                        }
-                    }
-                }
-            }
-        };
-        match outcome {
-            Ok(()) => {
-                if let Some(h) = &mut self.http {
-                    h.ready = true;
-                }
-                Ok(())
-            }
-            Err((true, status)) => {
-                Err(StepError::Error(format!("the bridge exited ({status}) before accepting connections at {url}")))
-            }
-            Err((false, last)) => Err(StepError::Error(format!(
-                "start-up watchdog: the bridge did not accept connections at {url} within {:?} (last error: {last}); \
-                 it is killed",
-                started.elapsed()
-            ))),
-        }
+    /// The start-up watchdog's deadline for the first HTTP send: `T_START` (scaled) from now, and
+    /// never past the scenario's budget.
+    fn watchdog(&self) -> Instant {
+        (Instant::now() + self.ex.t(crate::scenario::T_START)).min(self.budget_end - Duration::from_millis(300))
     }
 
-    /// Sends one host message (`json`) or line (`raw`).
-    async fn host_send(&mut self, bytes: String) -> Result<(), StepError> {
-        self.http_ready().await?;
-        match &self.http {
-            None => self.host.send_line(&bytes),
-            Some(h) => {
-                if let Err(e) = h.session.post(bytes.into_bytes()).await {
-                    self.ex.transcript.push(Item::Host {
-                        dir: Dir::ToTestee,
-                        message: None,
-                        raw: Some(format!("<POST failed: {e}>")),
-                    });
-                }
+    /// Over HTTP: fails when the start-up watchdog gave up on the endpoint, or when the bridge
+    /// exited with sends queued before it ever accepted a connection.
+    async fn http_check(&mut self) -> Result<(), StepError> {
+        let Some(h) = &self.http else { return Ok(()) };
+        if let Some(f) = h.session.failure() {
+            return Err(StepError::Fail(format!("{f}; the bridge is killed")));
+        }
+        if h.session.pending() > 0 && !h.session.listening() {
+            let url = h.url.clone();
+            if let Some(st) = self.host.wait_exit(Duration::ZERO).await {
+                return Err(StepError::Fail(format!("the bridge exited ({st}) before accepting connections at {url}")));
             }
         }
         Ok(())
+    }
+
+    /// Over HTTP: sends are queued and the endpoint has not accepted a connection yet. The time
+    /// of a host expectation starts only once it has (the start-up watchdog bounds the wait).
+    fn starting(&self) -> bool {
+        self.http.as_ref().is_some_and(|h| h.session.pending() > 0 && !h.session.listening())
+    }
+
+    /// Sends one host message (`json`) or line (`raw`): a line on stdin, or a queued POST.
+    fn host_send(&mut self, bytes: String) {
+        let watchdog = self.watchdog();
+        match &self.http {
+            None => self.host.send_line(&bytes),
+            Some(h) => h.session.send(Outgoing::Post(bytes.into_bytes()), watchdog),
+        }
     }
 
     async fn step(&mut self, action: &Action) -> Result<(), StepError> {
@@ -325,11 +319,13 @@ impl Run<'_> {
             Action::HostSend(HostLine::Json(v)) => {
                 let v = substitute(v, &self.ex.caps).map_err(|e| StepError::Error(e.to_string()))?;
                 self.ex.transcript.push(Item::Host { dir: Dir::ToTestee, message: Some(v.clone()), raw: None });
-                self.host_send(v.to_string()).await
+                self.host_send(v.to_string());
+                Ok(())
             }
             Action::HostSend(HostLine::Raw(line)) => {
                 self.ex.transcript.push(Item::Host { dir: Dir::ToTestee, message: None, raw: Some(line.clone()) });
-                self.host_send(line.clone()).await
+                self.host_send(line.clone());
+                Ok(())
             }
             Action::HostExpect(e) => {
                 let within = self.ex.t(e.within);
@@ -340,16 +336,15 @@ impl Run<'_> {
                 self.expect_no_host(d, &e.ignore).await
             }
             Action::HostClose if self.http.is_some() => {
-                self.http_ready().await?;
-                let Some(h) = &self.http else { return Ok(()) };
-                let raw = match h.session.session_id() {
-                    None => "<end of session: no session id to DELETE>".to_owned(),
-                    Some(_) => match h.session.delete().await {
-                        Ok(status) => format!("<end of session: DELETE, HTTP {status}>"),
-                        Err(e) => format!("<end of session: DELETE failed: {e}>"),
-                    },
-                };
-                self.ex.transcript.push(Item::Host { dir: Dir::ToTestee, message: None, raw: Some(raw) });
+                let watchdog = self.watchdog();
+                if let Some(h) = &self.http {
+                    h.session.send(Outgoing::Delete, watchdog);
+                }
+                self.ex.transcript.push(Item::Host {
+                    dir: Dir::ToTestee,
+                    message: None,
+                    raw: Some("<end of session: DELETE>".into()),
+                });
                 Ok(())
             }
             Action::HostClose => {
@@ -502,7 +497,7 @@ pub(crate) async fn execute(
         BridgeTransport::Http { url } => {
             let url = expand_one(url, &values);
             match Endpoint::parse(&url) {
-                Ok(e) => Some(Http { session: HttpSession::new(e), url, ready: false }),
+                Ok(e) => Some(Http { session: HttpSession::new(e), url }),
                 Err(e) => return Outcome::Error(format!("--bridge-url: {e}")),
             }
         }
