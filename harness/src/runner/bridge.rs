@@ -77,9 +77,22 @@ impl BridgeTransport {
     }
 }
 
-/// A free port on 127.0.0.1 (bound, read, released: a small race with other programs remains).
+/// A free port on 127.0.0.1 (bound, read, released: a small race with other programs remains),
+/// never one of the last 1024 this process handed out, so parallel scenarios cannot share one.
 fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    for _ in 0..64 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&port) {
+            if given.len() >= 1024 {
+                given.remove(0);
+            }
+            given.push(port);
+            return Ok(port);
+        }
+    }
+    Err(std::io::Error::other("no port that was not handed out before"))
 }
 
 /// Replaces the placeholders in every argument.
