@@ -4,10 +4,11 @@
 //! script and the bridge's socket path; the bridge started by the host driver
 //! ([`crate::host::StdioHost`]) in its own process group, with `PROTOMCP_CONFORM_CONTROL` in its
 //! environment (its tool process, the mock, inherits it). Over stdio, host steps talk to the
-//! bridge's stdin and stdout. Over HTTP ([`BridgeTransport::Http`]) the first host step waits
-//! until the URL accepts a TCP connection (a start-up watchdog bounds the wait), then host steps
-//! POST to it ([`crate::host::session::HttpSession`]): responses arrive as JSON or event streams,
-//! the session's GET event stream carries the rest, `host_close` is a DELETE of the session.
+//! bridge's stdin and stdout. Over HTTP ([`BridgeTransport::Http`]) host sends are queued like
+//! writes into a pipe ([`crate::host::session::HttpSession::send`]): the queue waits until the URL
+//! accepts a TCP connection (a start-up watchdog bounds the wait), then POSTs in order; responses
+//! arrive as JSON or event streams, the session's GET event stream carries the rest, `host_close`
+//! is a DELETE of the session.
 //! Order is kept per stream; a `host_expect` over HTTP takes the first matching message among
 //! the oldest unread message of each stream. Tool-side steps run on the mock's control
 //! connection through [`Exec`], exactly as in tool-process scenarios. Teardown: stdin closed (and
