@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The pmcp leg of CI: installs pmcp v0.3.0 (github.com/msilverblatt/protomcp/cmd/protomcp, the
 # upstream bridge) with `go install` into target/pmcp/bin and runs the BR catalogue against it
-# through the manifest beside this script (protomcp-conform.toml, with known-failures.yaml). Prints the harness's summary and its unexpected cases only; reports in
-# target/conformance/pmcp.json and pmcp.xml.
+# twice, through the manifests beside this script: over stdio (protomcp-conform.toml here) and over
+# Streamable HTTP (../pmcp-http), each with its known-failures.yaml. Prints the harness's summaries
+# and unexpected cases only; reports in target/conformance/pmcp{,-http}.{json,xml}.
 #
 # PMCP_BIN=/path/to/protomcp skips the install and judges that binary instead (e.g. one built
 # from a source checkout of the tag with `go build ./cmd/protomcp`).
@@ -45,15 +46,24 @@ fi
 
 cd "$root"
 cargo build -q
-status=0
 log=$(mktemp)
 trap 'rm -f "$log" "${install_log:-}"' EXIT
-if [ -n "${PMCP_BIN:-}" ]; then
-  target=(--bridge "$bin run {mock} --socket {socket} --call-timeout 3s" --known-failures "$here/known-failures.yaml")
-else
-  target=(--bridge "$here")  # the manifest: its build step finds the install above done
-fi
-./target/debug/protomcp-conform "${target[@]}" --json "$out/pmcp.json" --junit "$out/pmcp.xml" >"$log" 2>&1 ||
-  status=$?
-grep -Ev '^(PASS|FAIL|WARN|SKIP|XFAIL|XPASS|ERROR) +[^ ]+ \([0-9]+ ms\)' "$log" | sed '/./,$!d' || true
+# One run per transport: stdio (this directory's manifest) and Streamable HTTP (../pmcp-http).
+status=0
+for leg in pmcp pmcp-http; do
+  dir="$root/harness/bridges/$leg"
+  if [ -n "${PMCP_BIN:-}" ]; then
+    cmd=$(sed -n 's/^bridge = "[^ ]*protomcp \(.*\)"$/\1/p' "$dir/protomcp-conform.toml")
+    target=(--bridge "$bin $cmd" --known-failures "$dir/known-failures.yaml")
+    [ "$leg" = pmcp-http ] && target+=(--bridge-transport http)
+  else
+    target=(--bridge "$dir")  # the manifest: its build step finds the install above done
+  fi
+  leg_status=0
+  ./target/debug/protomcp-conform "${target[@]}" --json "$out/$leg.json" --junit "$out/$leg.xml" >"$log" 2>&1 ||
+    leg_status=$?
+  echo "$leg:"
+  grep -Ev '^(PASS|FAIL|WARN|SKIP|XFAIL|XPASS|ERROR) +[^ ]+ \([0-9]+ ms\)' "$log" | sed '/./,$!d' || true
+  [ "$status" -ne 0 ] || status=$leg_status
+done
 exit "$status"
