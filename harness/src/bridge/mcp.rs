@@ -63,6 +63,8 @@ struct Session {
     /// Cancelled when the session ends (stdin EOF, HTTP DELETE, idle end): its calls in flight
     /// are cancelled at the tool process (BR-CANCEL-06).
     ended: tokio_util::sync::CancellationToken,
+    /// Cancelled on notifications/initialized.
+    ready: tokio_util::sync::CancellationToken,
 }
 
 impl Session {
@@ -78,6 +80,7 @@ impl Session {
             bridge,
             trace,
             ended: tokio_util::sync::CancellationToken::new(),
+            ready: tokio_util::sync::CancellationToken::new(),
         })
     }
 
@@ -87,6 +90,8 @@ impl Session {
     }
 
     /// Binds the session to its peer and starts the task that sends its notifications in order.
+    /// `list_changed` waits for notifications/initialized ([`Session::ready`]): a change between
+    /// initialize and initialized is announced right after it, never before, and never lost.
     fn attach(&self, peer: Peer<RoleServer>) {
         if self.peer.set(peer.clone()).is_err() {
             return;
@@ -94,41 +99,69 @@ impl Session {
         let Some(mut rx) = self.notes_rx.lock().unwrap().take() else { return };
         let bridge = self.bridge.clone();
         let trace = self.trace;
+        let ready = self.ready.clone();
         tokio::spawn(async move {
-            while let Some(note) = rx.recv().await {
-                let (method, params) = match note {
-                    Note::Flush(done) => {
-                        let _ = done.send(());
-                        continue;
-                    }
-                    Note::ListChanged(ListKind::Tools) => ("notifications/tools/list_changed", None),
-                    Note::ListChanged(ListKind::Resources) => ("notifications/resources/list_changed", None),
-                    Note::ListChanged(ListKind::Prompts) => ("notifications/prompts/list_changed", None),
-                    Note::Log(p) => ("notifications/message", Some(p)),
-                    Note::Progress(p) => ("notifications/progress", Some(p)),
-                    Note::ResourceUpdated(uri) => ("notifications/resources/updated", Some(json!({"uri": uri}))),
-                };
-                let mut msg = json!({"method": method});
-                if let Some(p) = params {
-                    msg["params"] = p;
-                }
-                if trace {
-                    bridge.trace_mcp(false, &msg);
-                }
-                match serde_json::from_value::<m::ServerNotification>(msg) {
-                    Ok(n) => {
-                        if peer.send_notification(n).await.is_err() {
-                            break;
+            let mut held: Vec<ListKind> = Vec::new();
+            loop {
+                let note = tokio::select! {
+                    note = rx.recv() => match note {
+                        None => break,
+                        Some(Note::ListChanged(kind)) if !ready.is_cancelled() => {
+                            if !held.contains(&kind) {
+                                held.push(kind);
+                            }
+                            continue;
                         }
+                        Some(note) => vec![note],
+                    },
+                    _ = ready.cancelled(), if !held.is_empty() => held.drain(..).map(Note::ListChanged).collect(),
+                };
+                for note in note {
+                    if !send_note(&peer, &bridge, trace, note).await {
+                        return;
                     }
-                    Err(e) => eprintln!("protomcp-conform bridge: cannot build {method}: {e}"),
                 }
             }
         });
     }
 
+    /// The host sent notifications/initialized: held `list_changed` notifications go out.
+    fn initialized(&self) {
+        self.ready.cancel();
+    }
+
     fn caps(&self) -> Option<m::ClientCapabilities> {
         self.peer.get().and_then(|p| p.peer_info()).map(|i| i.capabilities.clone())
+    }
+}
+
+/// Sends one note to the host; false when the session is gone.
+async fn send_note(peer: &Peer<RoleServer>, bridge: &Bridge, trace: bool, note: Note) -> bool {
+    let (method, params) = match note {
+        Note::Flush(done) => {
+            let _ = done.send(());
+            return true;
+        }
+        Note::ListChanged(ListKind::Tools) => ("notifications/tools/list_changed", None),
+        Note::ListChanged(ListKind::Resources) => ("notifications/resources/list_changed", None),
+        Note::ListChanged(ListKind::Prompts) => ("notifications/prompts/list_changed", None),
+        Note::Log(p) => ("notifications/message", Some(p)),
+        Note::Progress(p) => ("notifications/progress", Some(p)),
+        Note::ResourceUpdated(uri) => ("notifications/resources/updated", Some(json!({"uri": uri}))),
+    };
+    let mut msg = json!({"method": method});
+    if let Some(p) = params {
+        msg["params"] = p;
+    }
+    if trace {
+        bridge.trace_mcp(false, &msg);
+    }
+    match serde_json::from_value::<m::ServerNotification>(msg) {
+        Ok(n) => peer.send_notification(n).await.is_ok(),
+        Err(e) => {
+            eprintln!("protomcp-conform bridge: cannot build {method}: {e}");
+            true
+        }
     }
 }
 
@@ -333,6 +366,9 @@ impl ServerHandler for Handler {
         self.trace_request("initialize", &request);
         context.peer.set_peer_info(request.clone());
         self.session.attach(context.peer.clone());
+        // The session follows the lists from initialize on; what changes before
+        // notifications/initialized is announced right after it (see `Session::attach`).
+        self.bridge.add_session(self.as_host());
         self.traced(self.negotiate_initialize(&request))
     }
 
@@ -352,6 +388,7 @@ impl ServerHandler for Handler {
             registry.sessions.lock().unwrap().insert(id.to_owned(), self.session.clone());
         }
         self.bridge.add_session(self.as_host());
+        self.session.initialized();
     }
 
     async fn list_tools(

@@ -516,8 +516,12 @@ impl Bridge {
 
     // ----- sessions -----
 
+    /// Adds a session (once: adding it again changes nothing).
     pub fn add_session(&self, s: Arc<dyn HostSession>) {
-        self.inner.lock().unwrap().sessions.push(s);
+        let mut g = self.inner.lock().unwrap();
+        if !g.sessions.iter().any(|x| x.id() == s.id()) {
+            g.sessions.push(s);
+        }
     }
 
     pub fn remove_session(&self, id: SessionId) {
