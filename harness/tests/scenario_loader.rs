@@ -445,3 +445,26 @@ fn host_requests_manual_in_bridge_scenarios() {
     ));
     assert!(e.contains("`${sid}` is not defined"), "{e}");
 }
+
+#[test]
+fn tool_handshake_middleware_and_hidden() {
+    let head = "id: bridge.middleware.x\ntitle: X\nrequirements: [BR-MIDDLEWARE-01]\nlevel: MUST\nrole: bridge\n";
+    let s = parse(&format!(
+        "{head}steps:\n  - tool_handshake: {{tools: [{{name: a}}, {{name: b}}], middleware: [{{name: auth, priority: 1}}, {{name: audit, priority: -3}}], hidden: [b]}}\n"
+    ))
+    .unwrap();
+    let Action::ToolHandshake(h) = &s.steps[0].action else { panic!() };
+    assert_eq!(
+        h.middleware,
+        vec![serde_json::json!({"name": "auth", "priority": 1}), serde_json::json!({"name": "audit", "priority": -3})]
+    );
+    assert_eq!(h.hidden, vec!["b".to_owned()]);
+    let s = parse(&format!("{head}steps:\n  - tool_handshake: {{tools: [{{name: a}}]}}\n")).unwrap();
+    let Action::ToolHandshake(h) = &s.steps[0].action else { panic!() };
+    assert!(h.middleware.is_empty() && h.hidden.is_empty());
+    // Registrations are checked against the schema.
+    let e = first_error(&format!("{head}steps:\n  - tool_handshake: {{middleware: [{{name: auth, prio: 1}}]}}\n"));
+    assert!(e.contains("RegisterMiddlewareRequest has no field `prio`"), "{e}");
+    let e = first_error(&format!("{head}steps:\n  - tool_handshake: {{middleware: {{name: auth}}}}\n"));
+    assert!(e.contains("`middleware` is a list"), "{e}");
+}

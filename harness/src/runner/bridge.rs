@@ -425,8 +425,22 @@ impl Run<'_> {
         }
         let rid = v.get("request_id").cloned().unwrap_or(json!(""));
         self.ex.send_value(json!({"request_id": rid, "tool_list": {"tools": h.tools}})).await?;
+        for m in &h.middleware {
+            self.ex.send_value(json!({"request_id": "", "register_middleware": m})).await?;
+            let v = self.ex.next_required(deadline, within, &[]).await?;
+            if arm_of(&v) != Some("register_middleware_response") {
+                return Err(StepError::Fail(format!(
+                    "expected the RegisterMiddlewareResponse for {}, got {}",
+                    compact(m),
+                    compact(&v)
+                )));
+            }
+        }
         if h.marker {
             self.ex.send_value(json!({"request_id": "", "reload_response": {"success": true}})).await?;
+        }
+        if !h.hidden.is_empty() {
+            self.ex.send_value(json!({"request_id": "", "disable_tools": {"tool_names": h.hidden}})).await?;
         }
         let quiet = self.ex.t(crate::scenario::HANDSHAKE_QUIET);
         // Without the marker the bridge first waits HANDSHAKE_QUIET itself.

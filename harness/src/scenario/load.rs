@@ -265,6 +265,24 @@ impl Checker<'_> {
         }
     }
 
+    /// `tool_handshake.middleware`: a list of RegisterMiddlewareRequest trees (`{name, priority}`).
+    fn registrations(&mut self, node: Option<&Node>) -> Option<Vec<serde_json::Value>> {
+        let Some(n) = node else { return Some(Vec::new()) };
+        let v = n.to_value().map_err(|(at, m)| self.error(at, m)).ok()?;
+        let serde_json::Value::Array(items) = v else {
+            self.error(n.loc, "`middleware` is a list of {name, priority}");
+            return None;
+        };
+        for item in &items {
+            let tree = serde_json::json!({"request_id": "", "register_middleware": item});
+            if let Err(e) = Template::new(tree) {
+                self.error(n.loc, e.to_string());
+                return None;
+            }
+        }
+        Some(items)
+    }
+
     /// `transports: [stdio]`: the bridge transports a bridge scenario applies to.
     fn transports(&mut self, raw: Option<&Spanned<Vec<Spanned<String>>>>, role: Role) -> Vec<Transport> {
         let Some(raw) = raw else { return Vec::new() };
@@ -815,12 +833,16 @@ impl Checker<'_> {
                 let resources = list(&h.resources, "resource_list_response", "resources");
                 let resource_templates = list(&h.resource_templates, "resource_template_list_response", "templates");
                 let prompts = list(&h.prompts, "prompt_list_response", "prompts");
+                let middleware = self.registrations(h.middleware.as_ref());
+                let hidden = h.hidden.iter().flatten().map(|n| n.value.clone()).collect();
                 let within = self.within(h.within_ms.as_ref(), T_START);
                 Action::ToolHandshake(ToolHandshake {
                     tools: tools?,
                     resources: resources?,
                     resource_templates: resource_templates?,
                     prompts: prompts?,
+                    middleware: middleware?,
+                    hidden,
                     marker: h.marker.as_ref().is_none_or(|m| m.value),
                     within,
                 })

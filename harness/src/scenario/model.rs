@@ -326,16 +326,19 @@ pub struct HostExpectNothing {
 }
 
 /// The tool side of the startup, played on the mock's connection: expect the ListToolsRequest
-/// and answer it with `tools` (ToolDefinition trees), send the handshake-complete marker (unless
-/// `marker` is false), then answer the list pulls that arrive (ListResources,
-/// ListResourceTemplates, ListPrompts) with the given lists until all three are answered or
-/// `HANDSHAKE_QUIET` passes without one.
+/// and answer it with `tools` (ToolDefinition trees), register each of `middleware`
+/// (RegisterMiddlewareRequest trees, each acknowledgement awaited), send the handshake-complete
+/// marker (unless `marker` is false) and the DisableToolsRequest for `hidden` (when non-empty),
+/// then answer the list pulls that arrive (ListResources, ListResourceTemplates, ListPrompts)
+/// with the given lists until all three are answered or `HANDSHAKE_QUIET` passes without one.
 #[derive(Debug, Clone)]
 pub struct ToolHandshake {
     pub tools: Vec<serde_json::Value>,
     pub resources: Vec<serde_json::Value>,
     pub resource_templates: Vec<serde_json::Value>,
     pub prompts: Vec<serde_json::Value>,
+    pub middleware: Vec<serde_json::Value>,
+    pub hidden: Vec<String>,
     pub marker: bool,
     pub within: Duration,
 }

@@ -146,6 +146,10 @@ pub(super) struct RawToolHandshake {
     #[serde(default)]
     pub prompts: Option<Node>,
     #[serde(default)]
+    pub middleware: Option<Node>,
+    #[serde(default)]
+    pub hidden: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
     pub marker: Option<Spanned<bool>>,
     #[serde(default)]
     pub within_ms: Option<Spanned<Ms>>,
