@@ -557,7 +557,7 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
     let out_bridge = bridge.clone();
     let out_gate = gate.clone();
     let output = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
+        let mut stdout = super::stdio::stdout();
         let mut lines = BufReader::new(from_server).lines();
         loop {
             let (line, from_server) = tokio::select! {
@@ -582,7 +582,7 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
     let in_bridge = bridge.clone();
     let in_session = handler.session.clone();
     let input = tokio::spawn(async move {
-        let mut lines = BufReader::new(tokio::io::stdin()).lines();
+        let mut lines = BufReader::new(super::stdio::stdin()).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             if in_bridge.tracing() {
                 match serde_json::from_str::<Value>(&line) {

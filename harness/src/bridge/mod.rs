@@ -17,6 +17,7 @@ pub mod link;
 pub mod mcp;
 pub mod process;
 pub mod state;
+pub mod stdio;
 pub mod trace;
 pub mod watch;
 
