@@ -35,6 +35,10 @@ pub struct BridgeArgs {
     /// Restart the tool process when a file under PATH changes (in-flight calls finish first).
     #[arg(long, value_name = "PATH", num_args = 1.., action = clap::ArgAction::Append)]
     watch: Vec<PathBuf>,
+    /// With `--transport http`: end a session that sent no request for this long (later
+    /// requests with its id get 404).
+    #[arg(long, value_parser = parse_duration, default_value = "5m")]
+    session_idle: Duration,
     /// Socket path for the tool process (default: in a private temp dir).
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
@@ -150,7 +154,7 @@ pub fn run(args: BridgeArgs) -> Result<ExitCode> {
                 }
                 eprintln!("protomcp-conform bridge: listening on http://{addr}{}", bridge::http::PATH);
                 let guard = bridge::http::Guard { loopback, token };
-                bridge::mcp::serve_http(bridge.clone(), listener, guard, stop).await
+                bridge::mcp::serve_http(bridge.clone(), listener, guard, args.session_idle, stop).await
             }
         };
         bridge.shutdown().await;

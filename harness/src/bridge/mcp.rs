@@ -23,7 +23,7 @@ use super::{BoxFuture, Bridge, HostError, HostSession, ListKind, SessionId, stat
 /// The newest protocol revision offered (older ones down to 2024-11-05 are accepted).
 pub const NEWEST_VERSION: &str = "2025-11-25";
 
-/// An HTTP session without any request for this long is ended (BR-HTTP-26).
+/// By default an HTTP session without any request for this long is ended (BR-HTTP-26).
 pub const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(300);
 
 static SESSION_IDS: AtomicU64 = AtomicU64::new(1);
@@ -636,6 +636,7 @@ pub async fn serve_http(
     bridge: Arc<Bridge>,
     listener: tokio::net::TcpListener,
     guard: super::http::Guard,
+    idle: std::time::Duration,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
     use http_body_util::{BodyExt, Full};
@@ -650,9 +651,9 @@ pub async fn serve_http(
     let factory_bridge = bridge.clone();
     let registry: Registry = Arc::default();
     let factory_registry = registry.clone();
-    // Idle sessions end after SESSION_IDLE (BR-HTTP-26); rmcp then drops the handler (`Life`).
+    // Idle sessions end after `idle` (BR-HTTP-26); rmcp then drops the handler (`Life`).
     let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(SESSION_IDLE);
+    sessions.session_config.keep_alive = Some(idle);
     let manager = Arc::new(sessions);
     let service = StreamableHttpService::new(
         move || Ok(Handler::with_registry(factory_bridge.clone(), true, Some(factory_registry.clone()))),
