@@ -60,8 +60,10 @@ pub struct RunArgs {
     /// --bridge-transport http). Default: http://127.0.0.1:{port}/mcp.
     #[arg(long, value_name = "URL", requires = "bridge")]
     bridge_url: Option<String>,
-    /// With --testee: the features it claims (comma-separated).
-    #[arg(long, value_name = "LIST", requires = "testee", value_delimiter = ',')]
+    /// With --testee: the features it claims (comma-separated). With --bridge: the bridge
+    /// features it claims (http, subscribe, watch; http is implied by --bridge-transport http),
+    /// replacing a manifest's.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
     features: Option<Vec<String>>,
     /// A known-failures file (YAML: scenario id → reason); overrides the manifest's.
     #[arg(long, value_name = "FILE")]
@@ -260,12 +262,35 @@ pub(crate) fn bridge_target(cmd: &str, transport: Option<&str>, url: Option<&str
 
 pub(crate) fn target(a: &RunArgs) -> Result<Target> {
     let mut t = if let Some(dir) = &a.sdk {
+        if a.features.is_some() {
+            bail!("--features needs --testee or --bridge (a manifest lists its features)");
+        }
         sdk_target(dir)?
     } else if let Some(cmd) = &a.bridge {
-        bridge_target(cmd, a.bridge_transport.as_deref(), a.bridge_url.as_deref())?
+        let mut t = bridge_target(cmd, a.bridge_transport.as_deref(), a.bridge_url.as_deref())?;
+        if let Some(f) = &a.features {
+            let known = protomcp_harness::requirements::features(protomcp_harness::requirements::Party::Bridge);
+            let mut claimed: Vec<String> = Vec::new();
+            for f in f.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+                if !known.contains(&f) {
+                    bail!("--features: unknown bridge feature `{f}`; valid: {}", known.join(", "));
+                }
+                claimed.push(f.to_owned());
+            }
+            use runner::bridge::BridgeTransport;
+            let http = matches!(&t.kind, runner::TargetKind::Bridge { transport: BridgeTransport::Http { .. }, .. });
+            if http && !claimed.iter().any(|f| f == "http") {
+                claimed.push("http".into());
+            }
+            t.features = claimed;
+        }
+        t
     } else if let Some(cmd) = &a.testee {
         command_target(cmd, a.features.as_deref())?
     } else {
+        if a.features.is_some() {
+            bail!("--features needs --testee or --bridge");
+        }
         Target::reference(std::env::current_exe().context("locating this binary")?)
     };
     if let Some(k) = &a.known_failures {

@@ -290,3 +290,38 @@ steps:
     assert_eq!(child.wait().unwrap().code(), Some(130));
     sb.assert_clean();
 }
+
+#[test]
+fn features_claimed_for_a_bridge_command() {
+    let sb = Sandbox::new();
+    let s = sb.file(
+        "needs.yaml",
+        &format!(
+            r#"
+id: bridge.selftest.needs-subscribe
+title: runs only when the bridge claims subscribe
+requirements: [BR-MCP-08]
+level: MUST
+role: bridge
+needs: [subscribe]
+steps:
+  - tool_handshake: {{tools: [{{name: echo}}]}}
+{INIT}  - host_send: {{message: {{jsonrpc: "2.0", id: 5, method: ping}}}}
+  - host_expect: {{message: {{id: 5, result: {{}}}}}}
+"#
+        ),
+    );
+    let bridge = format!("{EXE} bridge --call-timeout 3s -- {{mock}}");
+    let run =
+        |extra: &[&str]| sb.cmd().arg("--bridge").arg(&bridge).arg("--scenarios").arg(&s).args(extra).output().unwrap();
+    let t = text(&run(&[]));
+    assert!(t.contains("SKIP  bridge.selftest.needs-subscribe") && t.contains("subscribe"), "{t}");
+    let out = run(&["--features", "subscribe"]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("PASS  bridge.selftest.needs-subscribe"), "{t}");
+    let out = run(&["--features", "teleport"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("unknown bridge feature `teleport`"), "{}", text(&out));
+    sb.assert_clean();
+}
