@@ -38,7 +38,6 @@ pub fn stdout() -> Pin<Box<dyn AsyncWrite + Send>> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     #[tokio::test]
