@@ -118,6 +118,8 @@ fn main() {
         [EXE, "bridge", "--call-timeout", "3s", "--", "{mock}"].map(String::from).to_vec(),
         PathBuf::from(EXE),
     );
+    // The reference bridge implements resources/subscribe (BR-RESOURCE-09).
+    bridge.features = vec!["subscribe".to_owned()];
     bridge.known_failures =
         runner::load_known_failures(&root().join("harness/data/reference-bridge-known-failures.yaml"))
             .unwrap_or_else(|e| panic!("{e}"));

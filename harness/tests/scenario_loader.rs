@@ -468,3 +468,16 @@ fn tool_handshake_middleware_and_hidden() {
     let e = first_error(&format!("{head}steps:\n  - tool_handshake: {{middleware: {{name: auth}}}}\n"));
     assert!(e.contains("`middleware` is a list"), "{e}");
 }
+
+#[test]
+fn bridge_tool_steps_after_close_play_the_restarted_tool_process() {
+    let head = "id: bridge.restart.x\ntitle: X\nrequirements: [BR-LIFECYCLE-05]\nlevel: SHOULD\nrole: bridge\n";
+    let s = parse(&format!(
+        "{head}steps:\n  - tool_handshake: {{}}\n  - close: {{}}\n  - expect: {{envelope: {{list_tools: {{}}}}}}\n  - close: {{}}\n  - send: {{list_tools: {{}}}}\n"
+    ))
+    .unwrap();
+    assert_eq!(s.steps.len(), 5);
+    // A tool process that shut down its sending side still cannot write.
+    let e = first_error(&format!("{head}steps:\n  - close: {{mode: write}}\n  - send: {{list_tools: {{}}}}\n"));
+    assert!(e.contains("whose sending side the `close` step at 7:5 shut down"), "{e}");
+}

@@ -245,7 +245,7 @@ impl Checker<'_> {
             },
         };
         let transports = self.transports(raw.transports.as_ref(), role);
-        let steps = self.steps(&raw.steps, &testee);
+        let steps = self.steps(&raw.steps, &testee, role);
         self.check_role_steps(&steps, role);
         Scenario {
             file: self.file.to_owned(),
@@ -490,7 +490,7 @@ impl Checker<'_> {
         out
     }
 
-    fn steps(&mut self, steps: &Spanned<Vec<Spanned<RawStep>>>, testee: &TesteeSetup) -> Vec<Step> {
+    fn steps(&mut self, steps: &Spanned<Vec<Spanned<RawStep>>>, testee: &TesteeSetup, role: Role) -> Vec<Step> {
         if steps.value.is_empty() {
             self.error(loc(steps), "a scenario needs at least one step");
         }
@@ -522,16 +522,13 @@ impl Checker<'_> {
                 );
             }
             match conn {
-                // A bridge restarts its tool process: `tool_handshake` plays the new one.
-                Conn::Closed(closed) if action.needs_connection() && !matches!(action, Action::ToolHandshake(_)) => {
-                    self.error(
-                        at,
-                        format!(
-                            "`{}` needs the connection, which the `close` step at {closed} closed",
-                            action.keyword()
-                        ),
-                    )
-                }
+                // A bridge restarts its tool process: the next tool-side step (`tool_handshake`
+                // or any other) plays the new one.
+                Conn::Closed(_) if role == Role::Bridge && action.needs_connection() => conn = Conn::Open,
+                Conn::Closed(closed) if action.needs_connection() => self.error(
+                    at,
+                    format!("`{}` needs the connection, which the `close` step at {closed} closed", action.keyword()),
+                ),
                 Conn::WriteClosed(closed) if action.writes() => self.error(
                     at,
                     format!(
