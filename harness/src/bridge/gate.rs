@@ -150,6 +150,27 @@ impl Gate {
         }
     }
 
+    /// [`Gate::outbound`] for one line the server writes, read only as far as needed (the id,
+    /// and whether it is a response), without building the message.
+    pub fn outbound_line(&mut self, line: &str) {
+        use serde::de::IgnoredAny;
+        #[derive(serde::Deserialize)]
+        struct Head {
+            id: Option<Value>,
+            method: Option<IgnoredAny>,
+            result: Option<IgnoredAny>,
+            error: Option<IgnoredAny>,
+        }
+        if self.in_flight.is_empty() {
+            return;
+        }
+        if let Ok(Head { id: Some(id), method: None, result, error }) = serde_json::from_str::<Head>(line)
+            && (result.is_some() || error.is_some())
+        {
+            self.in_flight.remove(&key(&id));
+        }
+    }
+
     /// How many of the host's requests are in flight.
     pub fn in_flight(&self) -> usize {
         self.in_flight.len()
@@ -307,6 +328,11 @@ mod tests {
         g.outbound(&json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {}}));
         assert_eq!(g.in_flight(), 2);
         g.outbound(&json!({"jsonrpc": "2.0", "id": 2, "result": {}}));
+        assert_eq!(g.inbound_line(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#), Verdict::Pass);
+        // The same, from the line the server writes: a request of the server's does not count.
+        g.outbound_line(r#"{"jsonrpc":"2.0","id":2,"method":"roots/list"}"#);
+        assert_eq!(answer(&mut g, r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#), (json!(2), -32600));
+        g.outbound_line(r#"{"jsonrpc":"2.0","id":2,"error":{"code":-1,"message":"m"}}"#);
         assert_eq!(g.inbound_line(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#), Verdict::Pass);
         // A cancelled request is no longer in flight.
         let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#;

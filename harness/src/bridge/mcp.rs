@@ -564,15 +564,14 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
                 l = lines.next_line() => match l { Ok(Some(l)) => (l, true), _ => break },
                 a = answers_rx.recv() => match a { Some(a) => (a, false), None => continue },
             };
-            let parsed = (from_server || out_bridge.tracing()).then(|| serde_json::from_str::<Value>(&line).ok());
-            if let Some(Some(v)) = &parsed {
-                // The gate's own answers never end a request of the server's.
-                if from_server {
-                    out_gate.lock().unwrap().outbound(v);
-                }
-                if out_bridge.tracing() {
-                    out_bridge.trace_mcp(false, v);
-                }
+            // The gate's own answers never end a request of the server's.
+            if from_server {
+                out_gate.lock().unwrap().outbound_line(&line);
+            }
+            if out_bridge.tracing()
+                && let Ok(v) = serde_json::from_str::<Value>(&line)
+            {
+                out_bridge.trace_mcp(false, &v);
             }
             if stdout.write_all(format!("{line}\n").as_bytes()).await.is_err() || stdout.flush().await.is_err() {
                 break;
