@@ -26,18 +26,18 @@ fn bridge_catalogue_passes_against_the_reference_bridge() {
     let sb = Sandbox::new();
     let out = sb
         .cmd()
+        // The manifest: it claims the bridge features (subscribe) and names the known failures.
         .arg("--bridge")
-        .arg(reference_bridge())
+        .arg(root().join("harness/bridges/reference"))
         .arg("--scenarios")
         .arg(root().join("scenarios/bridge"))
-        .arg("--known-failures")
-        .arg(root().join("harness/data/reference-bridge-known-failures.yaml"))
         .args(["-j", "2"])
         .output()
         .unwrap();
     let t = text(&out);
     assert_eq!(out.status.code(), Some(0), "{t}");
     assert!(t.contains("PASS  bridge.calls.forward-and-map"), "{t}");
+    assert!(t.contains("PASS  bridge.resources.subscribe-and-updated"), "{t}");
     assert!(t.contains("PASS  bridge.lifecycle.crash-and-restart"), "{t}");
     assert!(!t.contains("SKIP"), "{t}");
     sb.assert_clean();

@@ -32,6 +32,11 @@ pub mod exit {
     pub const USAGE: i32 = 2;
 }
 
+/// What the relay writes on its stdout at start (never MCP: BR-CONN-06).
+pub const STDOUT_LINE: &str = "protomcp-conform mock: this line is on the tool process's stdout";
+/// What the relay writes on its stderr at start (BR-CONN-07).
+pub const STDERR_LINE: &str = "protomcp-conform mock: this line is on the tool process's stderr";
+
 /// How long the mock tries to reach a socket before giving up.
 const CONNECT_LIMIT: Duration = Duration::from_secs(10);
 
@@ -70,6 +75,22 @@ pub fn run_blocking(native: bool) -> i32 {
         eprintln!("protomcp-conform mock: {ENV_SOCKET} and {ENV_CONTROL} must both be set");
         return exit::USAGE;
     };
+    // BR-CONN-02: the bridge hands over an absolute path. A relative one would resolve against
+    // a working directory the bridge does not control, so the mock refuses it outright and every
+    // bridge scenario fails at its first tool-side step.
+    if !std::path::Path::new(&bridge).is_absolute() {
+        eprintln!("protomcp-conform mock: {ENV_SOCKET}={bridge:?} is not an absolute path (BR-CONN-02)");
+        return exit::USAGE;
+    }
+    // BR-CONN-06 / BR-CONN-07: one line on each output. A bridge that connected the tool
+    // process's stdout to its MCP output would show the host a line that is not JSON-RPC (which
+    // fails the scenario); the stderr line should reach the bridge's stderr.
+    {
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout(), "{STDOUT_LINE}");
+        let _ = std::io::stdout().flush();
+        eprintln!("{STDERR_LINE}");
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
