@@ -64,11 +64,29 @@ fn register() {
     }
 }
 
+/// `PROTOMCP_CONFORM_MOCK` values for start-up failures: exit at once with status 3 without
+/// connecting anywhere (BR-CONN-09), or stay alive without ever connecting (BR-CONN-10).
+pub const MODE_EXIT_BEFORE_CONNECT: &str = "exit-before-connect";
+pub const MODE_NEVER_CONNECT: &str = "never-connect";
+
 /// Runs the mock to completion and returns its exit status.
 pub fn run_blocking(native: bool) -> i32 {
     register();
     if native {
         return testee::run_blocking(testee::Options::from_env());
+    }
+    match std::env::var(ENV_MODE).as_deref() {
+        Ok(MODE_EXIT_BEFORE_CONNECT) => {
+            eprintln!("protomcp-conform mock: {ENV_MODE}={MODE_EXIT_BEFORE_CONNECT}: exiting with status 3");
+            return 3;
+        }
+        Ok(MODE_NEVER_CONNECT) => {
+            eprintln!("protomcp-conform mock: {ENV_MODE}={MODE_NEVER_CONNECT}: waiting to be killed");
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
+        _ => {}
     }
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let (Some(bridge), Some(control)) = (var(ENV_SOCKET), var(ENV_CONTROL)) else {
