@@ -349,6 +349,15 @@ impl Run<'_> {
                 let d = self.ex.t(e.duration);
                 self.expect_no_host(d, &e.ignore).await
             }
+            Action::HostHttp(h) => {
+                // After every queued send, so that the session id is known and the order holds.
+                self.http_drain().await?;
+                let within = self.ex.t(h.within);
+                let Some(http) = &self.http else {
+                    return Err(StepError::Error("host_http needs --bridge-transport http".into()));
+                };
+                super::host_http::run(&http.session, h, within, &mut self.ex.caps, &mut self.ex.transcript).await
+            }
             Action::HostClose if self.http.is_some() => {
                 let watchdog = self.watchdog();
                 if let Some(h) = &self.http {

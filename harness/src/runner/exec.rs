@@ -580,6 +580,7 @@ impl<'a> Exec<'a> {
             Action::HostSend(_)
             | Action::HostExpect(_)
             | Action::HostExpectNothing(_)
+            | Action::HostHttp(_)
             | Action::HostClose
             | Action::ToolHandshake(_) => {
                 Err(StepError::Error(format!("`{}` runs only against a bridge", action.keyword())))

@@ -11,6 +11,7 @@ pub mod bridge;
 pub mod bridge_manifest;
 pub mod checkout;
 pub mod exec;
+pub mod host_http;
 pub mod process;
 pub mod report;
 pub mod schedule;

@@ -247,6 +247,11 @@ impl Checker<'_> {
         let transports = self.transports(raw.transports.as_ref(), role);
         let steps = self.steps(&raw.steps, &testee, role);
         self.check_role_steps(&steps, role);
+        if transports != [Transport::Http]
+            && let Some(st) = steps.iter().find(|st| matches!(st.action, Action::HostHttp(_)))
+        {
+            self.error(st.loc, "`host_http` needs `transports: [http]` (it is a request over HTTP)");
+        }
         Scenario {
             file: self.file.to_owned(),
             id,
@@ -304,6 +309,71 @@ impl Checker<'_> {
         out
     }
 
+    /// A `host_http` step: method, headers (a mapping of strings), session and the expectation.
+    fn host_http(&mut self, h: &raw::RawHostHttp, compiler: &mut Compiler) -> Option<HostHttp> {
+        let method = match &h.method {
+            None => "POST".to_owned(),
+            Some(m) if !m.value.is_empty() && m.value.bytes().all(|b| b.is_ascii_uppercase()) => m.value.clone(),
+            Some(m) => {
+                self.error(loc(m), format!("`{}` is not an HTTP method (upper-case letters, e.g. POST)", m.value));
+                return None;
+            }
+        };
+        let path = match &h.path {
+            Some(p) if !p.value.starts_with('/') || p.value.contains(char::is_whitespace) => {
+                self.error(loc(p), "a path starts with `/` and holds no white space");
+                return None;
+            }
+            p => p.as_ref().map(|p| p.value.clone()),
+        };
+        let mut headers = Vec::new();
+        if let Some(n) = &h.headers {
+            let v = n.to_value().map_err(|(at, m)| self.error(at, m)).ok()?;
+            let serde_json::Value::Object(map) = v else {
+                self.error(n.loc, "`headers` is a mapping of header names to strings");
+                return None;
+            };
+            for (name, value) in map {
+                let ok_name = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+                match value {
+                    serde_json::Value::String(v) if ok_name && !v.contains(['\r', '\n']) => headers.push((name, v)),
+                    _ => {
+                        self.error(n.loc, format!("header `{name}`: a token name and a one-line string value"));
+                        return None;
+                    }
+                }
+            }
+        }
+        let session = match h.session.as_ref().map(|s| s.value.as_str()) {
+            None | Some("current") => HttpSessionRef::Current,
+            Some("none") => HttpSessionRef::None,
+            Some(other) => HttpSessionRef::Literal(other.to_owned()),
+        };
+        let within = self.within(h.within_ms.as_ref(), T_PROMPT);
+        let mut pat = |n: &Option<Node>, this: &mut Self| match n {
+            None => Some(None),
+            Some(n) => this.pattern(compiler.value(n)).map(Some),
+        };
+        let status = pat(&h.expect.status, self)?;
+        let expect_headers = pat(&h.expect.headers, self)?;
+        let expect_body = pat(&h.expect.body, self)?;
+        if status.is_none() && expect_headers.is_none() && expect_body.is_none() {
+            self.error(Loc::default(), "host_http: `expect` needs `status`, `headers` or `body`");
+            return None;
+        }
+        Some(HostHttp {
+            method,
+            path,
+            headers,
+            body: h.body.as_ref().map(|b| b.value.clone()).unwrap_or_default(),
+            session,
+            within,
+            status,
+            expect_headers,
+            expect_body,
+        })
+    }
+
     /// Host steps and `tool_handshake` belong to bridge scenarios; the bridge-side `handshake`,
     /// `expect_alive` and `expect_no_connect` to tool-process scenarios.
     fn check_role_steps(&mut self, steps: &[Step], role: Role) {
@@ -314,6 +384,7 @@ impl Checker<'_> {
                 Action::HostSend(_)
                     | Action::HostExpect(_)
                     | Action::HostExpectNothing(_)
+                    | Action::HostHttp(_)
                     | Action::HostClose
                     | Action::ToolHandshake(_)
             );
@@ -808,6 +879,7 @@ impl Checker<'_> {
                 Action::HostExpectNothing(HostExpectNothing { duration, ignore })
             }
             RawStep::HostClose(_) => Action::HostClose,
+            RawStep::HostHttp(h) => Action::HostHttp(self.host_http(h, compiler)?),
             RawStep::ToolHandshake(h) => {
                 let mut list = |node: &Option<Node>, arm: &str, field: &str| -> Option<Vec<serde_json::Value>> {
                     let Some(n) = node else { return Some(Vec::new()) };

@@ -225,6 +225,8 @@ pub enum Action {
     HostExpect(HostExpect),
     /// Bridge scenarios, host side: no MCP message (except ignored methods) for the duration.
     HostExpectNothing(HostExpectNothing),
+    /// Bridge scenarios over HTTP: one HTTP request outside the session's pipe ([`HostHttp`]).
+    HostHttp(HostHttp),
     /// Bridge scenarios, host side: close the bridge's stdin.
     HostClose,
     /// Bridge scenarios, tool side: the tool process's part of the startup (spec §5).
@@ -251,6 +253,7 @@ impl Action {
             Action::HostSend(_) => "host_send",
             Action::HostExpect(_) => "host_expect",
             Action::HostExpectNothing(_) => "host_expect_nothing",
+            Action::HostHttp(_) => "host_http",
             Action::HostClose => "host_close",
             Action::ToolHandshake(_) => "tool_handshake",
         }
@@ -267,6 +270,7 @@ impl Action {
                 | Action::HostSend(_)
                 | Action::HostExpect(_)
                 | Action::HostExpectNothing(_)
+                | Action::HostHttp(_)
                 | Action::HostClose
         )
     }
@@ -316,6 +320,35 @@ pub struct HostExpect {
     pub pattern: Pattern,
     pub within: Duration,
     pub ignore: Vec<String>,
+}
+
+/// Which `Mcp-Session-Id` a `host_http` request carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpSessionRef {
+    /// The session's id (once the bridge gave one), and its negotiated `MCP-Protocol-Version`.
+    Current,
+    /// No session headers.
+    None,
+    /// This id, verbatim.
+    Literal(String),
+}
+
+/// One HTTP request sent by itself (its own connection), after every queued host send is done;
+/// its status, headers (an object of lower-case names) and body (JSON when it parses, a string
+/// otherwise) must match the patterns.
+#[derive(Debug, Clone)]
+pub struct HostHttp {
+    pub method: String,
+    /// `None`: the endpoint's path.
+    pub path: Option<String>,
+    /// Added to (or, with an empty value, removed from) the defaults.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+    pub session: HttpSessionRef,
+    pub within: Duration,
+    pub status: Option<Pattern>,
+    pub expect_headers: Option<Pattern>,
+    pub expect_body: Option<Pattern>,
 }
 
 /// No message from the bridge (except methods in `ignore`) for `duration`.

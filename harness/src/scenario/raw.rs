@@ -100,6 +100,7 @@ pub(super) enum RawStep {
     HostExpect(RawHostExpect),
     HostExpectNothing(RawHostExpectNothing),
     HostClose(RawEmpty),
+    HostHttp(RawHostHttp),
     ToolHandshake(RawToolHandshake),
 }
 
@@ -133,6 +134,35 @@ pub(super) struct RawHostExpectNothing {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawEmpty {}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHostHttp {
+    #[serde(default)]
+    pub method: Option<Spanned<String>>,
+    #[serde(default)]
+    pub path: Option<Spanned<String>>,
+    #[serde(default)]
+    pub headers: Option<Node>,
+    #[serde(default)]
+    pub body: Option<Spanned<String>>,
+    #[serde(default)]
+    pub session: Option<Spanned<String>>,
+    #[serde(default)]
+    pub within_ms: Option<Spanned<Ms>>,
+    pub expect: RawHttpExpect,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHttpExpect {
+    #[serde(default)]
+    pub status: Option<Node>,
+    #[serde(default)]
+    pub headers: Option<Node>,
+    #[serde(default)]
+    pub body: Option<Node>,
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
