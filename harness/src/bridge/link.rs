@@ -332,6 +332,9 @@ impl Link {
                     dispatch.reverse(self.clone(), rid, m);
                 }
             }
+            // BR-SIDEBAND-02: the payload that follows is matched by RawHeader.request_id in
+            // `sideband`; the Envelope rid of the RawHeader frame means nothing.
+            Msg::RawHeader(_) => {}
             // BR-TASK-01: ignored.
             Msg::CreateTask(_) | Msg::TaskStatusResponse(_) => {}
             // A tool list with empty rid outside a reload (BR-HANDSHAKE-14): ignored.
