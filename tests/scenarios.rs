@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use protomcp_harness::runner::{self, Config, Target, Verdict};
-use protomcp_harness::scenario::{Role, Scenario, load_dir};
+use protomcp_harness::scenario::{Role, Scenario, Transport, load_dir};
 
 const EXE: &str = env!("CARGO_BIN_EXE_protomcp-conform");
 
@@ -115,18 +115,30 @@ fn main() {
     // `role: bridge` scenarios run against the reference bridge with the mock; its known bugs
     // are XFAIL (an XPASS fails the test: remove the entry then).
     let mut bridge = Target::bridge(
-        [EXE, "bridge", "--call-timeout", "3s", "--", "{mock}"].map(String::from).to_vec(),
+        [EXE, "bridge", "--call-timeout", "3s", "--watch", "{dir}/watched", "--", "{mock}"].map(String::from).to_vec(),
         PathBuf::from(EXE),
     );
-    // The reference bridge implements resources/subscribe (BR-RESOURCE-09).
-    bridge.features = vec!["subscribe".to_owned()];
+    // The reference bridge implements resources/subscribe (BR-RESOURCE-09) and watch mode (it
+    // watches `{dir}/watched`, see harness/bridges/reference/).
+    bridge.features = vec!["subscribe".to_owned(), "watch".to_owned()];
     bridge.known_failures =
         runner::load_known_failures(&root().join("harness/data/reference-bridge-known-failures.yaml"))
             .unwrap_or_else(|e| panic!("{e}"));
     let bridge = Arc::new(bridge);
+    // Scenarios that run only over HTTP (`transports: [http]`, e.g. `host_http` steps) run
+    // against the reference bridge over Streamable HTTP, with that manifest's known failures.
+    let http_bridge = Arc::new(
+        runner::bridge_manifest::load_target(&root().join("harness/bridges/reference-http"), PathBuf::from(EXE))
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
     let mut tests = Vec::new();
     for s in scenarios {
-        let (rt, target) = (rt.clone(), if s.role == Role::Bridge { bridge.clone() } else { target.clone() });
+        let target = match s.role {
+            Role::Bridge if s.transports == [Transport::Http] => http_bridge.clone(),
+            Role::Bridge => bridge.clone(),
+            _ => target.clone(),
+        };
+        let rt = rt.clone();
         let name = s.id.clone();
         tests.push(Trial::test(name, move || check(&s, &target, &rt)));
     }
