@@ -481,3 +481,69 @@ fn bridge_tool_steps_after_close_play_the_restarted_tool_process() {
     let e = first_error(&format!("{head}steps:\n  - close: {{mode: write}}\n  - send: {{list_tools: {{}}}}\n"));
     assert!(e.contains("whose sending side the `close` step at 7:5 shut down"), "{e}");
 }
+
+#[test]
+fn touch_writes_a_file_inside_the_scenario_dir_of_a_bridge_scenario() {
+    let head =
+        "id: bridge.reload.x\ntitle: X\nrequirements: [BR-RELOAD-09]\nlevel: SHOULD\nrole: bridge\nneeds: [watch]\n";
+    let s =
+        parse(&format!("{head}steps:\n  - touch: {{path: watched/sub/tool.py}}\n  - expect_close: {{}}\n")).unwrap();
+    match &s.steps[0].action {
+        Action::Touch(p) => assert_eq!(p, Path::new("watched/sub/tool.py")),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(s.steps[0].keyword(), "touch");
+    assert!(!s.steps[0].action.needs_connection());
+    for bad in ["/etc/passwd", "../x", "watched/../../x", "''", "./x"] {
+        let text = format!("{head}steps:\n  - touch: {{path: {bad}}}\n");
+        let e = first_error(&text);
+        assert!(e.starts_with("dir/s.yaml:8:19: touch:"), "{bad}: {e}");
+        assert!(e.contains("must be a relative path inside the scenario's dir"), "{bad}: {e}");
+    }
+    let e = first_error(&format!("{head}steps:\n  - touch: {{}}\n"));
+    assert!(e.contains("path"), "{e}");
+    let e = first_error(&with_steps("  - touch: {path: x}\n"));
+    assert_eq!(e, "dir/s.yaml:7:5: `touch` belongs to bridge scenarios (role: bridge)");
+}
+
+#[test]
+fn host_http_requests_with_chosen_headers_over_http_only() {
+    use protomcp_harness::scenario::{HttpSessionRef, Transport};
+    let head = "id: bridge.http.x\ntitle: X\nrequirements: [BR-HTTP-04]\nlevel: MUST\nrole: bridge\nneeds: [http]\n";
+    let step = "  - host_http:\n      method: PUT\n      path: /other\n      headers: {Host: evil.example, Origin: ''}\n      session: none\n      body: '{}'\n      expect: {status: 403, headers: {allow: {regex: POST}}}\n";
+    let s = parse(&format!("{head}transports: [http]\nsteps:\n{step}")).unwrap();
+    assert_eq!(s.transports, vec![Transport::Http]);
+    assert_eq!(s.steps[0].keyword(), "host_http");
+    assert!(!s.steps[0].action.needs_connection());
+    match &s.steps[0].action {
+        Action::HostHttp(h) => {
+            assert_eq!((h.method.as_str(), h.path.as_deref(), h.body.as_str()), ("PUT", Some("/other"), "{}"));
+            assert_eq!(h.headers, vec![("Host".into(), "evil.example".into()), ("Origin".into(), String::new())]);
+            assert_eq!(h.session, HttpSessionRef::None);
+            assert!(h.status.is_some() && h.expect_headers.is_some() && h.expect_body.is_none());
+        }
+        other => panic!("{other:?}"),
+    }
+    // Defaults: POST, the endpoint's path, the current session; any other string is an id.
+    let s = parse(&format!("{head}transports: [http]\nsteps:\n  - host_http: {{session: abc, expect: {{status: 404}}}}\n"))
+        .unwrap();
+    match &s.steps[0].action {
+        Action::HostHttp(h) => {
+            assert_eq!((h.method.as_str(), h.path.as_deref()), ("POST", None));
+            assert_eq!(h.session, HttpSessionRef::Literal("abc".into()));
+        }
+        other => panic!("{other:?}"),
+    }
+    let e = first_error(&format!("{head}steps:\n{step}"));
+    assert_eq!(e, "dir/s.yaml:8:5: `host_http` needs `transports: [http]` (it is a request over HTTP)");
+    let bad = |step: &str| first_error(&format!("{head}transports: [http]\nsteps:\n  - host_http: {step}\n"));
+    assert!(bad("{method: put, expect: {status: 1}}").contains("is not an HTTP method"));
+    assert!(bad("{path: mcp, expect: {status: 1}}").contains("a path starts with `/`"));
+    assert!(bad("{headers: {'a b': x}, expect: {status: 1}}").contains("header `a b`"));
+    assert!(bad("{headers: [x], expect: {status: 1}}").contains("`headers` is a mapping"));
+    assert!(bad("{expect: {}}").contains("`expect` needs `status`, `headers` or `body`"));
+    assert!(bad("{}").contains("expect"), "{}", bad("{}"));
+    assert!(bad("{expect: {status: 1, code: 2}}").contains("code"));
+    let e = first_error(&with_steps("  - host_http: {expect: {status: 403}}\n"));
+    assert_eq!(e, "dir/s.yaml:7:5: `host_http` belongs to bridge scenarios (role: bridge)");
+}

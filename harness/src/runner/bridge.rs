@@ -132,6 +132,8 @@ struct Run<'a> {
     consumed: Vec<bool>,
     sent_signals: Vec<i32>,
     stderr_path: std::path::PathBuf,
+    /// The scenario's private temp dir (`{dir}`; `touch` paths are relative to it).
+    dir: std::path::PathBuf,
     /// The end of the scenario's budget (the start-up watchdog fires before it).
     budget_end: Instant,
 }
@@ -353,9 +355,19 @@ impl Run<'_> {
                 // After every queued send, so that the session id is known and the order holds.
                 self.http_drain().await?;
                 let within = self.ex.t(h.within);
+                let watchdog = self.watchdog();
                 let Some(http) = &self.http else {
                     return Err(StepError::Error("host_http needs --bridge-transport http".into()));
                 };
+                // A first step of the session: the start-up watchdog bounds the wait for the port.
+                if !http.session.listening() {
+                    let url = &http.url;
+                    http.session.wait_listening(watchdog).await.map_err(|last| {
+                        StepError::Fail(format!(
+                            "start-up watchdog: the bridge did not accept connections at {url} (last error: {last})"
+                        ))
+                    })?;
+                }
                 super::host_http::run(&http.session, h, within, &mut self.ex.caps, &mut self.ex.transcript).await
             }
             Action::HostClose if self.http.is_some() => {
@@ -414,11 +426,17 @@ impl Run<'_> {
                 }
                 Ok(())
             }
-            Action::Close(_) => {
-                // The tool process goes away: a later tool-side step waits for the next one.
+            Action::Close(_) | Action::ExpectClose { .. } => {
+                // The tool process goes away (or the bridge ended it): a later tool-side step
+                // waits for the next one.
                 self.ex.step(action).await?;
                 self.ex.forget_conn();
                 Ok(())
+            }
+            Action::Touch(rel) => {
+                let path = self.dir.join(rel);
+                self.ex.transcript.push(Item::Touch { path: rel.display().to_string() });
+                touch(&path).map_err(|e| StepError::Error(format!("touch {}: {e}", path.display())))
             }
             _ => self.ex.step(action).await,
         }
@@ -487,6 +505,18 @@ impl Run<'_> {
 }
 
 /// Runs `s` against the bridge command `template` (placeholders not yet expanded).
+/// Creates the file (and its directories) or appends a line to it: its length and modification
+/// time both change, so a watcher that compares either sees it.
+fn touch(path: &Path) -> std::io::Result<()> {
+    use std::io::Write;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    f.write_all(b"# touched by protomcp-conform\n")?;
+    f.sync_all()
+}
+
 pub(crate) async fn execute(
     s: &Scenario,
     target: &Target,
@@ -510,7 +540,10 @@ pub(crate) async fn execute(
     let home = d.join("home");
     let prepared = std::fs::write(&mock, script)
         .and_then(|()| std::fs::set_permissions(&mock, std::fs::Permissions::from_mode(0o755)))
-        .and_then(|()| std::fs::create_dir_all(&home));
+        .and_then(|()| std::fs::create_dir_all(&home))
+        // A bridge in watch mode watches `{dir}/watched` (harness/bridges/reference*): it exists
+        // from the start, empty, so the bridge starts as usual; `touch` steps write into it.
+        .and_then(|()| std::fs::create_dir_all(d.join("watched")));
     if let Err(e) = prepared {
         return Outcome::Error(format!("cannot prepare the scenario's temp dir: {e}"));
     }
@@ -584,6 +617,7 @@ pub(crate) async fn execute(
         consumed: Vec::new(),
         sent_signals: Vec::new(),
         stderr_path: stderr_path.clone(),
+        dir: d.to_owned(),
         budget_end: Instant::now() + budget,
     };
     let outcome = match tokio::time::timeout(budget, run.steps()).await {

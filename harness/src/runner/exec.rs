@@ -582,7 +582,8 @@ impl<'a> Exec<'a> {
             | Action::HostExpectNothing(_)
             | Action::HostHttp(_)
             | Action::HostClose
-            | Action::ToolHandshake(_) => {
+            | Action::ToolHandshake(_)
+            | Action::Touch(_) => {
                 Err(StepError::Error(format!("`{}` runs only against a bridge", action.keyword())))
             }
         }

@@ -387,6 +387,7 @@ impl Checker<'_> {
                     | Action::HostHttp(_)
                     | Action::HostClose
                     | Action::ToolHandshake(_)
+                    | Action::Touch(_)
             );
             let tp_only =
                 matches!(a, Action::Handshake(_) | Action::ExpectAlive { .. } | Action::ExpectNoConnect { .. });
@@ -880,6 +881,22 @@ impl Checker<'_> {
             }
             RawStep::HostClose(_) => Action::HostClose,
             RawStep::HostHttp(h) => Action::HostHttp(self.host_http(h, compiler)?),
+            RawStep::Touch(t) => {
+                use std::path::{Component, Path};
+                let p = Path::new(&t.path.value);
+                let inside = !t.path.value.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)));
+                if !inside {
+                    self.error(
+                        loc(&t.path),
+                        format!(
+                            "touch: `{}` must be a relative path inside the scenario's dir (no `..`, not absolute)",
+                            t.path.value
+                        ),
+                    );
+                    return None;
+                }
+                Action::Touch(p.to_owned())
+            }
             RawStep::ToolHandshake(h) => {
                 let mut list = |node: &Option<Node>, arm: &str, field: &str| -> Option<Vec<serde_json::Value>> {
                     let Some(n) = node else { return Some(Vec::new()) };

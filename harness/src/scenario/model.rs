@@ -231,6 +231,9 @@ pub enum Action {
     HostClose,
     /// Bridge scenarios, tool side: the tool process's part of the startup (spec §5).
     ToolHandshake(ToolHandshake),
+    /// Bridge scenarios: create or modify a file, given relative to the scenario's temp dir
+    /// (a watch-mode trigger, BR-RELOAD-09).
+    Touch(std::path::PathBuf),
 }
 
 impl Action {
@@ -256,6 +259,7 @@ impl Action {
             Action::HostHttp(_) => "host_http",
             Action::HostClose => "host_close",
             Action::ToolHandshake(_) => "tool_handshake",
+            Action::Touch(_) => "touch",
         }
     }
 
@@ -270,8 +274,8 @@ impl Action {
                 | Action::HostSend(_)
                 | Action::HostExpect(_)
                 | Action::HostExpectNothing(_)
-                | Action::HostHttp(_)
                 | Action::HostClose
+                | Action::Touch(_)
         )
     }
 

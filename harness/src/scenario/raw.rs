@@ -102,6 +102,7 @@ pub(super) enum RawStep {
     HostClose(RawEmpty),
     HostHttp(RawHostHttp),
     ToolHandshake(RawToolHandshake),
+    Touch(RawTouch),
 }
 
 #[derive(Debug, Deserialize)]
@@ -267,6 +268,12 @@ pub(super) struct RawExpectExit {
     pub code: Option<Node>,
     #[serde(default)]
     pub stderr: Option<Node>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTouch {
+    pub path: Spanned<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -67,6 +67,9 @@ pub enum Item {
     /// Bridge scenarios: one line on the host side. `ToTestee` is host→bridge (stdin),
     /// `FromTestee` bridge→host (stdout); `message` when the line is JSON, `raw` otherwise.
     Host { dir: Dir, message: Option<Value>, raw: Option<String> },
+    /// Bridge scenarios: the harness created or modified a file (path relative to the
+    /// scenario's temp dir).
+    Touch { path: String },
 }
 
 /// Longest raw line kept in a failure report, in characters.
@@ -115,6 +118,7 @@ impl Item {
             Item::Signal { name } => format!("-- sent signal {name}"),
             Item::Exit { status } => format!("-- testee {status}"),
             Item::Schedule { name } => format!("-- delivery schedule {name}"),
+            Item::Touch { path } => format!("-- touched {path}"),
             Item::Host { dir, message, raw } => {
                 let arrow = match dir {
                     Dir::ToTestee => "host→",

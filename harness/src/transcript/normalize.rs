@@ -197,6 +197,7 @@ impl Normalizer {
             Item::Signal { name } => format!("-- signal {name}"),
             Item::Exit { status } => format!("-- testee {}", self.text(status)),
             Item::Schedule { name } => format!("-- delivery schedule {name}"),
+            Item::Touch { path } => format!("-- touched {path}"),
             Item::Host { dir, message, raw } => {
                 let name = match dir {
                     Dir::ToTestee => "host→bridge",

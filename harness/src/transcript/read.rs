@@ -55,6 +55,9 @@ pub fn parse_line(line: &str) -> Result<Item, String> {
         if let Some(name) = rest.strip_prefix("delivery schedule ") {
             return Ok(Item::Schedule { name: name.to_owned() });
         }
+        if let Some(path) = rest.strip_prefix("touched ") {
+            return Ok(Item::Touch { path: path.to_owned() });
+        }
         return Err("an unknown event".into());
     }
     for (prefix, dir) in [("host→bridge", Dir::ToTestee), ("bridge→host", Dir::FromTestee)] {
@@ -148,6 +151,7 @@ mod tests {
         vec![
             Item::Step { index: 1, keyword: "send".into(), line: 0 },
             Item::Schedule { name: "bytewise".into() },
+            Item::Touch { path: "watched/tool.py".into() },
             Item::Connected,
             Item::Frame {
                 dir: Dir::FromTestee,
