@@ -641,7 +641,7 @@ pub async fn serve_http(
     use http_body_util::{BodyExt, Full};
     use hyper::body::Bytes;
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+    use rmcp::transport::streamable_http_server::{SessionManager, StreamableHttpServerConfig, StreamableHttpService};
 
     let ct = tokio_util::sync::CancellationToken::new();
     // Host and Origin are checked by `guard`, in front of rmcp, as the spec words them.
@@ -721,6 +721,16 @@ pub async fn serve_http(
                             }
                             if req.method() == http::Method::POST {
                                 gated_post(req, &service, &manager, &registry).await
+                            } else if req.method() == http::Method::DELETE
+                                && let Some(id) = header(http::header::HeaderName::from_static("mcp-session-id"))
+                                && !manager.has_session(&Arc::from(id)).await.unwrap_or(false)
+                            {
+                                // BR-HTTP-12: an ended or unknown session is gone (rmcp answers
+                                // a DELETE of an unknown id with 202).
+                                let body = Full::new(Bytes::from("Not Found: Session not found")).boxed();
+                                let mut resp = hyper::Response::new(body);
+                                *resp.status_mut() = http::StatusCode::NOT_FOUND;
+                                resp
                             } else {
                                 service.handle(req).await
                             }
