@@ -274,6 +274,7 @@ impl Action {
                 | Action::HostSend(_)
                 | Action::HostExpect(_)
                 | Action::HostExpectNothing(_)
+                | Action::HostHttp(_)
                 | Action::HostClose
                 | Action::Touch(_)
         )
