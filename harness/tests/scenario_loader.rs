@@ -525,8 +525,9 @@ fn host_http_requests_with_chosen_headers_over_http_only() {
         other => panic!("{other:?}"),
     }
     // Defaults: POST, the endpoint's path, the current session; any other string is an id.
-    let s = parse(&format!("{head}transports: [http]\nsteps:\n  - host_http: {{session: abc, expect: {{status: 404}}}}\n"))
-        .unwrap();
+    let s =
+        parse(&format!("{head}transports: [http]\nsteps:\n  - host_http: {{session: abc, expect: {{status: 404}}}}\n"))
+            .unwrap();
     match &s.steps[0].action {
         Action::HostHttp(h) => {
             assert_eq!((h.method.as_str(), h.path.as_deref()), ("POST", None));
@@ -544,6 +545,11 @@ fn host_http_requests_with_chosen_headers_over_http_only() {
     assert!(bad("{expect: {}}").contains("`expect` needs `status`, `headers` or `body`"));
     assert!(bad("{}").contains("expect"), "{}", bad("{}"));
     assert!(bad("{expect: {status: 1, code: 2}}").contains("code"));
+    // Placeholders must name captures of earlier steps.
+    let e = bad("{session: '${nope}', expect: {status: 1}}");
+    assert!(e.contains("`${nope}` is not defined"), "{e}");
+    let two = "{expect: {headers: {mcp-session-id: {capture: other}}}}\n  - host_http: {session: '${other}', headers: {X: 'a ${other}'}, body: '${other}', expect: {status: 1}}";
+    parse(&format!("{head}transports: [http]\nsteps:\n  - host_http: {two}\n")).unwrap();
     let e = first_error(&with_steps("  - host_http: {expect: {status: 403}}\n"));
     assert_eq!(e, "dir/s.yaml:7:5: `host_http` belongs to bridge scenarios (role: bridge)");
 }

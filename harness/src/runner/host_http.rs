@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use super::exec::StepError;
 use crate::host::http;
 use crate::host::session::HttpSession;
+use crate::scenario::template::substitute;
 use crate::scenario::{Captures, HostHttp, HttpSessionRef, match_value};
 use crate::transcript::{Dir, Item, Transcript};
 
@@ -47,6 +48,24 @@ pub fn body_value(r: &http::Response) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text.into_owned()))
 }
 
+/// `h` with the captures of earlier steps filled into the session id, header values and body.
+fn fill(h: &HostHttp, caps: &Captures) -> Result<HostHttp, StepError> {
+    let text = |s: &str| match substitute(&Value::String(s.to_owned()), caps) {
+        Ok(Value::String(s)) => Ok(s),
+        Ok(v) => Ok(v.to_string()),
+        Err(e) => Err(StepError::Error(e.to_string())),
+    };
+    let mut out = h.clone();
+    if let HttpSessionRef::Literal(s) = &h.session {
+        out.session = HttpSessionRef::Literal(text(s)?);
+    }
+    for (_, v) in &mut out.headers {
+        *v = text(v)?;
+    }
+    out.body = text(&h.body)?;
+    Ok(out)
+}
+
 /// Sends the request of `h` and checks the response; both go into the transcript (the request
 /// line and the scenario's headers, not the defaults; the status and the body).
 pub async fn run(
@@ -56,19 +75,22 @@ pub async fn run(
     caps: &mut Captures,
     transcript: &mut Transcript,
 ) -> Result<(), StepError> {
+    // The transcript shows the request as written (`${name}` unfilled: ids are random).
+    let written = h;
+    let h = &fill(h, caps)?;
     let ep = &session.endpoint;
     let path = h.path.clone().unwrap_or_else(|| ep.path.clone());
     let mut shown = format!("<HTTP {} {path}", h.method);
-    match &h.session {
+    match &written.session {
         HttpSessionRef::Current => {}
         HttpSessionRef::None => shown.push_str(" | no session"),
         HttpSessionRef::Literal(s) => shown.push_str(&format!(" | Mcp-Session-Id: {s}")),
     }
-    for (n, v) in &h.headers {
+    for (n, v) in &written.headers {
         shown.push_str(&format!(" | {n}: {v}"));
     }
-    if !h.body.is_empty() {
-        shown.push_str(&format!(" | {}", h.body));
+    if !written.body.is_empty() {
+        shown.push_str(&format!(" | {}", written.body));
     }
     shown.push('>');
     transcript.push(Item::Host { dir: Dir::ToTestee, message: None, raw: Some(shown) });

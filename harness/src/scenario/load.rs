@@ -344,6 +344,25 @@ impl Checker<'_> {
                 }
             }
         }
+        // `${name}` in the session id, header values and body: captures of earlier steps.
+        let hloc = h.headers.as_ref().map_or(Loc::default(), |n| n.loc);
+        let mut texts: Vec<(&str, Loc)> = headers.iter().map(|(_, v)| (v.as_str(), hloc)).collect();
+        texts.extend(h.session.iter().chain(h.body.iter()).map(|t| (t.value.as_str(), loc(t))));
+        for (text, at) in texts {
+            match template::parse(text) {
+                Ok(pieces) => {
+                    for p in pieces {
+                        if let template::Piece::Var(name) = p {
+                            compiler.used.push((name, at));
+                        }
+                    }
+                }
+                Err(msg) => {
+                    self.error(at, msg);
+                    return None;
+                }
+            }
+        }
         let session = match h.session.as_ref().map(|s| s.value.as_str()) {
             None | Some("current") => HttpSessionRef::Current,
             Some("none") => HttpSessionRef::None,
