@@ -131,9 +131,15 @@ fn main() {
         runner::bridge_manifest::load_target(&root().join("harness/bridges/reference-http"), PathBuf::from(EXE))
             .unwrap_or_else(|e| panic!("{e}")),
     );
+    // Scenarios that need `auth` run against the reference bridge with a bearer token.
+    let auth_bridge = Arc::new(
+        runner::bridge_manifest::load_target(&root().join("harness/bridges/reference-http-auth"), PathBuf::from(EXE))
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
     let mut tests = Vec::new();
     for s in scenarios {
         let target = match s.role {
+            Role::Bridge if s.needs.iter().any(|n| n == "auth") => auth_bridge.clone(),
             Role::Bridge if s.transports == [Transport::Http] => http_bridge.clone(),
             Role::Bridge => bridge.clone(),
             _ => target.clone(),

@@ -136,6 +136,8 @@ struct Run<'a> {
     dir: std::path::PathBuf,
     /// The end of the scenario's budget (the start-up watchdog fires before it).
     budget_end: Instant,
+    /// The environment the target and the scenario give the bridge (`{env:NAME}` in `host_http`).
+    bridge_env: BTreeMap<String, String>,
 }
 
 impl Run<'_> {
@@ -368,7 +370,8 @@ impl Run<'_> {
                         ))
                     })?;
                 }
-                super::host_http::run(&http.session, h, within, &mut self.ex.caps, &mut self.ex.transcript).await
+                let ctx = super::host_http::Ctx { within, env: &self.bridge_env };
+                super::host_http::run(&http.session, h, ctx, &mut self.ex.caps, &mut self.ex.transcript).await
             }
             Action::HostClose if self.http.is_some() => {
                 let watchdog = self.watchdog();
@@ -619,6 +622,7 @@ pub(crate) async fn execute(
         stderr_path: stderr_path.clone(),
         dir: d.to_owned(),
         budget_end: Instant::now() + budget,
+        bridge_env: env.iter().cloned().collect(),
     };
     let outcome = match tokio::time::timeout(budget, run.steps()).await {
         Ok(Ok(())) => match run.stdout_clean() {

@@ -2,6 +2,8 @@
 //! headers the scenario chooses (a foreign `Host` or `Origin`, a wrong media type, no or a bogus
 //! session id), and its status, headers and body matched against patterns.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value};
 
 use super::exec::StepError;
@@ -48,10 +50,49 @@ pub fn body_value(r: &http::Response) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text.into_owned()))
 }
 
-/// `h` with the captures of earlier steps filled into the session id, header values and body.
-fn fill(h: &HostHttp, caps: &Captures) -> Result<HostHttp, StepError> {
+/// What a `host_http` step gets from the run besides the session.
+pub struct Ctx<'a> {
+    /// How long the whole response may take.
+    pub within: std::time::Duration,
+    /// The bridge's environment as the target and the scenario set it (`{env:NAME}`).
+    pub env: &'a BTreeMap<String, String>,
+}
+
+/// Replaces every `{env:NAME}` with the value the target gave the bridge for `NAME` (a secret
+/// such as the bearer token of `--auth`, set in a manifest's `env`); `{env:NAME|upper}`,
+/// `|lower` and `|chop` (without its last character) give near misses.
+pub fn fill_env(s: &str, env: &BTreeMap<String, String>) -> Result<String, StepError> {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find("{env:") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 5..];
+        let Some(end) = after.find('}') else {
+            return Err(StepError::Error(format!("`{{env:` without a closing `}}` in {s:?}")));
+        };
+        let (name, filter) = after[..end].split_once('|').unwrap_or((&after[..end], ""));
+        let value = env.get(name).ok_or_else(|| {
+            StepError::Error(format!("{{env:{name}}}: the target sets no {name} for the bridge (a manifest's `env`)"))
+        })?;
+        let value = match filter {
+            "" => value.clone(),
+            "upper" => value.to_uppercase(),
+            "lower" => value.to_lowercase(),
+            "chop" => value.chars().take(value.chars().count().saturating_sub(1)).collect(),
+            other => return Err(StepError::Error(format!("{{env:{name}|{other}}}: filters are upper, lower, chop"))),
+        };
+        out.push_str(&value);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// `h` with the captures of earlier steps, and `{env:NAME}`, filled into the session id, header
+/// values and body.
+fn fill(h: &HostHttp, caps: &Captures, env: &BTreeMap<String, String>) -> Result<HostHttp, StepError> {
     let text = |s: &str| match substitute(&Value::String(s.to_owned()), caps) {
-        Ok(Value::String(s)) => Ok(s),
+        Ok(Value::String(s)) => fill_env(&s, env),
         Ok(v) => Ok(v.to_string()),
         Err(e) => Err(StepError::Error(e.to_string())),
     };
@@ -71,13 +112,14 @@ fn fill(h: &HostHttp, caps: &Captures) -> Result<HostHttp, StepError> {
 pub async fn run(
     session: &HttpSession,
     h: &HostHttp,
-    within: std::time::Duration,
+    ctx: Ctx<'_>,
     caps: &mut Captures,
     transcript: &mut Transcript,
 ) -> Result<(), StepError> {
     // The transcript shows the request as written (`${name}` unfilled: ids are random).
     let written = h;
-    let h = &fill(h, caps)?;
+    let h = &fill(h, caps, ctx.env)?;
+    let within = ctx.within;
     let ep = &session.endpoint;
     let path = h.path.clone().unwrap_or_else(|| ep.path.clone());
     let mut shown = format!("<HTTP {} {path}", h.method);
@@ -122,4 +164,21 @@ pub async fn run(
         match_value(p, Some(&body), caps).map_err(|m| StepError::Fail(format!("body: {m}")))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_placeholders() {
+        let env: BTreeMap<String, String> = [("T".to_owned(), "s3cret".to_owned())].into();
+        assert_eq!(fill_env("Bearer {env:T}", &env).unwrap(), "Bearer s3cret");
+        assert_eq!(fill_env("{env:T}{env:T}x", &env).unwrap(), "s3crets3cretx");
+        assert_eq!(fill_env("plain {x}", &env).unwrap(), "plain {x}");
+        assert!(fill_env("{env:U}", &env).is_err());
+        assert!(fill_env("{env:T", &env).is_err());
+        assert_eq!(fill_env("{env:T|upper} {env:T|lower} {env:T|chop}", &env).unwrap(), "S3CRET s3cret s3cre");
+        assert!(fill_env("{env:T|rot13}", &env).is_err());
+    }
 }
