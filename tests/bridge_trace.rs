@@ -125,3 +125,47 @@ async fn trace_holds_both_sides_in_order_and_reads_back() {
     let items = transcript::read(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert!(matches!(items.last(), Some(Item::Shutdown { .. })), "{:?}", items.last());
 }
+
+/// Over Streamable HTTP the trace records each host request and its answer as the JSON-RPC
+/// messages they were, with their ids, around the frames of the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trace_over_http_keeps_jsonrpc_ids() {
+    use protomcp_harness::host::http::HttpHost;
+    use std::net::{Ipv4Addr, SocketAddr};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bridge.trace");
+    let port = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap().local_addr().unwrap().port();
+    let mut child = tokio::process::Command::new(bin())
+        .args(["bridge", "--transport", "http", "--port", &port.to_string(), "--call-timeout", "5s", "--trace"])
+        .arg(&path)
+        .args(["--", &bin(), "testee"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while tokio::net::TcpStream::connect(addr).await.is_err() {
+        assert!(tokio::time::Instant::now() < deadline, "the bridge does not listen on {addr}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut host = HttpHost::new(addr, None);
+    host.initialize().await.unwrap();
+    let r = host.call(41, "tools/call", json!({"name": "echo", "arguments": {"text": "over http"}})).await.unwrap();
+    assert_eq!(r["result"]["content"][0]["text"], "over http", "{r}");
+
+    let text = std::fs::read_to_string(&path).unwrap();
+    let items = transcript::read(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let req = find(&items, 0, "tools/call with id 41", |i| {
+        matches!(i, Item::Host { dir: Dir::ToTestee, message: Some(m), .. }
+            if m["method"] == "tools/call" && m["id"] == 41 && m["jsonrpc"] == "2.0")
+    });
+    let out = find(&items, req, "CallToolRequest", |i| frame_arm(i, true, "call_tool").is_some());
+    find(&items, out, "the answer to id 41", |i| {
+        matches!(i, Item::Host { dir: Dir::FromTestee, message: Some(m), .. }
+            if m["id"] == 41 && m["result"]["content"][0]["text"] == "over http")
+    });
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+}

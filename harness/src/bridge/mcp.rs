@@ -317,21 +317,25 @@ impl Handler {
         self.session.clone()
     }
 
-    fn trace_request(&self, method: &str, params: &impl serde::Serialize) {
+    /// Records a host request as the JSON-RPC message it was (transports that do not trace raw lines).
+    fn trace_request(&self, id: &m::RequestId, method: &str, params: &impl serde::Serialize) {
         if !self.session.trace {
             return;
         }
-        self.bridge.trace_mcp(true, &json!({"method": method, "params": to_json(params)}));
+        let msg = json!({"jsonrpc": "2.0", "id": to_json(id), "method": method, "params": to_json(params)});
+        self.bridge.trace_mcp(true, &msg);
     }
 
-    fn traced<T: serde::Serialize>(&self, r: Result<T, ErrorData>) -> Result<T, ErrorData> {
+    /// Records the answer to request `id` as the JSON-RPC response it becomes.
+    fn traced<T: serde::Serialize>(&self, id: &m::RequestId, r: Result<T, ErrorData>) -> Result<T, ErrorData> {
         if !self.session.trace {
             return r;
         }
-        match &r {
-            Ok(v) => self.bridge.trace_mcp(false, &json!({"result": to_json(v)})),
-            Err(e) => self.bridge.trace_mcp(false, &json!({"error": to_json(e)})),
-        }
+        let msg = match &r {
+            Ok(v) => json!({"jsonrpc": "2.0", "id": to_json(id), "result": to_json(v)}),
+            Err(e) => json!({"jsonrpc": "2.0", "id": to_json(id), "error": to_json(e)}),
+        };
+        self.bridge.trace_mcp(false, &msg);
         r
     }
 }
@@ -363,13 +367,13 @@ impl ServerHandler for Handler {
         request: m::InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<m::InitializeResult, ErrorData> {
-        self.trace_request("initialize", &request);
+        self.trace_request(&context.id, "initialize", &request);
         context.peer.set_peer_info(request.clone());
         self.session.attach(context.peer.clone());
         // The session follows the lists from initialize on; what changes before
         // notifications/initialized is announced right after it (see `Session::attach`).
         self.bridge.add_session(self.as_host());
-        self.traced(self.negotiate_initialize(&request))
+        self.traced(&context.id, self.negotiate_initialize(&request))
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -394,13 +398,13 @@ impl ServerHandler for Handler {
     async fn list_tools(
         &self,
         request: Option<m::PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<m::ListToolsResult, ErrorData> {
-        self.trace_request("tools/list", &request);
+        self.trace_request(&context.id, "tools/list", &request);
         if request.as_ref().and_then(|r| r.cursor.as_ref()).is_some() {
-            return self.traced(Err(ErrorData::invalid_params("unknown cursor", None)));
+            return self.traced(&context.id, Err(ErrorData::invalid_params("unknown cursor", None)));
         }
-        self.traced(from_json(json!({"tools": self.bridge.tools()})))
+        self.traced(&context.id, from_json(json!({"tools": self.bridge.tools()})))
     }
 
     async fn call_tool(
@@ -408,7 +412,7 @@ impl ServerHandler for Handler {
         request: m::CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<m::CallToolResponse, ErrorData> {
-        self.trace_request("tools/call", &request);
+        self.trace_request(&context.id, "tools/call", &request);
         let progress = context.meta.get_progress_token().map(|t| to_json(&t));
         let arguments = request.arguments.map(Value::Object);
         let ct = context.ct.clone();
@@ -424,119 +428,119 @@ impl ServerHandler for Handler {
             Ok(v) => from_json::<m::CallToolResult>(v),
             Err(e) => Err(host_error(e)),
         };
-        self.traced(r).map(m::CallToolResponse::from)
+        self.traced(&context.id, r).map(m::CallToolResponse::from)
     }
 
     async fn list_resources(
         &self,
         request: Option<m::PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<m::ListResourcesResult, ErrorData> {
-        self.trace_request("resources/list", &request);
+        self.trace_request(&context.id, "resources/list", &request);
         if request.as_ref().and_then(|r| r.cursor.as_ref()).is_some() {
-            return self.traced(Err(ErrorData::invalid_params("unknown cursor", None)));
+            return self.traced(&context.id, Err(ErrorData::invalid_params("unknown cursor", None)));
         }
-        self.traced(from_json(json!({"resources": self.bridge.resources()})))
+        self.traced(&context.id, from_json(json!({"resources": self.bridge.resources()})))
     }
 
     async fn list_resource_templates(
         &self,
         request: Option<m::PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<m::ListResourceTemplatesResult, ErrorData> {
-        self.trace_request("resources/templates/list", &request);
+        self.trace_request(&context.id, "resources/templates/list", &request);
         if request.as_ref().and_then(|r| r.cursor.as_ref()).is_some() {
-            return self.traced(Err(ErrorData::invalid_params("unknown cursor", None)));
+            return self.traced(&context.id, Err(ErrorData::invalid_params("unknown cursor", None)));
         }
-        self.traced(from_json(json!({"resourceTemplates": self.bridge.templates()})))
+        self.traced(&context.id, from_json(json!({"resourceTemplates": self.bridge.templates()})))
     }
 
     async fn read_resource(
         &self,
         request: m::ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<m::ReadResourceResponse, ErrorData> {
-        self.trace_request("resources/read", &request);
+        self.trace_request(&context.id, "resources/read", &request);
         let r = match self.bridge.read_resource(&request.uri).await {
             Ok(v) => from_json::<m::ReadResourceResult>(v),
             Err(e) => Err(host_error(e)),
         };
-        self.traced(r).map(Into::into)
+        self.traced(&context.id, r).map(Into::into)
     }
 
     async fn subscribe(
         &self,
         request: m::SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.trace_request("resources/subscribe", &request);
+        self.trace_request(&context.id, "resources/subscribe", &request);
         self.session.subscriptions.lock().unwrap().insert(request.uri);
-        self.traced(Ok(json!({})))?;
+        self.traced(&context.id, Ok(json!({})))?;
         Ok(())
     }
 
     async fn unsubscribe(
         &self,
         request: m::UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.trace_request("resources/unsubscribe", &request);
+        self.trace_request(&context.id, "resources/unsubscribe", &request);
         self.session.subscriptions.lock().unwrap().remove(&request.uri);
-        self.traced(Ok(json!({})))?;
+        self.traced(&context.id, Ok(json!({})))?;
         Ok(())
     }
 
     async fn list_prompts(
         &self,
         request: Option<m::PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<m::ListPromptsResult, ErrorData> {
-        self.trace_request("prompts/list", &request);
+        self.trace_request(&context.id, "prompts/list", &request);
         if request.as_ref().and_then(|r| r.cursor.as_ref()).is_some() {
-            return self.traced(Err(ErrorData::invalid_params("unknown cursor", None)));
+            return self.traced(&context.id, Err(ErrorData::invalid_params("unknown cursor", None)));
         }
-        self.traced(from_json(json!({"prompts": self.bridge.prompts()})))
+        self.traced(&context.id, from_json(json!({"prompts": self.bridge.prompts()})))
     }
 
     async fn get_prompt(
         &self,
         request: m::GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<m::GetPromptResponse, ErrorData> {
-        self.trace_request("prompts/get", &request);
+        self.trace_request(&context.id, "prompts/get", &request);
         let r = match self.bridge.get_prompt(&request.name, request.arguments.map(Value::Object)).await {
             Ok(v) => from_json::<m::GetPromptResult>(v),
             Err(e) => Err(host_error(e)),
         };
-        self.traced(r).map(Into::into)
+        self.traced(&context.id, r).map(Into::into)
     }
 
     async fn complete(
         &self,
         request: m::CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<m::CompleteResult, ErrorData> {
-        self.trace_request("completion/complete", &request);
+        self.trace_request(&context.id, "completion/complete", &request);
         let reference = to_json(&request.r#ref);
         let r = match self.bridge.complete(&reference, &request.argument.name, &request.argument.value).await {
             Ok(v) => from_json(v),
             Err(e) => Err(host_error(e)),
         };
-        self.traced(r)
+        self.traced(&context.id, r)
     }
 
     async fn set_level(
         &self,
         request: m::SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.trace_request("logging/setLevel", &request);
+        self.trace_request(&context.id, "logging/setLevel", &request);
         let level = to_json(&request.level);
         let Some(rank) = level.as_str().and_then(|l| state::LEVELS.iter().position(|x| *x == l)) else {
-            return self.traced(Err(ErrorData::invalid_params("unknown log level", None)));
+            return self.traced(&context.id, Err(ErrorData::invalid_params("unknown log level", None)));
         };
         self.session.threshold.store(rank, Ordering::Relaxed);
-        self.traced(Ok(json!({})))?;
+        self.traced(&context.id, Ok(json!({})))?;
         Ok(())
     }
 }
