@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
+use protomcp_harness::bridge::http::Credential;
 use protomcp_harness::bridge::{self, Bridge, Config};
 
 /// Serve MCP to hosts (stdio or Streamable HTTP), bridging to a protomcp tool process.
@@ -20,9 +21,14 @@ pub struct BridgeArgs {
     /// Port to listen on with `--transport http` (0: any free port, printed on stderr).
     #[arg(long, default_value_t = 8080)]
     port: u16,
-    /// Require `Authorization: Bearer <value of VAR>` on every HTTP request (401 otherwise).
-    #[arg(long, value_name = "VAR")]
-    auth_token_env: Option<String>,
+    /// Credentials every HTTP request must carry (401 otherwise): `token:VAR` for
+    /// `Authorization: Bearer <value of VAR>`, `apikey:VAR` for `X-API-Key: <value of VAR>`.
+    /// Repeatable: all must be satisfied.
+    #[arg(long, value_name = "token:VAR|apikey:VAR", value_parser = parse_auth, action = clap::ArgAction::Append)]
+    auth: Vec<AuthSpec>,
+    /// The same as `--auth token:VAR`.
+    #[arg(long, value_name = "VAR", action = clap::ArgAction::Append)]
+    auth_token_env: Vec<String>,
     /// Bound on every wait for the tool process (`500ms`, `5s`, `5m`, `1h`).
     #[arg(long, value_parser = parse_duration, default_value = "5m")]
     call_timeout: Duration,
@@ -55,6 +61,45 @@ enum Transport {
     /// Streamable HTTP at `/mcp` (`sse` is accepted as an alias).
     #[value(alias = "sse")]
     Http,
+}
+
+/// One `--auth` option: the scheme and the environment variable naming the secret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthSpec {
+    bearer: bool,
+    var: String,
+}
+
+impl AuthSpec {
+    fn flag(&self) -> String {
+        format!("--auth {}:{}", if self.bearer { "token" } else { "apikey" }, self.var)
+    }
+}
+
+/// `token:VAR` or `apikey:VAR`.
+pub fn parse_auth(s: &str) -> Result<AuthSpec, String> {
+    let (scheme, var) = s.split_once(':').ok_or_else(|| format!("{s:?}: expected token:VAR or apikey:VAR"))?;
+    let bearer = match scheme {
+        "token" => true,
+        "apikey" => false,
+        _ => return Err(format!("{s:?}: unknown scheme {scheme:?} (token, apikey)")),
+    };
+    if var.is_empty() {
+        return Err(format!("{s:?}: no environment variable named"));
+    }
+    Ok(AuthSpec { bearer, var: var.to_owned() })
+}
+
+/// The secrets of `specs`, read from the environment; an unset or empty one is an error
+/// (BR-HTTP-24), naming the option but never a value.
+fn credentials(specs: &[AuthSpec]) -> Result<Vec<Credential>> {
+    specs
+        .iter()
+        .map(|a| match std::env::var(&a.var) {
+            Ok(v) if !v.is_empty() => Ok(if a.bearer { Credential::Bearer(v) } else { Credential::ApiKey(v) }),
+            _ => bail!("{}: the environment variable is unset or empty", a.flag()),
+        })
+        .collect()
 }
 
 /// `500ms`, `5s`, `5m`, `1h`, or a plain number of seconds.
@@ -95,17 +140,17 @@ pub fn run(args: BridgeArgs) -> Result<ExitCode> {
         [one] if Path::new(one).is_file() => entry_command(Path::new(one)),
         _ => args.command.clone(),
     };
+    let mut auth = args.auth.clone();
+    auth.extend(args.auth_token_env.iter().map(|var| AuthSpec { bearer: true, var: var.clone() }));
     // BR-HTTP-24: a named secret that is unset or empty stops the start, before listening.
-    let token = match (&args.transport, &args.auth_token_env) {
-        (Transport::Http, Some(var)) => match std::env::var(var) {
-            Ok(v) if !v.is_empty() => Some(v),
-            _ => bail!("--auth-token-env {var}: the environment variable is unset or empty"),
-        },
-        (Transport::Stdio, Some(_)) => {
-            eprintln!("protomcp-conform bridge: --auth-token-env has no effect on stdio");
-            None
+    let auth = match args.transport {
+        Transport::Http => credentials(&auth)?,
+        Transport::Stdio => {
+            if !auth.is_empty() {
+                eprintln!("protomcp-conform bridge: --auth has no effect on stdio");
+            }
+            Vec::new()
         }
-        _ => None,
     };
     let cfg = Config { command, call_timeout: args.call_timeout, socket: args.socket, trace: args.trace };
     // One thread: the bridge's work per message is small and every hand-off between worker
@@ -149,11 +194,11 @@ pub fn run(args: BridgeArgs) -> Result<ExitCode> {
             Some(listener) => {
                 let addr = listener.local_addr().context("local address")?;
                 let loopback = addr.ip().is_loopback();
-                if !loopback && token.is_none() {
+                if !loopback && auth.is_empty() {
                     eprintln!("protomcp-conform bridge: WARNING: listening on {addr} without authentication");
                 }
                 eprintln!("protomcp-conform bridge: listening on http://{addr}{}", bridge::http::PATH);
-                let guard = bridge::http::Guard { loopback, token };
+                let guard = bridge::http::Guard { loopback, auth };
                 bridge::mcp::serve_http(bridge.clone(), listener, guard, args.session_idle, stop).await
             }
         };
@@ -180,6 +225,15 @@ mod tests {
         assert!(parse_duration("5x").is_err());
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn auth_options() {
+        assert_eq!(parse_auth("token:T"), Ok(AuthSpec { bearer: true, var: "T".into() }));
+        assert_eq!(parse_auth("apikey:K_1"), Ok(AuthSpec { bearer: false, var: "K_1".into() }));
+        for bad in ["T", "token:", "basic:T", ":T", "TOKEN:T"] {
+            assert!(parse_auth(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -136,3 +136,68 @@ async fn bridge_http_refuses_to_start_without_the_secret() {
         assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "{token:?}: it listened");
     }
 }
+
+/// Starts the bridge with `--auth token:TOK --auth apikey:KEY`, the variables set as given.
+async fn start_token_and_key(token: Option<&str>, key: Option<&str>) -> (Child, SocketAddr) {
+    let port = free_port();
+    let mut cmd = Command::new(bin());
+    cmd.args(["bridge", "--transport", "http", "--port", &port.to_string(), "--auth", "token:TOK"])
+        .args(["--auth", "apikey:KEY", "--call-timeout", "5s", "--", &bin(), "testee"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for (var, value) in [("TOK", token), ("KEY", key)] {
+        match value {
+            Some(v) => cmd.env(var, v),
+            None => cmd.env_remove(var),
+        };
+    }
+    (cmd.spawn().unwrap(), SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bridge_http_api_key_and_token_are_both_required() {
+    const KEY: &str = "k3y-value";
+    let (_child, addr) = start_token_and_key(Some(TOKEN), Some(KEY)).await;
+    wait_listening(addr).await;
+    let t = Duration::from_secs(5);
+    let bearer = format!("Bearer {TOKEN}");
+    let base = [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")];
+    let post = |extra: Vec<(&'static str, String)>| async move {
+        let mut all: Vec<(&str, &str)> = base.to_vec();
+        all.extend(extra.iter().map(|(k, v)| (*k, v.as_str())));
+        request(addr, "POST", "/mcp", &all, INIT.as_bytes(), t).await.unwrap()
+    };
+    // BR-HTTP-21/22: the token alone, the key alone, a wrong key, the key in Authorization.
+    let r = post(vec![("Authorization", bearer.clone())]).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(r.header("www-authenticate"), None, "a missing API key is no bearer challenge");
+    let r = post(vec![("X-API-Key", KEY.into())]).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+    for wrong in ["K3Y-VALUE", "k3y-valu", "s3cret-token"] {
+        let r = post(vec![("Authorization", bearer.clone()), ("X-API-Key", wrong.into())]).await;
+        assert_eq!(r.status, 401, "{wrong}");
+    }
+    assert_eq!(post(vec![("Authorization", format!("Bearer {KEY}")), ("X-API-Key", KEY.into())]).await.status, 401);
+    // Both: served.
+    let r = post(vec![("Authorization", bearer.clone()), ("X-API-Key", KEY.into())]).await;
+    assert_eq!(r.status, 200, "{:?}", String::from_utf8_lossy(&r.body));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bridge_http_refuses_to_start_without_any_named_secret() {
+    // BR-HTTP-24 for each of several `--auth` options; the message names the option.
+    for (token, key, named) in
+        [(Some(TOKEN), None, "apikey:KEY"), (Some(TOKEN), Some(""), "apikey:KEY"), (None, Some("k"), "token:TOK")]
+    {
+        let (child, addr) = start_token_and_key(token, key).await;
+        let out = tokio::time::timeout(Duration::from_secs(5), child.wait_with_output()).await.unwrap().unwrap();
+        assert!(!out.status.success(), "{token:?} {key:?}: {}", out.status);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(named), "{stderr}");
+        assert!(!stderr.contains(TOKEN), "{stderr}");
+        assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "{token:?} {key:?}: it listened");
+    }
+}

@@ -1,6 +1,7 @@
 //! The checks in front of the Streamable HTTP endpoint (spec §23), in the order the spec gives:
 //! Host (DNS rebinding, BR-HTTP-04), Origin (BR-HTTP-05), authentication (BR-HTTP-20/23,
-//! BR-SECURITY-07), path and method (BR-HTTP-01/16). Sans-IO: headers in, verdict out.
+//! BR-SECURITY-07, BR-HTTP-21/22 for API keys), path and method (BR-HTTP-01/16). Sans-IO:
+//! headers in, verdict out.
 
 /// Endpoint path (BR-HTTP-01).
 pub const PATH: &str = "/mcp";
@@ -10,15 +11,51 @@ pub const PATH: &str = "/mcp";
 pub struct Guard {
     /// The listener is bound to loopback only: Host and Origin must name loopback.
     pub loopback: bool,
-    /// `Authorization: Bearer <token>` required when set.
-    pub token: Option<String>,
+    /// Credentials every request must carry, all of them (BR-HTTP-22); empty: none.
+    pub auth: Vec<Credential>,
 }
 
-/// A refusal: status, reason, and whether to add `WWW-Authenticate: Bearer` / `Allow`.
+/// One credential configured with `--auth`, holding the secret's value.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// `--auth token:ENV`: `Authorization: Bearer <secret>`.
+    Bearer(String),
+    /// `--auth apikey:ENV`: `X-API-Key: <secret>`.
+    ApiKey(String),
+}
+
+impl std::fmt::Debug for Credential {
+    // The secret stays out of debug output (BR-SECURITY-06).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Credential::Bearer(_) => "Bearer(..)",
+            Credential::ApiKey(_) => "ApiKey(..)",
+        })
+    }
+}
+
+/// A refusal: status and reason; the caller adds `WWW-Authenticate: Bearer` when `challenge`
+/// (a missing or wrong bearer token) and `Allow` to a 405.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     pub status: u16,
     pub reason: &'static str,
+    pub challenge: bool,
+}
+
+impl Refusal {
+    fn new(status: u16, reason: &'static str) -> Self {
+        Refusal { status, reason, challenge: false }
+    }
+}
+
+/// The credential-bearing request headers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Credentials<'a> {
+    /// `Authorization`.
+    pub authorization: Option<&'a str>,
+    /// `X-API-Key`.
+    pub api_key: Option<&'a str>,
 }
 
 /// Whether `host` (a Host header value or an authority, with optional port) names loopback.
@@ -56,10 +93,10 @@ impl Guard {
         path: &str,
         host: Option<&str>,
         origin: Option<&str>,
-        authorization: Option<&str>,
+        credentials: Credentials<'_>,
     ) -> Option<Refusal> {
         if self.loopback && !host.is_some_and(is_loopback_host) {
-            return Some(Refusal { status: 403, reason: "Host is not a loopback name" });
+            return Some(Refusal::new(403, "Host is not a loopback name"));
         }
         if let Some(o) = origin {
             let allowed = match origin_authority(o) {
@@ -69,21 +106,32 @@ impl Guard {
                 None => false,
             };
             if !allowed {
-                return Some(Refusal { status: 403, reason: "Origin not allowed" });
+                return Some(Refusal::new(403, "Origin not allowed"));
             }
         }
-        if let Some(token) = &self.token {
-            // Exact match: no trimming, case-sensitive (BR-SECURITY-07).
-            let ok = authorization.and_then(|a| a.strip_prefix("Bearer ")).is_some_and(|t| t == token);
-            if !ok {
-                return Some(Refusal { status: 401, reason: "missing or wrong bearer token" });
+        // Every credential must match (BR-HTTP-22); bearer tokens are checked first so that a
+        // request lacking one gets the challenge. Exact match: no trimming, case-sensitive
+        // (BR-SECURITY-07).
+        let bearer = credentials.authorization.and_then(|a| a.strip_prefix("Bearer "));
+        for c in &self.auth {
+            if let Credential::Bearer(token) = c
+                && bearer != Some(token.as_str())
+            {
+                return Some(Refusal { status: 401, reason: "missing or wrong bearer token", challenge: true });
+            }
+        }
+        for c in &self.auth {
+            if let Credential::ApiKey(key) = c
+                && credentials.api_key != Some(key.as_str())
+            {
+                return Some(Refusal::new(401, "missing or wrong API key"));
             }
         }
         if path != PATH {
-            return Some(Refusal { status: 404, reason: "the MCP endpoint is /mcp" });
+            return Some(Refusal::new(404, "the MCP endpoint is /mcp"));
         }
         if !matches!(method, "GET" | "POST" | "DELETE") {
-            return Some(Refusal { status: 405, reason: "method not allowed" });
+            return Some(Refusal::new(405, "method not allowed"));
         }
         None
     }
@@ -105,9 +153,9 @@ mod tests {
 
     #[test]
     fn order_of_checks() {
-        let g = Guard { loopback: true, token: Some("s3cret".into()) };
+        let g = Guard { loopback: true, auth: vec![Credential::Bearer("s3cret".into())] };
         let h = Some("127.0.0.1:5000");
-        let ok = Some("Bearer s3cret");
+        let ok = bearer(Some("Bearer s3cret"));
         assert_eq!(g.check("POST", "/mcp", h, None, ok), None);
         assert_eq!(g.check("POST", "/mcp", Some("evil.com"), None, ok).unwrap().status, 403);
         assert_eq!(g.check("POST", "/mcp", None, None, ok).unwrap().status, 403);
@@ -116,15 +164,50 @@ mod tests {
         assert_eq!(g.check("POST", "/mcp", h, Some("null"), ok).unwrap().status, 403);
         for bad in [None, Some("Bearer S3CRET"), Some("Bearer s3cret "), Some("bearer s3cret"), Some("Bearer  s3cret")]
         {
-            assert_eq!(g.check("POST", "/mcp", h, None, bad).unwrap().status, 401, "{bad:?}");
+            let r = g.check("POST", "/mcp", h, None, bearer(bad)).unwrap();
+            assert_eq!((r.status, r.challenge), (401, true), "{bad:?}");
         }
         // Host and Origin come before authentication.
-        assert_eq!(g.check("POST", "/mcp", Some("evil.com"), None, None).unwrap().status, 403);
+        assert_eq!(g.check("POST", "/mcp", Some("evil.com"), None, bearer(None)).unwrap().status, 403);
         assert_eq!(g.check("PUT", "/mcp", h, None, ok).unwrap().status, 405);
         assert_eq!(g.check("POST", "/other", h, None, ok).unwrap().status, 404);
-        let open = Guard { loopback: false, token: None };
+        let open = Guard { loopback: false, auth: vec![] };
+        let none = Credentials::default();
         assert_eq!(g.check("POST", "/mcp", h, None, ok), None);
-        assert_eq!(open.check("POST", "/mcp", Some("example.org"), Some("http://example.org"), None), None);
-        assert_eq!(open.check("POST", "/mcp", Some("example.org"), Some("http://evil.org"), None).unwrap().status, 403);
+        assert_eq!(open.check("POST", "/mcp", Some("example.org"), Some("http://example.org"), none), None);
+        assert_eq!(open.check("POST", "/mcp", Some("example.org"), Some("http://evil.org"), none).unwrap().status, 403);
+    }
+
+    fn bearer(authorization: Option<&str>) -> Credentials<'_> {
+        Credentials { authorization, api_key: None }
+    }
+
+    #[test]
+    fn every_credential_must_match() {
+        let g =
+            Guard { loopback: true, auth: vec![Credential::Bearer("tok".into()), Credential::ApiKey("key".into())] };
+        let h = Some("localhost");
+        let both = Credentials { authorization: Some("Bearer tok"), api_key: Some("key") };
+        assert_eq!(g.check("POST", "/mcp", h, None, both), None);
+        let cases = [
+            (Credentials { authorization: None, api_key: Some("key") }, true),
+            (Credentials { authorization: Some("Bearer key"), api_key: Some("key") }, true),
+            (Credentials { authorization: Some("Bearer tok"), api_key: None }, false),
+            (Credentials { authorization: Some("Bearer tok"), api_key: Some("KEY") }, false),
+            (Credentials { authorization: Some("Bearer tok"), api_key: Some("key ") }, false),
+            (Credentials { authorization: Some("Bearer tok"), api_key: Some("tok") }, false),
+        ];
+        for (c, challenge) in cases {
+            let r = g.check("POST", "/mcp", h, None, c).unwrap();
+            assert_eq!((r.status, r.challenge), (401, challenge), "{c:?}");
+        }
+        let key_only = Guard { loopback: true, auth: vec![Credential::ApiKey("key".into())] };
+        assert_eq!(
+            key_only.check("GET", "/mcp", h, None, Credentials { authorization: None, api_key: Some("key") }),
+            None
+        );
+        let r = key_only.check("DELETE", "/x", h, None, bearer(Some("Bearer key"))).unwrap();
+        assert_eq!((r.status, r.challenge), (401, false));
+        assert_eq!(format!("{:?}", g.auth), "[Bearer(..), ApiKey(..)]");
     }
 }

@@ -634,7 +634,7 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
 }
 
 /// Serves MCP's Streamable HTTP transport on `listener` (rmcp's server, one session per
-/// `Mcp-Session-Id`), behind `guard` (Host, Origin, bearer token), until `stop` resolves.
+/// `Mcp-Session-Id`), behind `guard` (Host, Origin, credentials), until `stop` resolves.
 pub async fn serve_http(
     bridge: Arc<Bridge>,
     listener: tokio::net::TcpListener,
@@ -695,14 +695,17 @@ pub async fn serve_http(
                         req.uri().path(),
                         header(http::header::HOST),
                         header(http::header::ORIGIN),
-                        header(http::header::AUTHORIZATION),
+                        super::http::Credentials {
+                            authorization: header(http::header::AUTHORIZATION),
+                            api_key: header(http::header::HeaderName::from_static("x-api-key")),
+                        },
                     );
                     let response = match refusal {
                         Some(r) => {
                             let mut resp = hyper::Response::new(Full::new(Bytes::from(r.reason)).boxed());
                             *resp.status_mut() = http::StatusCode::from_u16(r.status).unwrap_or_default();
                             let headers = resp.headers_mut();
-                            if r.status == 401 {
+                            if r.challenge {
                                 headers
                                     .insert(http::header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
                             }
