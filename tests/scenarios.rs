@@ -115,12 +115,15 @@ fn main() {
     // `role: bridge` scenarios run against the reference bridge with the mock; its known bugs
     // are XFAIL (an XPASS fails the test: remove the entry then).
     let mut bridge = Target::bridge(
-        [EXE, "bridge", "--call-timeout", "3s", "--watch", "{dir}/watched", "--", "{mock}"].map(String::from).to_vec(),
+        [EXE, "bridge", "--call-timeout", "3s", "--watch", "{dir}/watched", "--socket", "{socket}", "--", "{mock}"]
+            .map(String::from)
+            .to_vec(),
         PathBuf::from(EXE),
     );
     // The reference bridge implements resources/subscribe (BR-RESOURCE-09) and watch mode (it
     // watches `{dir}/watched`, see harness/bridges/reference/).
-    bridge.features = vec!["subscribe".to_owned(), "watch".to_owned()];
+    // It listens on `{socket}` (feature `socket`: stale file, socket path after the exit).
+    bridge.features = vec!["subscribe".to_owned(), "watch".to_owned(), "socket".to_owned()];
     bridge.known_failures =
         runner::load_known_failures(&root().join("harness/data/reference-bridge-known-failures.yaml"))
             .unwrap_or_else(|e| panic!("{e}"));
@@ -136,9 +139,15 @@ fn main() {
         runner::bridge_manifest::load_target(&root().join("harness/bridges/reference-http-auth"), PathBuf::from(EXE))
             .unwrap_or_else(|e| panic!("{e}")),
     );
+    // Scenarios that need `apikey` run against it with a bearer token and an API key.
+    let apikey_bridge = Arc::new(
+        runner::bridge_manifest::load_target(&root().join("harness/bridges/reference-http-apikey"), PathBuf::from(EXE))
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
     let mut tests = Vec::new();
     for s in scenarios {
         let target = match s.role {
+            Role::Bridge if s.needs.iter().any(|n| n == "apikey") => apikey_bridge.clone(),
             Role::Bridge if s.needs.iter().any(|n| n == "auth") => auth_bridge.clone(),
             Role::Bridge if s.transports == [Transport::Http] => http_bridge.clone(),
             Role::Bridge => bridge.clone(),
