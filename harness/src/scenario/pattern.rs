@@ -175,8 +175,13 @@ impl Compiler {
     fn pieces(&mut self, s: &str, loc: Loc) -> Result<Vec<Piece>, PatternError> {
         let pieces = template::parse(s).map_err(|m| PatternError { loc, message: m })?;
         for p in &pieces {
-            if let Piece::Var(name) = p {
-                self.used.push((name.clone(), loc));
+            match p {
+                Piece::Var(name) => self.used.push((name.clone(), loc)),
+                Piece::Repeat { .. } => {
+                    let message = "`${repeat:…}` generates text to send; patterns do not take it".to_owned();
+                    return Err(PatternError { loc, message });
+                }
+                Piece::Lit(_) => {}
             }
         }
         Ok(pieces)
@@ -859,6 +864,9 @@ fn m(p: &Pattern, actual: Option<&Value>, path: &mut Vec<PathSeg>, caps: &mut Ca
                                     .ok_or_else(|| render_err(path, RenderError::Unbound(name.clone())))?;
                                 text.push_str(&regex::escape(&template::text_of(v)));
                             }
+                            Piece::Repeat { .. } => {
+                                text.push_str(&regex::escape(&piece.generated().unwrap_or_default()))
+                            }
                         }
                     }
                     build_regex(&text).map_err(|e| render_err(path, RenderError::Malformed(e)))?.is_match(s)
@@ -1025,6 +1033,7 @@ fn pieces_text(pieces: &[Piece]) -> String {
         .map(|p| match p {
             Piece::Lit(l) => l.replace('$', "$$"),
             Piece::Var(n) => format!("${{{n}}}"),
+            Piece::Repeat { count, text } => format!("${{repeat:{count}:{text}}}"),
         })
         .collect()
 }

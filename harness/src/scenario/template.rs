@@ -4,6 +4,10 @@
 //! whatever JSON type it is; a placeholder inside a longer string is replaced by the captured
 //! value's text (a string as it is, anything else as compact JSON). `$$` writes one `$`; a `$`
 //! not followed by `{` or `$` is an ordinary character.
+//!
+//! `${repeat:N:TEXT}` is generated text, not a capture: TEXT (up to the `}`, not empty) written
+//! N times, so that a scenario can send a payload larger than a scenario file may be (at most
+//! [`MAX_REPEAT`] bytes). Only sends take it; patterns refuse it.
 
 use std::collections::BTreeMap;
 
@@ -19,6 +23,38 @@ pub type Captures = BTreeMap<String, Value>;
 pub enum Piece {
     Lit(String),
     Var(String),
+    /// `${repeat:N:TEXT}`: `text` written `count` times.
+    Repeat {
+        count: usize,
+        text: String,
+    },
+}
+
+/// The most bytes one `${repeat:…}` may generate (64 MiB).
+pub const MAX_REPEAT: usize = 64 << 20;
+
+impl Piece {
+    /// The generated text of a `Repeat` (`None` for the other pieces).
+    pub fn generated(&self) -> Option<String> {
+        match self {
+            Piece::Repeat { count, text } => Some(text.repeat(*count)),
+            _ => None,
+        }
+    }
+}
+
+/// `N:TEXT` of `${repeat:N:TEXT}`.
+fn parse_repeat(spec: &str) -> Result<Piece, String> {
+    let bad = || format!("`${{repeat:{spec}}}`: write `${{repeat:N:TEXT}}` (N a count, TEXT not empty)");
+    let (n, text) = spec.split_once(':').ok_or_else(bad)?;
+    let count: usize = n.parse().map_err(|_| bad())?;
+    if text.is_empty() {
+        return Err(bad());
+    }
+    if count.checked_mul(text.len()).is_none_or(|total| total > MAX_REPEAT) {
+        return Err(format!("`${{repeat:{spec}}}` generates more than {MAX_REPEAT} bytes"));
+    }
+    Ok(Piece::Repeat { count, text: text.to_owned() })
 }
 
 /// Splits `s` into literal text and placeholders; the error says what is malformed.
@@ -43,6 +79,16 @@ pub fn parse(s: &str) -> Result<Vec<Piece>, String> {
                     return Err(format!("unterminated placeholder `{}`", &s[i..]));
                 };
                 let name = &rest[..end];
+                if let Some(spec) = name.strip_prefix("repeat:") {
+                    if !lit.is_empty() {
+                        pieces.push(Piece::Lit(std::mem::take(&mut lit)));
+                    }
+                    pieces.push(parse_repeat(spec)?);
+                    for _ in 0..name.chars().count() + 1 {
+                        chars.next();
+                    }
+                    continue;
+                }
                 if !is_name(name) {
                     return Err(format!(
                         "`${{{name}}}` is not a placeholder: names are letters, digits and `_`, not starting with a digit (write `$$` for a literal `$`)"
@@ -116,6 +162,7 @@ pub fn fill(pieces: &[Piece], captures: &Captures) -> Result<Value, RenderError>
             Piece::Var(name) => {
                 out.push_str(&text_of(captures.get(name).ok_or_else(|| RenderError::Unbound(name.clone()))?))
             }
+            Piece::Repeat { count, text } => (0..*count).for_each(|_| out.push_str(text)),
         }
     }
     Ok(Value::String(out))
@@ -219,6 +266,28 @@ mod tests {
         assert_eq!(fill(&parse("${n}").unwrap(), &caps).unwrap(), json!(5));
         assert_eq!(fill(&parse("n=${n},s=${s}").unwrap(), &caps).unwrap(), json!("n=5,s=x"));
         assert_eq!(fill(&parse("${zz}").unwrap(), &caps).unwrap_err(), RenderError::Unbound("zz".into()));
+    }
+
+    #[test]
+    fn repeat_generates_text() {
+        let rep = |count, text: &str| Piece::Repeat { count, text: text.into() };
+        assert_eq!(parse("${repeat:3:ab}").unwrap(), vec![rep(3, "ab")]);
+        assert_eq!(
+            parse("<${repeat:2:a:b}${x}>").unwrap(),
+            vec![Piece::Lit("<".into()), rep(2, "a:b"), Piece::Var("x".into()), Piece::Lit(">".into())]
+        );
+        assert_eq!(parse("${repeat:0:a}").unwrap(), vec![rep(0, "a")]);
+        for bad in ["${repeat:3}", "${repeat:3:}", "${repeat:x:a}", "${repeat:-1:a}", "${repeat:67108865:a}"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+        assert!(parse("${repeat:67108864:a}").is_ok());
+        assert!(!has_placeholders("${repeat:2:a}"));
+        let caps: Captures = [("x".to_owned(), json!(1))].into();
+        assert_eq!(fill(&parse("${repeat:3:ab}").unwrap(), &caps).unwrap(), json!("ababab"));
+        assert_eq!(fill(&parse("[${repeat:2:a}${x}]").unwrap(), &caps).unwrap(), json!("[aa1]"));
+        let big = substitute(&json!({"text": "${repeat:11000000:a}"}), &caps).unwrap();
+        assert_eq!(big["text"].as_str().map(str::len), Some(11_000_000));
+        assert_eq!(rep(2, "xy").generated().as_deref(), Some("xyxy"));
     }
 
     #[test]
