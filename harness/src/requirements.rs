@@ -29,7 +29,7 @@ pub const TP_FEATURES: &[&str] = &[
 ];
 
 /// Optional features of a bridge (spec §1.3).
-pub const BR_FEATURES: &[&str] = &["http", "subscribe", "watch", "auth", "apikey"];
+pub const BR_FEATURES: &[&str] = &["http", "subscribe", "watch", "auth", "apikey", "socket"];
 
 /// The optional features of a role.
 pub fn features(party: Party) -> &'static [&'static str] {

@@ -441,6 +441,18 @@ impl Run<'_> {
                 self.ex.transcript.push(Item::Touch { path: rel.display().to_string() });
                 touch(&path).map_err(|e| StepError::Error(format!("touch {}: {e}", path.display())))
             }
+            Action::ExpectSocket { exists } => {
+                // `{socket}` (the scenario needs the feature `socket`: the bridge was given it).
+                let path = self.dir.join("tp.sock");
+                let found = std::fs::symlink_metadata(&path).is_ok();
+                match (found, *exists) {
+                    (true, false) => {
+                        Err(StepError::Fail(format!("a file is still at the socket path {}", path.display())))
+                    }
+                    (false, true) => Err(StepError::Fail(format!("no file at the socket path {}", path.display()))),
+                    _ => Ok(()),
+                }
+            }
             _ => self.ex.step(action).await,
         }
     }
@@ -562,6 +574,12 @@ pub(crate) async fn execute(
         },
     };
     let socket = d.join("tp.sock");
+    // BR-CONN-04: a leftover plain file where the bridge is told to listen.
+    if s.stale_socket
+        && let Err(e) = std::fs::write(&socket, b"stale file left by protomcp-conform\n")
+    {
+        return Outcome::Error(format!("cannot write the stale file {}: {e}", socket.display()));
+    }
     let values = Values { mock: &mock, socket: &socket, dir: d, port, exe };
     let argv = expand(template, &values);
     res.command = argv.clone();
@@ -624,6 +642,9 @@ pub(crate) async fn execute(
         budget_end: Instant::now() + budget,
         bridge_env: env.iter().cloned().collect(),
     };
+    if s.stale_socket {
+        run.ex.transcript.push(Item::Touch { path: "tp.sock".into() });
+    }
     let outcome = match tokio::time::timeout(budget, run.steps()).await {
         Ok(Ok(())) => match run.stdout_clean() {
             Ok(()) => Outcome::Passed,

@@ -583,7 +583,10 @@ impl<'a> Exec<'a> {
             | Action::HostHttp(_)
             | Action::HostClose
             | Action::ToolHandshake(_)
-            | Action::Touch(_) => Err(StepError::Error(format!("`{}` runs only against a bridge", action.keyword()))),
+            | Action::Touch(_)
+            | Action::ExpectSocket { .. } => {
+                Err(StepError::Error(format!("`{}` runs only against a bridge", action.keyword())))
+            }
         }
     }
 

@@ -244,6 +244,14 @@ impl Checker<'_> {
                 }
             },
         };
+        let stale_socket = match &raw.stale_socket {
+            Some(b) if b.value && role != Role::Bridge => {
+                self.error(loc(b), "stale_socket belongs to bridge scenarios (role: bridge)");
+                false
+            }
+            Some(b) => b.value,
+            None => false,
+        };
         let transports = self.transports(raw.transports.as_ref(), role);
         let steps = self.steps(&raw.steps, &testee, role);
         self.check_role_steps(&steps, role);
@@ -251,6 +259,16 @@ impl Checker<'_> {
             && let Some(st) = steps.iter().find(|st| matches!(st.action, Action::HostHttp(_)))
         {
             self.error(st.loc, "`host_http` needs `transports: [http]` (it is a request over HTTP)");
+        }
+        // `{socket}` is the bridge's socket only when the bridge command passes it (feature `socket`).
+        let has_socket = needs.iter().any(|(n, _)| n == "socket");
+        if !has_socket {
+            if let Some(b) = raw.stale_socket.as_ref().filter(|b| b.value) {
+                self.error(loc(b), "`stale_socket` needs `needs: [socket]` (the bridge is given `--socket {socket}`)");
+            }
+            if let Some(st) = steps.iter().find(|st| matches!(st.action, Action::ExpectSocket { .. })) {
+                self.error(st.loc, "`expect_socket` needs `needs: [socket]` (the bridge is given `--socket {socket}`)");
+            }
         }
         Scenario {
             file: self.file.to_owned(),
@@ -265,6 +283,7 @@ impl Checker<'_> {
             timeout,
             testee,
             host_requests,
+            stale_socket,
             transports,
             steps,
         }
@@ -407,6 +426,7 @@ impl Checker<'_> {
                     | Action::HostClose
                     | Action::ToolHandshake(_)
                     | Action::Touch(_)
+                    | Action::ExpectSocket { .. }
             );
             let tp_only =
                 matches!(a, Action::Handshake(_) | Action::ExpectAlive { .. } | Action::ExpectNoConnect { .. });
@@ -916,6 +936,7 @@ impl Checker<'_> {
                 }
                 Action::Touch(p.to_owned())
             }
+            RawStep::ExpectSocket(e) => Action::ExpectSocket { exists: e.exists.value },
             RawStep::ToolHandshake(h) => {
                 let mut list = |node: &Option<Node>, arm: &str, field: &str| -> Option<Vec<serde_json::Value>> {
                     let Some(n) = node else { return Some(Vec::new()) };

@@ -99,6 +99,9 @@ pub struct Scenario {
     pub testee: TesteeSetup,
     /// Bridge scenarios: who answers requests the bridge sends to the host.
     pub host_requests: HostRequests,
+    /// Bridge scenarios: the harness writes a plain file at `{socket}` before the bridge starts
+    /// (`stale_socket: true`, BR-CONN-04).
+    pub stale_socket: bool,
     /// Bridge scenarios: the transports the scenario applies to (`transports:`); empty: all.
     pub transports: Vec<Transport>,
     pub steps: Vec<Step>,
@@ -234,6 +237,11 @@ pub enum Action {
     /// Bridge scenarios: create or modify a file, given relative to the scenario's temp dir
     /// (a watch-mode trigger, BR-RELOAD-09).
     Touch(std::path::PathBuf),
+    /// Bridge scenarios: whether a file exists at `{socket}` (`expect_socket: {exists: false}`,
+    /// BR-LIFECYCLE-11); the scenario needs the feature `socket`.
+    ExpectSocket {
+        exists: bool,
+    },
 }
 
 impl Action {
@@ -260,6 +268,7 @@ impl Action {
             Action::HostClose => "host_close",
             Action::ToolHandshake(_) => "tool_handshake",
             Action::Touch(_) => "touch",
+            Action::ExpectSocket { .. } => "expect_socket",
         }
     }
 
@@ -277,6 +286,7 @@ impl Action {
                 | Action::HostHttp(_)
                 | Action::HostClose
                 | Action::Touch(_)
+                | Action::ExpectSocket { .. }
         )
     }
 

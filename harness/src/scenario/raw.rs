@@ -62,6 +62,8 @@ pub(super) struct RawScenario {
     #[serde(default)]
     pub host_requests: Option<Spanned<String>>,
     #[serde(default)]
+    pub stale_socket: Option<Spanned<bool>>,
+    #[serde(default)]
     pub transports: Option<Spanned<Vec<Spanned<String>>>>,
     pub steps: Spanned<Vec<Spanned<RawStep>>>,
 }
@@ -103,6 +105,7 @@ pub(super) enum RawStep {
     HostHttp(RawHostHttp),
     ToolHandshake(RawToolHandshake),
     Touch(RawTouch),
+    ExpectSocket(RawExpectSocket),
 }
 
 #[derive(Debug, Deserialize)]
@@ -274,6 +277,12 @@ pub(super) struct RawExpectExit {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTouch {
     pub path: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawExpectSocket {
+    pub exists: Spanned<bool>,
 }
 
 #[derive(Debug, Deserialize)]
