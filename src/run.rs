@@ -61,8 +61,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "URL", requires = "bridge")]
     bridge_url: Option<String>,
     /// With --testee: the features it claims (comma-separated). With --bridge: the bridge
-    /// features it claims (http, subscribe, watch; http is implied by --bridge-transport http),
-    /// replacing a manifest's.
+    /// features it claims (http, subscribe, watch, auth, apikey, socket; http is implied by
+    /// --bridge-transport http), replacing a manifest's. scenarios/README.md says what each needs.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     features: Option<Vec<String>>,
     /// A known-failures file (YAML: scenario id → reason); overrides the manifest's.

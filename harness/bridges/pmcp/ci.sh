@@ -54,7 +54,7 @@ for leg in pmcp pmcp-http; do
   dir="$root/harness/bridges/$leg"
   if [ -n "${PMCP_BIN:-}" ]; then
     cmd=$(sed -n 's/^bridge = "[^ ]*protomcp \(.*\)"$/\1/p' "$dir/protomcp-conform.toml")
-    target=(--bridge "$bin $cmd" --known-failures "$dir/known-failures.yaml")
+    target=(--bridge "$bin $cmd" --known-failures "$dir/known-failures.yaml" --features socket)
     [ "$leg" = pmcp-http ] && target+=(--bridge-transport http)
   else
     target=(--bridge "$dir")  # the manifest: its build step finds the install above done
