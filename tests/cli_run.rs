@@ -191,6 +191,28 @@ fn a_scenario_over_its_budget_is_an_error() {
     sb.assert_clean();
 }
 
+/// `exclusive: true` runs alone: with `-j 3`, two plain scenarios of 700 ms run side by side and
+/// the exclusive one after them, so the run cannot take less than 1.4 s (without the key: 0.7 s).
+#[test]
+fn an_exclusive_scenario_runs_alone() {
+    let sb = Sandbox::new();
+    let a = sb.file("a.yaml", &scenario("calls.a", "MUST", "", "  - sleep: {ms: 700}\n"));
+    let b = sb.file("b.yaml", &scenario("calls.b", "MUST", "", "  - sleep: {ms: 700}\n"));
+    let x = sb.file("x.yaml", &scenario("calls.x", "MUST", "exclusive: true\n", "  - sleep: {ms: 700}\n"));
+    let started = Instant::now();
+    let mut c = sb.cmd();
+    for f in [&a, &x, &b] {
+        c.arg("--scenarios").arg(f);
+    }
+    let o = c.args(["-j", "3"]).output().unwrap();
+    let took = started.elapsed();
+    let t = text(&o);
+    assert_eq!(code(&o), 0, "{t}");
+    assert!(t.contains("PASS  calls.x"), "{t}");
+    assert!(took >= Duration::from_millis(1400), "the exclusive scenario ran beside the others: {took:?}\n{t}");
+    sb.assert_clean();
+}
+
 #[test]
 fn sigint_kills_every_testee_and_removes_every_temp_dir() {
     let sb = Sandbox::new();

@@ -242,8 +242,11 @@ pub async fn run_all(
     for i in 0..total {
         let (scenarios, target, cfg, sem, done, on_done) =
             (scenarios.clone(), target.clone(), cfg.clone(), sem.clone(), done.clone(), on_done.clone());
+        // An exclusive scenario takes every permit: it waits for the ones running to end, and the
+        // ones after it wait for it (the semaphore is fair, so nothing overtakes it).
+        let permits = if scenarios[i].exclusive { cfg.jobs.max(1) as u32 } else { 1 };
         set.spawn(async move {
-            let _permit = sem.acquire_owned().await.expect("semaphore open");
+            let _permit = sem.acquire_many_owned(permits).await.expect("semaphore open");
             let r = run_scenario(&scenarios[i], &target, &cfg).await;
             let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
             on_done(&r, n, total);

@@ -285,6 +285,7 @@ impl Checker<'_> {
             host_requests,
             stale_socket,
             transports,
+            exclusive: raw.exclusive.as_ref().is_some_and(|b| b.value),
             steps,
         }
     }

@@ -104,6 +104,10 @@ pub struct Scenario {
     pub stale_socket: bool,
     /// Bridge scenarios: the transports the scenario applies to (`transports:`); empty: all.
     pub transports: Vec<Transport>,
+    /// Runs alone (`exclusive: true`): no other scenario of the run runs at the same time. For
+    /// scenarios that load the machine (payloads of tens of MiB), so that their load does not
+    /// make the deadlines of scenarios beside them miss.
+    pub exclusive: bool,
     pub steps: Vec<Step>,
 }
 

@@ -65,6 +65,8 @@ pub(super) struct RawScenario {
     pub stale_socket: Option<Spanned<bool>>,
     #[serde(default)]
     pub transports: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    pub exclusive: Option<Spanned<bool>>,
     pub steps: Spanned<Vec<Spanned<RawStep>>>,
 }
 
