@@ -75,6 +75,25 @@ pub fn code(o: &Output) -> i32 {
     o.status.code().unwrap_or(-1)
 }
 
+/// A run's output for an assertion message: what went wrong first (the result lines that are not
+/// PASS, SKIP or XFAIL, and the detail blocks), then stdout and stderr whole. A CI log that keeps
+/// only part of a long message then still shows the failure.
 pub fn text(o: &Output) -> String {
-    format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let mut problems = String::new();
+    let mut in_detail = false;
+    for line in stdout.lines() {
+        if line.starts_with("── ") {
+            in_detail = true;
+        } else if ["OK: ", "FAILED: ", "ERROR: "].iter().any(|p| line.starts_with(p)) {
+            in_detail = false;
+        }
+        let bad = ["FAIL", "WARN ", "ERROR", "XPASS "].iter().any(|p| line.starts_with(p));
+        if bad || in_detail {
+            problems.push_str(line);
+            problems.push('\n');
+        }
+    }
+    let head = if problems.is_empty() { String::new() } else { format!("problems first:\n{problems}\n") };
+    format!("{head}stdout:\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&o.stderr))
 }
