@@ -18,8 +18,7 @@ use protomcp_proto::pb::envelope::Msg;
 use protomcp_proto::pb::{
     CallToolResponse, CompletionRequest, CompletionResponse, Envelope, GetPromptRequest, GetPromptResponse,
     PromptArgument, PromptDefinition, PromptListResponse, PromptMessage, ReadResourceResponse, ResourceContent,
-    ResourceDefinition, ResourceListResponse, ResourceTemplateDefinition, ResourceTemplateListResponse,
-    SamplingRequest, ToolDefinition,
+    ResourceListResponse, ResourceTemplateDefinition, ResourceTemplateListResponse, SamplingRequest, ToolDefinition,
 };
 use serde_json::{Value, json};
 
@@ -246,13 +245,7 @@ pub(crate) fn answer(msg: &Msg) -> Option<Envelope> {
 }
 
 fn list_resources() -> ResourceListResponse {
-    let def = |uri: &str, name: &str, description: &str, mime: &str, size: usize| ResourceDefinition {
-        uri: uri.into(),
-        name: name.into(),
-        description: description.into(),
-        mime_type: mime.into(),
-        size: size as i64,
-    };
+    let def = super::resources::resource_def;
     ResourceListResponse {
         resources: vec![
             def(STATIC_TEXT_URI, "static-text", "A static text resource", TEXT_PLAIN, STATIC_TEXT.len()),

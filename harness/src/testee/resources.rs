@@ -29,16 +29,21 @@ pub(crate) const NAMES: &[&str] = &["alice", "bob", "bobby"];
 /// Completion candidates of the `id` argument of the item template.
 pub(crate) const IDS: &[&str] = &["1", "2", "10"];
 
-/// TP-RESOURCE-01/03/04: the static resources with name, description, mime type and size
-/// (none for `fixture://fail`, whose content is never produced).
-pub(crate) fn list_resources() -> ResourceListResponse {
-    let def = |uri: &str, name: &str, description: &str, mime: &str, size: usize| ResourceDefinition {
+/// One resource of a ResourceListResponse (also the MCP conformance fixture's).
+pub(crate) fn resource_def(uri: &str, name: &str, description: &str, mime: &str, size: usize) -> ResourceDefinition {
+    ResourceDefinition {
         uri: uri.into(),
         name: name.into(),
         description: description.into(),
         mime_type: mime.into(),
         size: size as i64,
-    };
+    }
+}
+
+/// TP-RESOURCE-01/03/04: the static resources with name, description, mime type and size
+/// (none for `fixture://fail`, whose content is never produced).
+pub(crate) fn list_resources() -> ResourceListResponse {
+    let def = resource_def;
     ResourceListResponse {
         resources: vec![
             def(STATIC_URI, "static", "A static text resource", TEXT_PLAIN, STATIC_TEXT.len()),
