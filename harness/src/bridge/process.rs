@@ -4,6 +4,7 @@
 //! group, remove the socket (BR-LIFECYCLE-11).
 
 use std::os::fd::AsFd;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -32,8 +33,12 @@ impl ToolProcess {
             Some(p) => (None, std::path::absolute(p)?),
             None => {
                 let base = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
-                // tempfile makes the directory with mode 0700 (BR-SECURITY-01).
-                let dir = tempfile::Builder::new().prefix("pmc-bridge-").tempdir_in(&base)?;
+                // Only our user may enter the directory (BR-SECURITY-01): tempfile's default
+                // is 0777 less the umask, usually 0755.
+                let dir = tempfile::Builder::new()
+                    .prefix("pmc-bridge-")
+                    .permissions(std::fs::Permissions::from_mode(0o700))
+                    .tempdir_in(&base)?;
                 let path = std::path::absolute(dir.path().join("tp.sock"))?;
                 (Some(dir), path)
             }
@@ -41,6 +46,8 @@ impl ToolProcess {
         // BR-CONN-04: a stale file does not block startup.
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path)?;
+        // The socket itself is ours alone too, also where `--socket` put it (BR-SECURITY-01).
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
         let (program, args) = argv.split_first().ok_or_else(|| std::io::Error::other("empty command"))?;
         let stdout = std::io::stderr().as_fd().try_clone_to_owned()?;
         let mut cmd = Command::new(program);
@@ -144,5 +151,20 @@ impl ToolProcess {
 impl Drop for ToolProcess {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// BR-SECURITY-01: the socket's own directory is 0700 and the socket 0600, whatever the umask.
+    #[tokio::test]
+    async fn socket_and_its_directory_are_private() {
+        let mut tp = ToolProcess::spawn(&["sleep".into(), "5".into()], None).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(tp.socket.parent().unwrap()), 0o700);
+        assert_eq!(mode(&tp.socket), 0o600);
+        tp.terminate().await;
     }
 }
