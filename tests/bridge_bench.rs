@@ -7,7 +7,9 @@
 //! ```
 //!
 //! Both paths include their client: the direct path the harness's Envelope connection, the
-//! bridge path the hand-rolled JSON-RPC host (JSON encode/decode, two pipes).
+//! bridge path the hand-rolled JSON-RPC host (JSON encode/decode, two pipes). A third path, the
+//! floor, sends the direct path's Envelopes through a process that only copies bytes
+//! ([`relay_process`]): what it adds is what any process in the middle costs on the machine.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -59,8 +61,10 @@ fn summarize(mut samples: Vec<Duration>, per_sec: f64) -> Stats {
     Stats { p50: percentile(&samples, 0.5), p99: percentile(&samples, 0.99), per_sec }
 }
 
-async fn direct() -> Stats {
-    let mut tp = ToolProcess::spawn(&[bin(), "testee".into()], None).unwrap();
+/// The Envelope path: the harness's connection to `argv`, which connects to the socket (the
+/// reference testee itself, or the copying relay in front of it).
+async fn direct(argv: &[String]) -> Stats {
+    let mut tp = ToolProcess::spawn(argv, None).unwrap();
     let stream = tp.accept(Duration::from_secs(10)).await.unwrap();
     let (link, _hs) = Link::start(stream, 1, Arc::new(Quiet));
     let n = std::sync::atomic::AtomicU64::new(0);
@@ -146,11 +150,53 @@ async fn through_bridge() -> Stats {
     summarize(samples, per_sec)
 }
 
+/// The floor path's relay, started by the benchmark as a process of its own (this test binary,
+/// filtered to this test): it connects to the benchmark's socket, starts the reference testee on
+/// a socket of its own and copies bytes both ways, doing nothing else. The difference between
+/// this path and the direct one is what any bridge process in the middle costs on this machine
+/// (two more process wake-ups and copies per call), before it does any work.
+#[test]
+#[ignore = "the relay process of bridge_latency_benchmark; does nothing unless started by it"]
+fn relay_process() {
+    use std::os::unix::net::{UnixListener, UnixStream};
+    let Some(up) = std::env::var_os("PROTOMCP_SOCKET") else { return };
+    if !std::env::args().any(|a| a == "relay_process") {
+        return;
+    }
+    // Beside the benchmark's socket, in the directory the benchmark removes.
+    let down_path = std::path::Path::new(&up).with_file_name("relay-testee.sock");
+    let listener = UnixListener::bind(&down_path).unwrap();
+    let mut testee = std::process::Command::new(bin())
+        .arg("testee")
+        .env("PROTOMCP_SOCKET", &down_path)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (down, _) = listener.accept().unwrap();
+    let up = UnixStream::connect(up).unwrap();
+    let (mut up_r, mut up_w) = (up.try_clone().unwrap(), up);
+    let (mut down_r, mut down_w) = (down.try_clone().unwrap(), down);
+    let to_testee = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut up_r, &mut down_w);
+        let _ = down_w.shutdown(std::net::Shutdown::Write);
+    });
+    let _ = std::io::copy(&mut down_r, &mut up_w);
+    let _ = testee.kill();
+    let _ = testee.wait();
+    let _ = to_testee.join();
+}
+
+fn relay_argv() -> Vec<String> {
+    let me = std::env::current_exe().unwrap().display().to_string();
+    [me.as_str(), "relay_process", "--exact", "--ignored", "--nocapture", "-q"].map(str::to_owned).to_vec()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark: run with --release -- --ignored --nocapture"]
 async fn bridge_latency_benchmark() {
-    let d = direct().await;
+    let d = direct(&[bin(), "testee".into()]).await;
     let b = through_bridge().await;
+    let r = direct(&relay_argv()).await;
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!(
         "tools/call echo, {SEQUENTIAL} sequential calls after {WARMUP} warm-up; throughput with {IN_FLIGHT} in flight"
@@ -164,5 +210,14 @@ async fn bridge_latency_benchmark() {
         us(b.p50) / us(d.p50),
         us(b.p99) / us(d.p99),
         b.per_sec / d.per_sec
+    );
+    println!(
+        "floor: through a process that only copies bytes (relay_process): p50 {:.1} µs, p99 {:.1} µs, {:.0} calls/s @16; \
+         it adds {:.1} µs at p50, the bridge {:.1} µs more than that",
+        us(r.p50),
+        us(r.p99),
+        r.per_sec,
+        us(r.p50) - us(d.p50),
+        us(b.p50) - us(r.p50)
     );
 }
