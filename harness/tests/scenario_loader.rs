@@ -1,19 +1,16 @@
 //! The scenario loader: every error points at `file:line:col`, semantic checks, directories.
 
+mod loader;
+use loader::{first_error, parse};
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use protomcp_harness::requirements::Level;
-use protomcp_harness::scenario::{
-    Action, CloseMode, ExitCode, FrameBody, Loc, Role, Scenario, ScenarioErrors, SocketSetup, load_dir, parse_str,
-};
+use protomcp_harness::scenario::{Action, CloseMode, ExitCode, FrameBody, Loc, Role, SocketSetup, load_dir};
 use protomcp_harness::testee::Misbehave;
 
 const HEAD: &str = "id: calls.echo\ntitle: Echo\nrequirements: [TP-CALL-01]\nlevel: MUST\nrole: tool-process\n";
-
-fn parse(text: &str) -> Result<Scenario, ScenarioErrors> {
-    parse_str(Path::new("dir/s.yaml"), text)
-}
 
 /// The scenario with `steps` after the standard header (steps start on line 7).
 fn with_steps(steps: &str) -> String {
@@ -25,14 +22,6 @@ fn at(text: &str, needle: &str) -> String {
     let (line_no, line) = text.lines().enumerate().find(|(_, l)| l.contains(needle)).expect("needle in text");
     let col = line[..line.find(needle).unwrap()].chars().count() + 1;
     format!("dir/s.yaml:{}:{col}", line_no + 1)
-}
-
-/// The first error, as the CLI prints it.
-fn first_error(text: &str) -> String {
-    match parse(text) {
-        Ok(_) => panic!("expected an error for:\n{text}"),
-        Err(e) => e.first().to_string(),
-    }
 }
 
 #[test]

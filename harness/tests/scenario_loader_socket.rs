@@ -1,22 +1,12 @@
 //! The scenario loader: `stale_socket` (header) and `expect_socket` (step) of bridge scenarios,
 //! both only with `needs: [socket]` (the bridge is given `--socket {socket}`).
 
-use std::path::Path;
+mod loader;
+use loader::{first_error, parse};
 
-use protomcp_harness::scenario::{Action, Scenario, ScenarioErrors, parse_str};
+use protomcp_harness::scenario::Action;
 
 const BRIDGE: &str = "id: bridge.conn.x\ntitle: X\nrequirements: [BR-CONN-04]\nlevel: MUST\nrole: bridge\n";
-
-fn parse(text: &str) -> Result<Scenario, ScenarioErrors> {
-    parse_str(Path::new("dir/s.yaml"), text)
-}
-
-fn first_error(text: &str) -> String {
-    match parse(text) {
-        Ok(_) => panic!("expected an error for:\n{text}"),
-        Err(e) => e.first().to_string(),
-    }
-}
 
 #[test]
 fn stale_socket_and_expect_socket_load_with_needs_socket() {

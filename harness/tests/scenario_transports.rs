@@ -1,24 +1,16 @@
 //! The `transports` key of bridge scenarios: parsed, checked at `file:line:col`, and used by the
 //! bridge target to skip scenarios of another transport.
 
-use std::path::{Path, PathBuf};
+mod loader;
+use loader::{first_error, parse};
+
+use std::path::PathBuf;
 
 use protomcp_harness::runner::{Target, TargetKind, bridge::BridgeTransport};
-use protomcp_harness::scenario::{Scenario, ScenarioErrors, Transport, parse_str};
+use protomcp_harness::scenario::Transport;
 
 const BRIDGE: &str = "id: bridge.mcp.x\ntitle: X\nrequirements: [BR-MCP-08]\nlevel: MUST\nrole: bridge\n";
 const STEPS: &str = "steps:\n  - host_send: {message: {jsonrpc: '2.0', id: 1, method: ping}}\n";
-
-fn parse(text: &str) -> Result<Scenario, ScenarioErrors> {
-    parse_str(Path::new("dir/s.yaml"), text)
-}
-
-fn first_error(text: &str) -> String {
-    match parse(text) {
-        Ok(_) => panic!("expected an error for:\n{text}"),
-        Err(e) => e.first().to_string(),
-    }
-}
 
 #[test]
 fn transports_parse_and_default_to_all() {
