@@ -66,8 +66,10 @@ pub fn coverage(a: CoverageArgs) -> Result<ExitCode> {
         Role::Bridge => Some(Party::Bridge),
         Role::All => None,
     };
-    let cov =
-        Coverage::compute(selected.iter().map(|(s, _)| (s.id.as_str(), s.requirements.as_slice())), &untestable, party);
+    // A requirement counts as covered when a scenario cites it or one of its steps checks it.
+    let all: Vec<(&str, Vec<&'static protomcp_harness::requirements::Requirement>)> =
+        selected.iter().map(|(s, _)| (s.id.as_str(), s.all_requirements())).collect();
+    let cov = Coverage::compute(all.iter().map(|(id, r)| (*id, r.as_slice())), &untestable, party);
     let mut out = std::io::stdout().lock();
     let t = cov.totals();
     writeln!(

@@ -84,6 +84,11 @@ pub struct RunArgs {
     /// Multiply every time of every scenario by X (at least 1), for slow machines.
     #[arg(long, value_name = "X", default_value_t = 1.0)]
     timeout_scale: f64,
+    /// Run every selected scenario N times (each on a fresh target) and fold the runs into one
+    /// verdict: a scenario whose runs disagree (in verdict or in the requirement broken) is FLAKY,
+    /// shown with every run's verdict and message, and fails the run (exit 1).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    repeat: u32,
     /// How the harness's writes reach the socket: whole (default), split1 (one byte per write),
     /// coalesce (frames held back and written together), random:SEED (seeded cuts and pauses).
     /// Recorded in every transcript.
@@ -324,7 +329,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     if !a.timeout_scale.is_finite() || a.timeout_scale <= 0.0 {
         return Ok(usage("--timeout-scale must be a positive number"));
     }
-    let mut cfg = Config { timeout_scale: a.timeout_scale, ..Config::default() };
+    let mut cfg = Config { timeout_scale: a.timeout_scale, repeat: a.repeat as usize, ..Config::default() };
     runner::schedule::set(a.schedule.unwrap_or_default());
     if let Some(j) = a.jobs {
         cfg.jobs = j as usize;
@@ -362,7 +367,11 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         .filter(|r| {
             matches!(
                 r.verdict,
-                runner::Verdict::Fail | runner::Verdict::Warn | runner::Verdict::Xpass | runner::Verdict::Error
+                runner::Verdict::Fail
+                    | runner::Verdict::Warn
+                    | runner::Verdict::Xpass
+                    | runner::Verdict::Error
+                    | runner::Verdict::Flaky
             )
         })
         .collect();
@@ -462,6 +471,17 @@ pub fn explain(sel: &Selection, id: &str) -> Result<ExitCode> {
     writeln!(out, "\nRequirements:")?;
     for r in &s.requirements {
         writeln!(out, "  {} [{}] {}", r.id, r.level, r.text)?;
+    }
+    let step_checks: Vec<_> = s.steps.iter().filter(|st| !st.checks.is_empty()).collect();
+    if !step_checks.is_empty() {
+        writeln!(out, "\nSteps that check their own requirements (a failure there breaks those):")?;
+        for st in step_checks {
+            let ids: Vec<&str> = st.checks.iter().map(|r| r.id).collect();
+            writeln!(out, "  {}:{} {}: {}", s.file.display(), st.loc.line, st.keyword(), ids.join(", "))?;
+            for r in st.checks.iter().filter(|r| !s.requirements.iter().any(|c| c.id == r.id)) {
+                writeln!(out, "    {} [{}] {}", r.id, r.level, r.text)?;
+            }
+        }
     }
     writeln!(out, "\nScenario:\n{}", text.trim_end())?;
     let mut rerun = String::from("protomcp-conform");

@@ -458,3 +458,102 @@ fn more_hostile_testees_get_their_verdicts_within_their_deadlines() {
         sb.assert_clean();
     }
 }
+
+#[test]
+fn a_known_failure_naming_another_requirement_than_the_step_that_broke_fails_the_run() {
+    let sb = Sandbox::new();
+    let wrong = format!("{EXE} testee --misbehave wrong-rid");
+    // The call's answer arrives under the wrong rid: the expect step checks TP-CALL-01 only.
+    let s = sb.file(
+        "s.yaml",
+        &format!(
+            "id: x.wrong-rid\ntitle: t\nrequirements: [TP-CALL-01, TP-CALL-03]\nlevel: MUST\nrole: tool-process\nsteps:\n  - handshake: {{}}\n  - send: {{request_id: c1, call_tool: {{name: echo, arguments_json: {{text: hi}}}}}}\n  - expect: {{envelope: {{request_id: c1, arm: call_result}}}}\n    checks: [TP-CALL-01]\n"
+        ),
+    );
+    let run = |kf: &str| {
+        let kf = sb.file("kf.yaml", kf);
+        let json = sb.dir.path().join("r.json");
+        let o = sb
+            .cmd()
+            .args(["--testee", &wrong, "--known-failures"])
+            .arg(&kf)
+            .arg("--scenarios")
+            .arg(&s)
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        (o, v)
+    };
+    let (o, v) = run("x.wrong-rid: {requirement: TP-CALL-01, reason: answers under another rid}\n");
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert_eq!(v["cases"][0]["verdict"], "XFAIL", "{v}");
+    assert_eq!(v["cases"][0]["broken"], serde_json::json!(["TP-CALL-01"]), "{v}");
+    assert_eq!(v["cases"][0]["requirements"], serde_json::json!(["TP-CALL-01", "TP-CALL-03"]), "{v}");
+    let (o, v) = run("x.wrong-rid: {requirement: TP-CALL-03, reason: answers under another rid}\n");
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert_eq!(v["cases"][0]["verdict"], "FAIL", "{v}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("names TP-CALL-03 but the run broke TP-CALL-01"), "{out}");
+    // The plain string form still loads (nothing to compare).
+    let (o, v) = run("x.wrong-rid: answers under another rid\n");
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert_eq!(v["cases"][0]["verdict"], "XFAIL", "{v}");
+    // A requirement that does not exist is refused at load time.
+    let (o, _) = {
+        let kf = sb.file("kf.yaml", "x.wrong-rid: {requirement: TP-NOPE-01, reason: r}\n");
+        let o = sb
+            .cmd()
+            .args(["--testee", &wrong, "--known-failures"])
+            .arg(&kf)
+            .arg("--scenarios")
+            .arg(&s)
+            .output()
+            .unwrap();
+        (o, ())
+    };
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("TP-NOPE-01"), "{}", text(&o));
+}
+
+#[test]
+fn a_scenario_whose_repeated_runs_disagree_is_flaky_and_fails_the_run() {
+    let sb = Sandbox::new();
+    // A testee that serves on every other start and exits at once otherwise.
+    let counter = sb.dir.path().join("starts");
+    let script = sb.file(
+        "flip.sh",
+        &format!(
+            "#!/bin/sh\nn=$(cat '{c}' 2>/dev/null || echo 0)\necho $((n + 1)) > '{c}'\n[ $((n % 2)) -eq 0 ] && exec {EXE} testee\nexit 7\n",
+            c = counter.display()
+        ),
+    );
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let json = sb.dir.path().join("r.json");
+    let o = sb
+        .cmd()
+        .args(["--testee", &script.display().to_string(), "--repeat", "2", "-j", "1", "--json"])
+        .arg(&json)
+        .arg("--scenarios")
+        .arg(scenarios_dir().join("calls/echo.yaml"))
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("FLAKY calls.echo"), "{out}");
+    assert!(out.contains("run 1: PASS") && out.contains("run 2: FAIL"), "{out}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["cases"][0]["verdict"], "FLAKY", "{v}");
+    assert_eq!(v["cases"][0]["runs"].as_array().map(Vec::len), Some(2), "{v}");
+    assert_eq!(v["summary"]["flaky"], 1, "{v}");
+    // The same testee serving every time: the runs agree.
+    let o = sb
+        .cmd()
+        .args(["--testee", &format!("{EXE} testee"), "--repeat", "3", "--scenarios"])
+        .arg(scenarios_dir().join("calls/echo.yaml"))
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("PASS  calls.echo"), "{}", text(&o));
+}

@@ -25,7 +25,7 @@ impl Cell {
             Verdict::Fail | Verdict::Xfail => self.fail += 1,
             Verdict::Warn => self.warn += 1,
             Verdict::Skip => self.skip += 1,
-            Verdict::Xpass | Verdict::Error => self.other += 1,
+            Verdict::Xpass | Verdict::Error | Verdict::Flaky => self.other += 1,
         }
     }
 
@@ -57,7 +57,7 @@ impl Cell {
             Verdict::Fail | Verdict::Xfail => Some("fail"),
             Verdict::Warn => Some("warn"),
             Verdict::Skip => None,
-            Verdict::Xpass | Verdict::Error => Some("error"),
+            Verdict::Xpass | Verdict::Error | Verdict::Flaky => Some("error"),
         }
     }
 }
@@ -88,8 +88,10 @@ impl Matrix {
         let mut by_scenario: BTreeMap<&str, (Vec<String>, BTreeMap<String, Verdict>)> = BTreeMap::new();
         for (col, (name, results)) in runs.iter().enumerate() {
             for r in results {
-                for req in &r.requirements {
-                    cells.entry(req.as_str()).or_insert_with(|| vec![Cell::default(); runs.len()])[col].add(r.verdict);
+                // A scenario counts for the requirements its failing step broke, not for every
+                // requirement it cites (see CaseResult::per_requirement).
+                for (req, v) in r.per_requirement() {
+                    cells.entry(req).or_insert_with(|| vec![Cell::default(); runs.len()])[col].add(v);
                 }
                 let e = by_scenario.entry(r.id.as_str()).or_insert_with(|| (r.requirements.clone(), BTreeMap::new()));
                 e.1.insert(name.clone(), r.verdict);
@@ -206,6 +208,7 @@ mod tests {
             title: String::new(),
             file: String::new(),
             requirements: reqs.iter().map(|r| r.to_string()).collect(),
+            broken: Vec::new(),
             level: crate::requirements::Level::Must,
             verdict,
             message: String::new(),
@@ -214,7 +217,20 @@ mod tests {
             transcript: Default::default(),
             stderr_tail: String::new(),
             command: Vec::new(),
+            runs: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_failure_counts_for_the_requirement_its_step_broke_not_for_every_one_cited() {
+        // bridge.sideband.plain cites BR-SIDEBAND-01 and -02, but the step that failed checks
+        // BR-CALL-18: that row shows the failure, the cited ones were not reached.
+        let mut r = case("bridge.sideband.plain", &["BR-SIDEBAND-01", "BR-SIDEBAND-02"], Verdict::Xfail);
+        r.broken = vec!["BR-CALL-18".into()];
+        let m = Matrix::build(&[("pmcp".into(), vec![r])]);
+        let row = |id: &str| m.rows.iter().find(|(r, _)| r == id).map(|(_, c)| c[0]);
+        assert_eq!(row("BR-CALL-18").map(|c| c.fail), Some(1));
+        assert_eq!(row("BR-SIDEBAND-01"), None, "not reached: no row with nothing executed");
     }
 
     #[test]

@@ -47,7 +47,7 @@ async fn run_all_runs_in_parallel_and_keeps_the_order() {
     let seen = Arc::new(AtomicUsize::new(0));
     let s2 = seen.clone();
     let started = Instant::now();
-    let cfg = Config { jobs: 3, timeout_scale: 1.0 };
+    let cfg = Config { jobs: 3, timeout_scale: 1.0, repeat: 1 };
     let results = run_all(
         scenarios,
         Arc::new(Target::in_process()),

@@ -542,3 +542,27 @@ fn host_http_requests_with_chosen_headers_over_http_only() {
     let e = first_error(&with_steps("  - host_http: {expect: {status: 403}}\n"));
     assert_eq!(e, "dir/s.yaml:7:5: `host_http` belongs to bridge scenarios (role: bridge)");
 }
+
+#[test]
+fn a_step_names_the_requirements_it_checks_and_the_loader_checks_them() {
+    let ok = with_steps(
+        "  - handshake: {}\n  - send: {request_id: a, call_tool: {name: logit}}\n  - expect: {envelope: {log: {capture: entry}}}\n    checks: [TP-CALL-03]\n  - check: {capture: entry, pattern: {logger: fixture}}\n",
+    );
+    let s = parse(&ok).unwrap_or_else(|e| panic!("{}", e.first()));
+    let ids: Vec<Vec<&str>> = s.steps.iter().map(|st| st.checks.iter().map(|r| r.id).collect()).collect();
+    assert_eq!(ids, [vec![], vec![], vec!["TP-CALL-03"], vec![]]);
+    // A failure at the expect breaks what it checks; elsewhere the scenario's requirements.
+    assert_eq!(s.broken_by(Some(2), &[]), ["TP-CALL-03"]);
+    assert_eq!(s.broken_by(Some(3), &[]), s.requirements.iter().map(|r| r.id).collect::<Vec<_>>());
+    assert_eq!(s.broken_by(Some(0), &["TP-HANDSHAKE-02"]), ["TP-HANDSHAKE-02"]);
+    // Unknown IDs, the other party's IDs, and two keywords in one step are errors with places.
+    let e = first_error(&ok.replace("checks: [TP-CALL-03]", "checks: [TP-NOPE-01]"));
+    assert!(e.contains("dir/s.yaml:") && e.contains("TP-NOPE-01"), "{e}");
+    let e = first_error(&ok.replace("checks: [TP-CALL-03]", "checks: [BR-CALL-01]"));
+    assert!(e.contains("BR-CALL-01 is an obligation of a bridge"), "{e}");
+    let e = first_error(&ok.replace("checks: [TP-CALL-03]", "send: {request_id: b}"));
+    assert!(e.contains("a step has one keyword"), "{e}");
+    // `check` needs an earlier capture.
+    let e = first_error(&ok.replace("capture: entry}}}", "capture: other}}}"));
+    assert!(e.contains("`${entry}` is not defined") || e.contains("entry"), "{e}");
+}

@@ -144,6 +144,8 @@ impl Run<'_> {
     async fn steps(&mut self) -> Result<(), StepError> {
         let s = self.ex.scenario;
         for (i, step) in s.steps.iter().enumerate() {
+            self.ex.current = Some(i);
+            self.ex.found = &[];
             let at = s.at(step.loc).to_string();
             let kw = step.keyword();
             self.ex.transcript.push(Item::Step { index: i + 1, keyword: kw.to_owned(), line: step.loc.line });
@@ -152,6 +154,8 @@ impl Run<'_> {
             }
             self.step(&step.action).await.map_err(|e| step_err(e, &at, kw))?;
         }
+        self.ex.current = None;
+        self.ex.found = &[];
         self.http_drain().await
     }
 
@@ -167,12 +171,13 @@ impl Run<'_> {
         }
     }
 
-    fn stdout_clean(&self) -> Result<(), StepError> {
+    fn stdout_clean(&mut self) -> Result<(), StepError> {
         if self.http.is_some() {
             return Ok(());
         }
         match self.host.garbage().first() {
             Some(line) => {
+                self.ex.found = &["BR-MCP-01"];
                 Err(StepError::Fail(format!("the bridge wrote a line that is not JSON-RPC on stdout: {line:?}")))
             }
             None => Ok(()),
@@ -461,12 +466,14 @@ impl Run<'_> {
     async fn tool_handshake(&mut self, h: &ToolHandshake) -> Result<(), StepError> {
         let within = self.ex.t(h.within);
         let deadline = Instant::now() + within;
+        self.ex.found = &["BR-HANDSHAKE-01"];
         let v = self.ex.next_required(deadline, within, &[]).await?;
         if arm_of(&v) != Some("list_tools") {
             return Err(StepError::Fail(format!("expected the ListToolsRequest first, got {}", compact(&v))));
         }
         let rid = v.get("request_id").cloned().unwrap_or(json!(""));
         self.ex.send_value(json!({"request_id": rid, "tool_list": {"tools": h.tools}})).await?;
+        self.ex.found = &["BR-HANDSHAKE-04"];
         for m in &h.middleware {
             self.ex.send_value(json!({"request_id": "", "register_middleware": m})).await?;
             let v = self.ex.next_required(deadline, within, &[]).await?;
@@ -672,6 +679,7 @@ pub(crate) async fn execute(
         handle.abort();
     }
     let clean = teardown(&mut run.host, pgid, &pidfile).await;
+    res.broken = run.ex.broken();
     res.transcript_tail = run.ex.transcript_tail();
     res.transcript = std::mem::take(&mut run.ex.transcript);
     res.stderr_tail = tail_lines(&std::fs::read_to_string(&stderr_path).unwrap_or_default(), STDERR_TAIL);

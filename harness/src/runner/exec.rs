@@ -110,6 +110,12 @@ pub struct Exec<'a> {
     rng: u64,
     /// Bytes the `coalesce` schedule holds back until the harness next waits for the peer.
     held: Vec<u8>,
+    /// The index of the step running (after a failure: the step that failed); `None` before the
+    /// first step and after the last.
+    pub(crate) current: Option<usize>,
+    /// What the running step found out about the requirement it saw broken, when the step checks
+    /// more than one thing (the handshake: the first reply, the marker, the hidden tools).
+    pub(crate) found: &'static [&'static str],
 }
 
 fn signo(s: Signal) -> i32 {
@@ -145,6 +151,8 @@ impl<'a> Exec<'a> {
             schedule: super::schedule::current(),
             rng: 0,
             held: Vec::new(),
+            current: None,
+            found: &[],
         }
         .recording_schedule()
     }
@@ -156,6 +164,8 @@ impl<'a> Exec<'a> {
     /// Runs every step; the error names the step's `file:line:col`.
     pub async fn run_steps(&mut self) -> Result<(), StepError> {
         for (i, step) in self.scenario.steps.iter().enumerate() {
+            self.current = Some(i);
+            self.found = &[];
             let at = self.scenario.at(step.loc);
             let kw = step.keyword();
             self.transcript.push(Item::Step { index: i + 1, keyword: kw.to_owned(), line: step.loc.line });
@@ -167,7 +177,14 @@ impl<'a> Exec<'a> {
             }
             self.step(&step.action).await.map_err(|e| prefix(e, &at.to_string(), kw))?;
         }
+        self.current = None;
+        self.found = &[];
         self.flush_held().await
+    }
+
+    /// The requirements the failure of this run broke (see [`Scenario::broken_by`]).
+    pub fn broken(&self) -> Vec<String> {
+        self.scenario.broken_by(self.current, self.found)
     }
 
     fn recording_schedule(mut self) -> Self {
@@ -372,6 +389,7 @@ impl<'a> Exec<'a> {
     async fn handshake(&mut self, h: &Handshake) -> Result<(), StepError> {
         let within = self.t(h.within);
         let deadline = Instant::now() + within;
+        self.found = &["TP-HANDSHAKE-02"];
         self.send_value(json!({"request_id": h.rid, "list_tools": {}})).await?;
         let v = self.next_required(deadline, within, &[]).await?;
         if v.get("request_id").and_then(Value::as_str).unwrap_or("") != h.rid || arm_of(&v) != Some("tool_list") {
@@ -382,10 +400,13 @@ impl<'a> Exec<'a> {
             )));
         }
         if let Some(p) = &h.tool_list {
+            // What the scenario's own pattern checks is the scenario's.
+            self.found = &[];
             match_value(p, v.get("tool_list"), &mut self.caps)
                 .map_err(|m| StepError::Fail(format!("tool_list: {m}")))?;
         }
         let mut registered = Vec::new();
+        self.found = if self.middleware { &["TP-HANDSHAKE-09", "TP-HANDSHAKE-10"] } else { &["TP-HANDSHAKE-10"] };
         loop {
             let v = self.next_required(deadline, within, &[]).await?;
             let rid = v.get("request_id").and_then(Value::as_str).unwrap_or("");
@@ -409,12 +430,14 @@ impl<'a> Exec<'a> {
             if self.middleware { ["guard", "mirror", "broken"].map(String::from).to_vec() } else { Vec::new() }
         });
         if registered != want_mw {
+            self.found = &["TP-HANDSHAKE-09"];
             return Err(StepError::Fail(format!("middleware registered: {registered:?}, expected {want_mw:?}")));
         }
         let hidden = h.hidden.clone().unwrap_or_else(|| {
             if self.features.iter().any(|f| f == "hidden") { vec!["secret".to_owned()] } else { Vec::new() }
         });
         if !hidden.is_empty() {
+            self.found = &["TP-HANDSHAKE-12"];
             let v = self.next_required(deadline, within, &[]).await?;
             let rid = v.get("request_id").and_then(Value::as_str).unwrap_or("");
             let mut got: Vec<String> = v["disable_tools"]["tool_names"]
@@ -577,6 +600,15 @@ impl<'a> Exec<'a> {
                 }
                 Proc::Task { .. } => Err(StepError::Error("signals need a testee process".into())),
             },
+            Action::Check { capture, pattern } => {
+                let v = self.caps.get(capture).cloned();
+                match_value(pattern, v.as_ref(), &mut self.caps).map_err(|m| {
+                    StepError::Fail(format!(
+                        "{m}\n  `{capture}` holds: {}",
+                        v.as_ref().map(compact).unwrap_or_default()
+                    ))
+                })
+            }
             Action::HostSend(_)
             | Action::HostExpect(_)
             | Action::HostExpectNothing(_)

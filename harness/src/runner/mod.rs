@@ -36,7 +36,7 @@ pub fn shell_quote(s: &str) -> String {
     }
 }
 pub use target::{KnownFailures, Manifest, Target, TargetKind, load_known_failures};
-pub use verdict::{Outcome, Summary, Verdict, judge};
+pub use verdict::{KnownFailure, Outcome, Summary, Verdict, judge};
 
 use crate::requirements::Level;
 use crate::scenario::{Scenario, SocketSetup};
@@ -58,11 +58,17 @@ pub struct Config {
     pub jobs: usize,
     /// Every time of a scenario is multiplied by this (never less than 1).
     pub timeout_scale: f64,
+    /// Runs of each scenario (`--repeat`); verdicts that differ make it FLAKY.
+    pub repeat: usize,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1), timeout_scale: 1.0 }
+        Config {
+            jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            timeout_scale: 1.0,
+            repeat: 1,
+        }
     }
 }
 
@@ -73,6 +79,10 @@ pub struct CaseResult {
     pub title: String,
     pub file: String,
     pub requirements: Vec<String>,
+    /// When the scenario did not pass because the target broke something: the requirements the
+    /// failing step checks (`checks:`, else what the step found, else the scenario's). Empty for
+    /// PASS, SKIP and ERROR.
+    pub broken: Vec<String>,
     pub level: Level,
     pub verdict: Verdict,
     pub message: String,
@@ -83,6 +93,9 @@ pub struct CaseResult {
     pub stderr_tail: String,
     /// The testee command used (empty when not started).
     pub command: Vec<String>,
+    /// With `--repeat N`: the verdict and first message line of each run, in run order (empty
+    /// for a single run).
+    pub runs: Vec<(Verdict, String)>,
 }
 
 impl CaseResult {
@@ -97,6 +110,76 @@ impl CaseResult {
     }
 }
 
+impl CaseResult {
+    /// A result of `s` before it ran: PASS, no message.
+    pub fn new(s: &Scenario) -> CaseResult {
+        CaseResult {
+            id: s.id.clone(),
+            title: s.title.clone(),
+            file: s.file.display().to_string(),
+            requirements: s.requirements.iter().map(|r| r.id.to_owned()).collect(),
+            broken: Vec::new(),
+            level: s.level,
+            verdict: Verdict::Pass,
+            message: String::new(),
+            duration: Duration::ZERO,
+            transcript_tail: Vec::new(),
+            transcript: Default::default(),
+            stderr_tail: String::new(),
+            command: Vec::new(),
+            runs: Vec::new(),
+        }
+    }
+
+    /// The verdict each requirement gets from this result: for FAIL, WARN and XFAIL the `broken`
+    /// ones (which may lie outside the cited ones) get the verdict and the cited ones not broken
+    /// were not reached (SKIP); otherwise every cited requirement gets the scenario's verdict.
+    pub fn per_requirement(&self) -> Vec<(&str, Verdict)> {
+        let failed = matches!(self.verdict, Verdict::Fail | Verdict::Warn | Verdict::Xfail);
+        if !failed || self.broken.is_empty() {
+            return self.requirements.iter().map(|r| (r.as_str(), self.verdict)).collect();
+        }
+        let mut out: Vec<(&str, Verdict)> = self.broken.iter().map(|r| (r.as_str(), self.verdict)).collect();
+        for r in &self.requirements {
+            if !self.broken.contains(r) {
+                out.push((r.as_str(), Verdict::Skip));
+            }
+        }
+        out
+    }
+}
+
+/// Folds the results of repeated runs of one scenario (`--repeat N`) into one: their common
+/// verdict when they agree (the first run's details), FLAKY when they differ, with every run's
+/// verdict and first message line.
+pub fn fold_repeats(mut runs: Vec<CaseResult>) -> CaseResult {
+    assert!(!runs.is_empty(), "fold_repeats needs at least one run");
+    if runs.len() == 1 {
+        return runs.pop().expect("one run");
+    }
+    let summary: Vec<(Verdict, String)> =
+        runs.iter().map(|r| (r.verdict, r.message.lines().next().unwrap_or("").to_owned())).collect();
+    let total: Duration = runs.iter().map(|r| r.duration).sum();
+    let same = runs.iter().all(|r| r.verdict == runs[0].verdict && r.broken == runs[0].broken);
+    // Keep the details of the first run that differs from the first (or the first one).
+    let pick = runs.iter().position(|r| r.verdict != runs[0].verdict).filter(|_| !same).unwrap_or(0);
+    let mut out = runs.swap_remove(pick);
+    out.duration = total;
+    if !same {
+        let mut m = format!("the verdicts of {} runs differ:", summary.len());
+        for (i, (v, first)) in summary.iter().enumerate() {
+            let _ = std::fmt::Write::write_fmt(
+                &mut m,
+                format_args!("\n  run {}: {v}{}{first}", i + 1, if first.is_empty() { "" } else { ": " }),
+            );
+        }
+        out.message = format!("{m}\n  details of run {}:\n{}", pick + 1, out.message);
+        out.verdict = Verdict::Flaky;
+    }
+    out.runs = summary;
+    out
+}
+
 fn tail_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
@@ -105,20 +188,7 @@ fn tail_lines(text: &str, n: usize) -> String {
 /// Runs one scenario against the target and judges it.
 pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseResult {
     let started = Instant::now();
-    let mut res = CaseResult {
-        id: s.id.clone(),
-        title: s.title.clone(),
-        file: s.file.display().to_string(),
-        requirements: s.requirements.iter().map(|r| r.id.to_owned()).collect(),
-        level: s.level,
-        verdict: Verdict::Pass,
-        message: String::new(),
-        duration: Duration::ZERO,
-        transcript_tail: Vec::new(),
-        transcript: Default::default(),
-        stderr_tail: String::new(),
-        command: Vec::new(),
-    };
+    let mut res = CaseResult::new(s);
     let outcome = match target.plan(s) {
         Err(why) => Outcome::Skipped(why),
         Ok(argv) => {
@@ -126,8 +196,14 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
             execute(s, target, cfg, argv, &mut res).await
         }
     };
-    let known = target.known_failures.get(&s.id).map(String::as_str);
-    let (verdict, message) = judge(&outcome, s.level, known);
+    if !matches!(outcome, Outcome::Failed(_)) {
+        res.broken.clear();
+    }
+    let known = target.known_failures.get(&s.id);
+    let (verdict, message) = judge(&outcome, s.level, &res.broken, known);
+    if verdict == Verdict::Pass {
+        res.broken.clear();
+    }
     res.verdict = verdict;
     res.message = message;
     res.duration = started.elapsed();
@@ -202,6 +278,7 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
         Err(_) => Outcome::Error(format!("the scenario exceeded its budget of {budget:?}")),
     };
     ex.close();
+    res.broken = ex.broken();
     res.transcript_tail = ex.transcript_tail();
     res.transcript = std::mem::take(&mut ex.transcript);
     let outcome = match &mut ex.proc {
@@ -227,8 +304,9 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
 /// Called with each finished result, the number finished so far and the total.
 pub type OnDone = Arc<dyn Fn(&CaseResult, usize, usize) + Send + Sync>;
 
-/// Runs the scenarios, at most `cfg.jobs` at a time; `on_done` sees each result as it finishes
-/// (with the count finished so far). Results come back in the order of `scenarios`.
+/// Runs the scenarios, at most `cfg.jobs` at a time, each `cfg.repeat` times (folded by
+/// [`fold_repeats`]); `on_done` sees each scenario's result as it finishes (with the count
+/// finished so far). Results come back in the order of `scenarios`.
 pub async fn run_all(
     scenarios: Arc<Vec<Scenario>>,
     target: Arc<Target>,
@@ -236,46 +314,60 @@ pub async fn run_all(
     on_done: OnDone,
 ) -> Vec<CaseResult> {
     let total = scenarios.len();
+    let repeat = cfg.repeat.max(1);
     let sem = Arc::new(tokio::sync::Semaphore::new(cfg.jobs.max(1)));
     let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // The runs of each scenario so far; the last one to finish folds them.
+    let runs: Arc<std::sync::Mutex<Vec<Vec<CaseResult>>>> =
+        Arc::new(std::sync::Mutex::new((0..total).map(|_| Vec::new()).collect()));
     let mut set = tokio::task::JoinSet::new();
     for i in 0..total {
-        let (scenarios, target, cfg, sem, done, on_done) =
-            (scenarios.clone(), target.clone(), cfg.clone(), sem.clone(), done.clone(), on_done.clone());
-        // An exclusive scenario takes every permit: it waits for the ones running to end, and the
-        // ones after it wait for it (the semaphore is fair, so nothing overtakes it).
-        let permits = if scenarios[i].exclusive { cfg.jobs.max(1) as u32 } else { 1 };
-        set.spawn(async move {
-            let _permit = sem.acquire_many_owned(permits).await.expect("semaphore open");
-            let r = run_scenario(&scenarios[i], &target, &cfg).await;
-            let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-            on_done(&r, n, total);
-            (i, r)
-        });
+        for _ in 0..repeat {
+            let (scenarios, target, cfg, sem, done, on_done, runs) = (
+                scenarios.clone(),
+                target.clone(),
+                cfg.clone(),
+                sem.clone(),
+                done.clone(),
+                on_done.clone(),
+                runs.clone(),
+            );
+            // An exclusive scenario takes every permit: it waits for the ones running to end, and
+            // the ones after it wait for it (the semaphore is fair, so nothing overtakes it).
+            let permits = if scenarios[i].exclusive { cfg.jobs.max(1) as u32 } else { 1 };
+            set.spawn(async move {
+                let _permit = sem.acquire_many_owned(permits).await.expect("semaphore open");
+                let r = run_scenario(&scenarios[i], &target, &cfg).await;
+                let finished = {
+                    let mut runs = runs.lock().expect("runs lock");
+                    runs[i].push(r);
+                    if runs[i].len() == repeat { Some(std::mem::take(&mut runs[i])) } else { None }
+                };
+                finished.map(|all| {
+                    let r = fold_repeats(all);
+                    let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                    on_done(&r, n, total);
+                    (i, r)
+                })
+            });
+        }
     }
     let mut out: Vec<Option<CaseResult>> = vec![None; total];
     while let Some(j) = set.join_next().await {
         match j {
-            Ok((i, r)) => out[i] = Some(r),
+            Ok(Some((i, r))) => out[i] = Some(r),
+            Ok(None) => {}
             Err(e) => eprintln!("protomcp-conform: a scenario task failed: {e}"),
         }
     }
     out.into_iter()
         .enumerate()
         .map(|(i, r)| {
-            r.unwrap_or_else(|| CaseResult {
-                id: scenarios[i].id.clone(),
-                title: scenarios[i].title.clone(),
-                file: scenarios[i].file.display().to_string(),
-                requirements: scenarios[i].requirements.iter().map(|r| r.id.to_owned()).collect(),
-                level: scenarios[i].level,
-                verdict: Verdict::Error,
-                message: "the harness task running this scenario panicked".into(),
-                duration: Duration::ZERO,
-                transcript_tail: Vec::new(),
-                transcript: Default::default(),
-                stderr_tail: String::new(),
-                command: Vec::new(),
+            r.unwrap_or_else(|| {
+                let mut r = CaseResult::new(&scenarios[i]);
+                r.verdict = Verdict::Error;
+                r.message = "the harness task running this scenario panicked".into();
+                r
             })
         })
         .collect()

@@ -12,7 +12,7 @@ fn colour(v: Verdict) -> &'static str {
         Verdict::Pass | Verdict::Xfail => "\x1b[32m",
         Verdict::Skip => "\x1b[2m",
         Verdict::Warn => "\x1b[33m",
-        Verdict::Fail | Verdict::Xpass | Verdict::Error => "\x1b[31m",
+        Verdict::Fail | Verdict::Xpass | Verdict::Error | Verdict::Flaky => "\x1b[31m",
     }
 }
 
@@ -21,6 +21,9 @@ pub fn line(r: &CaseResult, tty: bool) -> String {
     let v = format!("{:<5}", r.verdict.name());
     let v = if tty { format!("{}{v}\x1b[0m", colour(r.verdict)) } else { v };
     let mut s = format!("{v} {} ({} ms)", r.id, r.duration.as_millis());
+    if !r.broken.is_empty() {
+        let _ = write!(s, " [broken: {}]", r.broken.join(", "));
+    }
     if matches!(r.verdict, Verdict::Skip | Verdict::Xfail | Verdict::Xpass)
         || (r.verdict == Verdict::Pass && !r.message.is_empty())
     {
@@ -45,6 +48,9 @@ pub fn rerun_command(target_args: &str, id: &str) -> String {
 pub fn details(r: &CaseResult, target_args: &str) -> String {
     let mut s = format!("── {} {} ({}, {})\n", r.verdict, r.id, r.level, r.requirements.join(", "));
     let _ = writeln!(s, "   {}", r.title);
+    if !r.broken.is_empty() {
+        let _ = writeln!(s, "   broken: {}", r.broken.join(", "));
+    }
     for l in r.message.lines() {
         let _ = writeln!(s, "   {l}");
     }
@@ -76,10 +82,12 @@ pub fn json_report(target: &str, results: &[CaseResult]) -> serde_json::Value {
             json!({
                 "id": r.id,
                 "requirements": r.requirements,
+                "broken": r.broken,
                 "level": r.level.to_string(),
                 "verdict": r.verdict.name(),
                 "message": r.message,
                 "duration_ms": u64::try_from(r.duration.as_millis()).unwrap_or(u64::MAX),
+                "runs": r.runs.iter().map(|(v, m)| json!({"verdict": v.name(), "message": m})).collect::<Vec<_>>(),
             })
         })
         .collect();
@@ -99,7 +107,7 @@ pub fn junit_report(target: &str, results: &[CaseResult]) -> Result<String, Stri
                 s.set_message(r.message.as_str());
                 s
             }
-            Verdict::Fail | Verdict::Xpass => {
+            Verdict::Fail | Verdict::Xpass | Verdict::Flaky => {
                 let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
                 s.set_message(r.message.lines().next().unwrap_or(""));
                 s.set_type(r.verdict.name());
@@ -115,6 +123,11 @@ pub fn junit_report(target: &str, results: &[CaseResult]) -> Result<String, Stri
         };
         let mut case = TestCase::new(r.id.as_str(), status);
         case.set_classname(r.id.split('.').next().unwrap_or(""));
+        // The requirements cited, and for a non-PASS the ones the failing step broke.
+        case.add_property(quick_junit::Property::new("requirements", r.requirements.join(",")));
+        if !r.broken.is_empty() {
+            case.add_property(quick_junit::Property::new("broken", r.broken.join(",")));
+        }
         case.set_time(r.duration);
         if !r.stderr_tail.is_empty() {
             case.set_system_err(r.stderr_tail.as_str());

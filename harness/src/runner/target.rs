@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use crate::requirements::TP_FEATURES;
 use crate::scenario::{Action, Role, Scenario, SocketSetup};
 
-/// Known failures: scenario id → reason.
-pub type KnownFailures = BTreeMap<String, String>;
+/// Known failures: scenario id → entry.
+pub type KnownFailures = BTreeMap<String, super::verdict::KnownFailure>;
 
 /// How the testee is started.
 #[derive(Debug, Clone)]
@@ -309,13 +309,63 @@ impl Manifest {
     }
 }
 
-/// Reads a known-failures file: a YAML mapping of scenario id → reason.
+/// One entry as written: `id: {requirement: ID | [ID, …], reason: "…"}`, or the older plain
+/// `id: "reason"` (loaded with no requirement, so nothing checks what it names).
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum RawKnown {
+    Plain(String),
+    Structured(RawKnownEntry),
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawKnownEntry {
+    requirement: OneOrMany,
+    reason: String,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// Reads a known-failures file: a YAML mapping of scenario id → `{requirement, reason}` (or a plain
+/// reason). Every requirement must exist in the spec.
 pub fn load_known_failures(path: &Path) -> Result<KnownFailures, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if text.trim().is_empty() {
         return Ok(KnownFailures::new());
     }
-    serde_saphyr::from_str::<KnownFailures>(&text).map_err(|e| format!("{}: {e}", path.display()))
+    let raw = serde_saphyr::from_str::<BTreeMap<String, RawKnown>>(&text).map_err(|e| {
+        format!(
+            "{}: {e}\n  each entry is `scenario.id: {{requirement: ID, reason: \"what the target does instead\"}}`",
+            path.display()
+        )
+    })?;
+    let mut out = KnownFailures::new();
+    for (id, entry) in raw {
+        let entry = match entry {
+            RawKnown::Plain(reason) => super::verdict::KnownFailure { requirement: Vec::new(), reason },
+            RawKnown::Structured(e) => {
+                let requirement = match e.requirement {
+                    OneOrMany::One(r) => vec![r],
+                    OneOrMany::Many(v) => v,
+                };
+                if requirement.is_empty() {
+                    return Err(format!("{}: {id}: `requirement` names no requirement", path.display()));
+                }
+                if let Some(bad) = requirement.iter().find(|r| crate::requirements::get(r).is_none()) {
+                    return Err(format!("{}: {id}: `{bad}` is not a requirement of the spec", path.display()));
+                }
+                super::verdict::KnownFailure { requirement, reason: e.reason }
+            }
+        };
+        out.insert(id, entry);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

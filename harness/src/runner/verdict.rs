@@ -20,11 +20,22 @@ pub enum Verdict {
     Xpass,
     /// The harness could not judge.
     Error,
+    /// Run more than once (`--repeat N`), with verdicts that differ: the verdict cannot be trusted
+    /// until the cause (the target's or the scenario's) is found. Fails the run.
+    Flaky,
 }
 
 impl Verdict {
-    pub const ALL: [Verdict; 7] =
-        [Verdict::Pass, Verdict::Fail, Verdict::Warn, Verdict::Skip, Verdict::Xfail, Verdict::Xpass, Verdict::Error];
+    pub const ALL: [Verdict; 8] = [
+        Verdict::Pass,
+        Verdict::Fail,
+        Verdict::Warn,
+        Verdict::Skip,
+        Verdict::Xfail,
+        Verdict::Xpass,
+        Verdict::Error,
+        Verdict::Flaky,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -35,6 +46,7 @@ impl Verdict {
             Verdict::Xfail => "XFAIL",
             Verdict::Xpass => "XPASS",
             Verdict::Error => "ERROR",
+            Verdict::Flaky => "FLAKY",
         }
     }
 
@@ -62,25 +74,80 @@ pub enum Outcome {
     Error(String),
 }
 
-/// The verdict and the message reported for an outcome of a scenario of `level`; `known` is the
-/// reason from the known-failures file when the scenario is listed there.
-pub fn judge(outcome: &Outcome, level: Level, known: Option<&str>) -> (Verdict, String) {
+/// An entry of a known-failures file: the requirement(s) the target breaks in the scenario and
+/// what it does instead. `requirement` is empty for an entry in the plain string form.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KnownFailure {
+    pub requirement: Vec<String>,
+    pub reason: String,
+}
+
+impl KnownFailure {
+    /// The entry as shown: `BR-CALL-18: reason`.
+    pub fn text(&self) -> String {
+        if self.requirement.is_empty() {
+            self.reason.clone()
+        } else {
+            format!("{}: {}", self.requirement.join(", "), self.reason)
+        }
+    }
+}
+
+/// The level of a failure that broke `broken` in a scenario of `level`: the scenario's, unless
+/// every broken requirement is weaker (a SHOULD checked in a MUST scenario is a WARN). Never
+/// stronger than the scenario's.
+pub fn failure_level(level: Level, broken: &[String]) -> Level {
+    use crate::requirements::{get, strength};
+    let strongest = broken.iter().filter_map(|id| get(id)).map(|r| r.level).max_by_key(|l| strength(*l));
+    match strongest {
+        Some(l) if strength(l) < strength(level) => l,
+        _ => level,
+    }
+}
+
+/// The verdict and the message reported for an outcome of a scenario of `level`; `broken` are the
+/// requirements the failing step checks (empty unless the outcome is `Failed`); `known` is the
+/// scenario's entry in the known-failures file, if any. An entry whose requirement differs from
+/// `broken` is a wrong baseline: the run fails (FAIL), whatever the level, until it is corrected.
+pub fn judge(outcome: &Outcome, level: Level, broken: &[String], known: Option<&KnownFailure>) -> (Verdict, String) {
     match outcome {
         Outcome::Skipped(why) => (Verdict::Skip, why.clone()),
         Outcome::Error(why) => (Verdict::Error, why.clone()),
         Outcome::Passed => match known {
-            Some(reason) => {
-                (Verdict::Xpass, format!("listed as a known failure ({reason}) but passed: remove the stale entry"))
+            Some(k) => {
+                (Verdict::Xpass, format!("listed as a known failure ({}) but passed: remove the stale entry", k.text()))
             }
             None => (Verdict::Pass, String::new()),
         },
-        Outcome::Failed(why) => match (level, known) {
-            (Level::May, _) => (Verdict::Pass, format!("note (MAY, informational): {why}")),
-            (_, Some(reason)) => (Verdict::Xfail, format!("known failure ({reason}): {why}")),
-            (Level::Must, None) => (Verdict::Fail, why.clone()),
-            (Level::Should, None) => (Verdict::Warn, why.clone()),
-        },
+        Outcome::Failed(why) => {
+            let level = failure_level(level, broken);
+            match (level, known) {
+                (Level::May, _) => (Verdict::Pass, format!("note (MAY, informational): {why}")),
+                (_, Some(k)) if !k.requirement.is_empty() && !same_set(&k.requirement, broken) => (
+                    Verdict::Fail,
+                    format!(
+                        "the known-failures entry names {} but the run broke {}: correct the entry\n  entry: {}\n{why}",
+                        k.requirement.join(", "),
+                        broken.join(", "),
+                        k.reason
+                    ),
+                ),
+                (_, Some(k)) => (Verdict::Xfail, format!("known failure ({}): {why}", k.text())),
+                (Level::Must, None) => (Verdict::Fail, why.clone()),
+                (Level::Should, None) => (Verdict::Warn, why.clone()),
+            }
+        }
     }
+}
+
+fn same_set(a: &[String], b: &[String]) -> bool {
+    let mut a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let mut b: Vec<&str> = b.iter().map(String::as_str).collect();
+    a.sort_unstable();
+    a.dedup();
+    b.sort_unstable();
+    b.dedup();
+    a == b
 }
 
 /// Counts per verdict.
@@ -93,6 +160,7 @@ pub struct Summary {
     pub xfail: usize,
     pub xpass: usize,
     pub error: usize,
+    pub flaky: usize,
 }
 
 impl Summary {
@@ -107,21 +175,22 @@ impl Summary {
                 Verdict::Xfail => &mut s.xfail,
                 Verdict::Xpass => &mut s.xpass,
                 Verdict::Error => &mut s.error,
+                Verdict::Flaky => &mut s.flaky,
             } += 1;
         }
         s
     }
 
     pub fn executed(&self) -> usize {
-        self.pass + self.fail + self.warn + self.xfail + self.xpass + self.error
+        self.pass + self.fail + self.warn + self.xfail + self.xpass + self.error + self.flaky
     }
 
-    /// The run's exit status: 3 for an ERROR or a run that executed nothing, 1 for a FAIL or an
-    /// XPASS, 0 otherwise.
+    /// The run's exit status: 3 for an ERROR or a run that executed nothing, 1 for a FAIL, an
+    /// XPASS or a FLAKY, 0 otherwise.
     pub fn exit_code(&self) -> u8 {
         if self.error > 0 || self.executed() == 0 {
             3
-        } else if self.fail > 0 || self.xpass > 0 {
+        } else if self.fail > 0 || self.xpass > 0 || self.flaky > 0 {
             1
         } else {
             0
@@ -135,7 +204,11 @@ impl fmt::Display for Summary {
             f,
             "{} pass, {} fail, {} warn, {} skip, {} xfail, {} xpass, {} error",
             self.pass, self.fail, self.warn, self.skip, self.xfail, self.xpass, self.error
-        )
+        )?;
+        if self.flaky > 0 {
+            write!(f, ", {} flaky", self.flaky)?;
+        }
+        Ok(())
     }
 }
 
@@ -146,13 +219,35 @@ mod tests {
     #[test]
     fn levels_and_known_failures() {
         let failed = Outcome::Failed("x".into());
-        assert_eq!(judge(&failed, Level::Must, None).0, Verdict::Fail);
-        assert_eq!(judge(&failed, Level::Should, None).0, Verdict::Warn);
-        assert_eq!(judge(&failed, Level::May, None).0, Verdict::Pass);
-        assert_eq!(judge(&failed, Level::Must, Some("r")).0, Verdict::Xfail);
-        assert_eq!(judge(&Outcome::Passed, Level::Must, Some("r")).0, Verdict::Xpass);
-        assert_eq!(judge(&Outcome::Passed, Level::Must, None).0, Verdict::Pass);
-        assert_eq!(judge(&Outcome::Error("e".into()), Level::Must, Some("r")).0, Verdict::Error);
+        let plain = KnownFailure { requirement: vec![], reason: "r".into() };
+        assert_eq!(judge(&failed, Level::Must, &[], None).0, Verdict::Fail);
+        assert_eq!(judge(&failed, Level::Should, &[], None).0, Verdict::Warn);
+        assert_eq!(judge(&failed, Level::May, &[], None).0, Verdict::Pass);
+        assert_eq!(judge(&failed, Level::Must, &[], Some(&plain)).0, Verdict::Xfail);
+        assert_eq!(judge(&Outcome::Passed, Level::Must, &[], Some(&plain)).0, Verdict::Xpass);
+        assert_eq!(judge(&Outcome::Passed, Level::Must, &[], None).0, Verdict::Pass);
+        assert_eq!(judge(&Outcome::Error("e".into()), Level::Must, &[], Some(&plain)).0, Verdict::Error);
+    }
+
+    #[test]
+    fn a_known_failure_naming_another_requirement_than_the_run_broke_fails_the_run() {
+        let failed = Outcome::Failed("x".into());
+        let broken = vec!["BR-CALL-18".to_owned()];
+        let right = KnownFailure { requirement: vec!["BR-CALL-18".into()], reason: "dropped".into() };
+        let wrong = KnownFailure { requirement: vec!["BR-SIDEBAND-01".into()], reason: "dropped".into() };
+        assert_eq!(judge(&failed, Level::Must, &broken, Some(&right)).0, Verdict::Xfail);
+        let (v, m) = judge(&failed, Level::Must, &broken, Some(&wrong));
+        assert_eq!(v, Verdict::Fail);
+        assert!(m.contains("names BR-SIDEBAND-01 but the run broke BR-CALL-18"), "{m}");
+    }
+
+    #[test]
+    fn a_should_broken_in_a_must_scenario_is_a_warning_and_never_the_other_way() {
+        let failed = Outcome::Failed("x".into());
+        // BR-CANCEL-05 is a SHOULD, BR-CANCEL-01 a MUST.
+        assert_eq!(judge(&failed, Level::Must, &["BR-CANCEL-05".into()], None).0, Verdict::Warn);
+        assert_eq!(judge(&failed, Level::Must, &["BR-CANCEL-01".into()], None).0, Verdict::Fail);
+        assert_eq!(judge(&failed, Level::Should, &["BR-CANCEL-01".into()], None).0, Verdict::Warn);
     }
 
     #[test]
@@ -162,5 +257,6 @@ mod tests {
         assert_eq!(Summary::of([Verdict::Pass, Verdict::Warn, Verdict::Xfail]).exit_code(), 0);
         assert_eq!(Summary::of([Verdict::Pass, Verdict::Xpass]).exit_code(), 1);
         assert_eq!(Summary::of([Verdict::Fail, Verdict::Error]).exit_code(), 3);
+        assert_eq!(Summary::of([Verdict::Pass, Verdict::Flaky]).exit_code(), 1);
     }
 }

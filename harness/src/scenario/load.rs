@@ -15,7 +15,7 @@ use serde_saphyr::Spanned;
 use super::error::{ScenarioError, ScenarioErrors};
 use super::model::*;
 use super::pattern::{Compiler, Pattern};
-use super::raw::{self, Ms, RawScenario, RawStep};
+use super::raw::{self, Ms, RawScenario, RawStep, RawStepEntry};
 use super::template::{self, Template};
 use super::yaml::{Loc, Node, NodeKind};
 use crate::requirements::{self, Level, strength};
@@ -216,7 +216,7 @@ impl Checker<'_> {
             }
         };
         let needs = self.needs(raw.needs.as_ref(), role);
-        let reqs = self.requirements(&raw.requirements, role, &needs);
+        let reqs = self.requirements(&raw.requirements, role, &needs, "a scenario");
         self.check_level(&raw.level, level, &reqs);
         let timeout = raw.timeout_ms.as_ref().and_then(|t| {
             if t.value.0 == 0 {
@@ -253,7 +253,7 @@ impl Checker<'_> {
             None => false,
         };
         let transports = self.transports(raw.transports.as_ref(), role);
-        let steps = self.steps(&raw.steps, &testee, role);
+        let steps = self.steps(&raw.steps, &testee, role, &needs);
         self.check_role_steps(&steps, role);
         if transports != [Transport::Http]
             && let Some(st) = steps.iter().find(|st| matches!(st.action, Action::HostHttp(_)))
@@ -474,9 +474,10 @@ impl Checker<'_> {
         list: &Spanned<Vec<Spanned<String>>>,
         role: Role,
         needs: &[(String, Loc)],
+        what: &str,
     ) -> Vec<(&'static requirements::Requirement, Loc)> {
         if list.value.is_empty() {
-            self.error(loc(list), "a scenario must cite at least one requirement");
+            self.error(loc(list), format!("{what} must cite at least one requirement"));
         }
         let mut out: Vec<(&'static requirements::Requirement, Loc)> = Vec::new();
         for item in &list.value {
@@ -602,7 +603,13 @@ impl Checker<'_> {
         out
     }
 
-    fn steps(&mut self, steps: &Spanned<Vec<Spanned<RawStep>>>, testee: &TesteeSetup, role: Role) -> Vec<Step> {
+    fn steps(
+        &mut self,
+        steps: &Spanned<Vec<Spanned<RawStepEntry>>>,
+        testee: &TesteeSetup,
+        role: Role,
+        needs: &[(String, Loc)],
+    ) -> Vec<Step> {
         if steps.value.is_empty() {
             self.error(loc(steps), "a scenario needs at least one step");
         }
@@ -612,7 +619,13 @@ impl Checker<'_> {
         for step in &steps.value {
             let at = loc(step);
             let mut compiler = Compiler::default();
-            let Some(action) = self.action(&step.value, &mut compiler) else { continue };
+            let checks = match &step.value.checks {
+                Some(list) => {
+                    self.requirements(list, role, needs, "a step's `checks`").into_iter().map(|(r, _)| r).collect()
+                }
+                None => Vec::new(),
+            };
+            let Some(action) = self.action(&step.value.step, &mut compiler) else { continue };
             for (name, used_at) in &compiler.used {
                 if !defined.contains(name) {
                     self.error(
@@ -656,7 +669,7 @@ impl Checker<'_> {
                 Action::ToolHandshake(_) => conn = Conn::Open,
                 _ => {}
             }
-            out.push(Step { loc: at, action });
+            out.push(Step { loc: at, action, checks });
         }
         out
     }
@@ -921,6 +934,11 @@ impl Checker<'_> {
             }
             RawStep::HostClose(_) => Action::HostClose,
             RawStep::HostHttp(h) => Action::HostHttp(self.host_http(h, compiler)?),
+            RawStep::Check(c) => {
+                compiler.used.push((c.capture.value.clone(), loc(&c.capture)));
+                let pattern = self.pattern(compiler.value(&c.pattern))?;
+                Action::Check { capture: c.capture.value.clone(), pattern }
+            }
             RawStep::Touch(t) => {
                 use std::path::{Component, Path};
                 let p = Path::new(&t.path.value);

@@ -129,6 +129,31 @@ impl HostRequests {
 }
 
 impl Scenario {
+    /// The requirements broken when step `index` fails: the step's `checks`, else what the step
+    /// found out itself (`found`, e.g. which part of a handshake went wrong), else the scenario's.
+    /// A failure after the last step (`index` past the end) is the scenario's unless `found` says.
+    pub fn broken_by(&self, index: Option<usize>, found: &[&'static str]) -> Vec<String> {
+        let explicit = index.and_then(|i| self.steps.get(i)).map(|st| st.checks.as_slice()).unwrap_or(&[]);
+        if !explicit.is_empty() {
+            return explicit.iter().map(|r| r.id.to_owned()).collect();
+        }
+        if !found.is_empty() {
+            return found.iter().map(|id| (*id).to_owned()).collect();
+        }
+        self.requirements.iter().map(|r| r.id.to_owned()).collect()
+    }
+
+    /// Every requirement a step or the scenario names (for coverage).
+    pub fn all_requirements(&self) -> Vec<&'static Requirement> {
+        let mut out: Vec<&'static Requirement> = self.requirements.clone();
+        for r in self.steps.iter().flat_map(|st| st.checks.iter()) {
+            if !out.iter().any(|o| o.id == r.id) {
+                out.push(r);
+            }
+        }
+        out
+    }
+
     /// `file:line:col` of a place in this scenario's file.
     pub fn at(&self, loc: Loc) -> SourceLoc {
         SourceLoc { file: self.file.clone(), loc }
@@ -187,6 +212,8 @@ impl SocketSetup {
 pub struct Step {
     pub loc: Loc,
     pub action: Action,
+    /// The requirements this step checks (`checks:`); empty: the scenario's.
+    pub checks: Vec<&'static Requirement>,
 }
 
 impl Step {
@@ -241,6 +268,13 @@ pub enum Action {
     /// Bridge scenarios: create or modify a file, given relative to the scenario's temp dir
     /// (a watch-mode trigger, BR-RELOAD-09).
     Touch(std::path::PathBuf),
+    /// `check`: the value captured as `capture` by an earlier step matches `pattern`. Lets one
+    /// arrival be checked in parts, each part a step with its own `checks:` (that a log message
+    /// arrived; then what its logger says).
+    Check {
+        capture: String,
+        pattern: Pattern,
+    },
     /// Bridge scenarios: whether a file exists at `{socket}` (`expect_socket: {exists: false}`,
     /// BR-LIFECYCLE-11); the scenario needs the feature `socket`.
     ExpectSocket {
@@ -272,6 +306,7 @@ impl Action {
             Action::HostClose => "host_close",
             Action::ToolHandshake(_) => "tool_handshake",
             Action::Touch(_) => "touch",
+            Action::Check { .. } => "check",
             Action::ExpectSocket { .. } => "expect_socket",
         }
     }
@@ -291,6 +326,7 @@ impl Action {
                 | Action::HostClose
                 | Action::Touch(_)
                 | Action::ExpectSocket { .. }
+                | Action::Check { .. }
         )
     }
 

@@ -67,7 +67,7 @@ pub(super) struct RawScenario {
     pub transports: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     pub exclusive: Option<Spanned<bool>>,
-    pub steps: Spanned<Vec<Spanned<RawStep>>>,
+    pub steps: Spanned<Vec<Spanned<RawStepEntry>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -81,6 +81,73 @@ pub(super) struct RawTestee {
     pub misbehave: Option<Spanned<String>>,
     #[serde(default)]
     pub socket: Option<Spanned<String>>,
+}
+
+/// One item of `steps`: the step (a mapping with one key, the keyword) and, beside the keyword, the
+/// requirements it checks (`checks: [ID, …]`; left out: the scenario's).
+#[derive(Debug)]
+pub(super) struct RawStepEntry {
+    pub checks: Option<Spanned<Vec<Spanned<String>>>>,
+    pub step: RawStep,
+}
+
+impl<'de> Deserialize<'de> for RawStepEntry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawStepEntry;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a step: a mapping with one keyword (send, expect, …) and optionally `checks`")
+            }
+
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<RawStepEntry, A::Error> {
+                let mut checks = None;
+                let mut step: Option<RawStep> = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "checks" {
+                        if checks.is_some() {
+                            return Err(de::Error::custom("`checks` is given twice"));
+                        }
+                        checks = Some(map.next_value()?);
+                        continue;
+                    }
+                    if step.is_some() {
+                        return Err(de::Error::custom(format!(
+                            "a step has one keyword; `{key}` is a second one (start a new step with `- {key}:`)"
+                        )));
+                    }
+                    // The keyword and its value, read as the externally tagged enum they are.
+                    let one = OneEntry { key: Some(key), map: &mut map };
+                    step = Some(RawStep::deserialize(de::value::MapAccessDeserializer::new(one))?);
+                }
+                let step = step.ok_or_else(|| de::Error::custom("a step needs a keyword (send, expect, …)"))?;
+                Ok(RawStepEntry { checks, step })
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A map access that yields one key already read, then its value from the map it came from.
+struct OneEntry<'m, A> {
+    key: Option<String>,
+    map: &'m mut A,
+}
+
+impl<'de, A: de::MapAccess<'de>> de::MapAccess<'de> for OneEntry<'_, A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: de::DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, A::Error> {
+        match self.key.take() {
+            Some(k) => seed.deserialize(de::IntoDeserializer::<A::Error>::into_deserializer(k)).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn next_value_seed<T: de::DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, A::Error> {
+        self.map.next_value_seed(seed)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -107,6 +174,7 @@ pub(super) enum RawStep {
     HostHttp(RawHostHttp),
     ToolHandshake(RawToolHandshake),
     Touch(RawTouch),
+    Check(RawCheck),
     ExpectSocket(RawExpectSocket),
 }
 
@@ -221,6 +289,14 @@ pub(super) struct RawSendFrame {
     pub body_hex: Option<Spanned<String>>,
     #[serde(default)]
     pub body: Option<Node>,
+}
+
+/// `check: {capture: NAME, pattern: P}`: an earlier capture matches a pattern (no I/O).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCheck {
+    pub capture: Spanned<String>,
+    pub pattern: Node,
 }
 
 #[derive(Debug, Deserialize)]
