@@ -321,7 +321,12 @@ pub async fn run_all(
     let runs: Arc<std::sync::Mutex<Vec<Vec<CaseResult>>>> =
         Arc::new(std::sync::Mutex::new((0..total).map(|_| Vec::new()).collect()));
     let mut set = tokio::task::JoinSet::new();
-    for i in 0..total {
+    // The longest waits start first (a parallel run then ends near the longest scenario, not
+    // after it); exclusive scenarios first of all, so that they run before the others fill the
+    // slots rather than wait for all of them. Ties keep the given order.
+    let mut order: Vec<usize> = (0..total).collect();
+    order.sort_by_key(|&i| (!scenarios[i].exclusive, std::cmp::Reverse(scenarios[i].fixed_waits())));
+    for i in order {
         for _ in 0..repeat {
             let (scenarios, target, cfg, sem, done, on_done, runs) = (
                 scenarios.clone(),

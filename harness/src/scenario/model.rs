@@ -143,6 +143,22 @@ impl Scenario {
         self.requirements.iter().map(|r| r.id.to_owned()).collect()
     }
 
+    /// The time the scenario is sure to spend waiting on purpose: its sleeps and quiet windows
+    /// (`sleep`, `expect_nothing`, `host_expect_nothing`, `expect_no_connect`). The runner starts
+    /// the longest first, so that a parallel run is not stretched by one started last.
+    pub fn fixed_waits(&self) -> Duration {
+        self.steps
+            .iter()
+            .map(|st| match &st.action {
+                Action::Sleep(d) => *d,
+                Action::ExpectNothing(e) => e.duration,
+                Action::HostExpectNothing(e) => e.duration,
+                Action::ExpectNoConnect { duration } => *duration,
+                _ => Duration::ZERO,
+            })
+            .sum()
+    }
+
     /// Every requirement a step or the scenario names (for coverage).
     pub fn all_requirements(&self) -> Vec<&'static Requirement> {
         let mut out: Vec<&'static Requirement> = self.requirements.clone();
