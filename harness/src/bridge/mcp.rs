@@ -633,6 +633,16 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
     r
 }
 
+/// Accepts the next connection of the HTTP endpoint, with `TCP_NODELAY` set. A response goes
+/// out as several small writes (the head with the SSE priming event, then the message, then the
+/// end of the chunked body); with Nagle's algorithm on, each write after the first waits for the
+/// client's (delayed) acknowledgement, about 40 ms per call on a keep-alive connection.
+pub async fn accept(listener: &tokio::net::TcpListener) -> std::io::Result<tokio::net::TcpStream> {
+    let (stream, _) = listener.accept().await?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
 /// Serves MCP's Streamable HTTP transport on `listener` (rmcp's server, one session per
 /// `Mcp-Session-Id`), behind `guard` (Host, Origin, credentials), until `stop` resolves.
 pub async fn serve_http(
@@ -666,9 +676,9 @@ pub async fn serve_http(
     let guard = Arc::new(guard);
     tokio::pin!(stop);
     loop {
-        let (stream, _) = tokio::select! {
-            a = listener.accept() => match a {
-                Ok(a) => a,
+        let stream = tokio::select! {
+            a = accept(&listener) => match a {
+                Ok(s) => s,
                 Err(e) => {
                     eprintln!("protomcp-conform bridge: accept failed: {e}");
                     continue;

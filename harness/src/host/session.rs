@@ -172,7 +172,7 @@ impl HttpSession {
 async fn wait_listening(endpoint: &Endpoint, deadline: Instant) -> Result<(), String> {
     loop {
         let last = match endpoint.addr().await {
-            Ok(a) => match TcpStream::connect(a).await {
+            Ok(a) => match super::http::connect(a).await {
                 Ok(_) => return Ok(()),
                 Err(e) => e.to_string(),
             },
@@ -321,15 +321,12 @@ impl Ctx {
 
     async fn open(&self, method: &str, headers: &[(String, String)], body: &[u8]) -> Result<TcpStream, HttpError> {
         let addr = self.endpoint.addr().await?;
-        let mut stream = TcpStream::connect(addr).await?;
-        let mut head = format!("{method} {} HTTP/1.1\r\nHost: {}\r\n", self.endpoint.path, self.endpoint.authority);
-        for (n, v) in headers {
-            head.push_str(&format!("{n}: {v}\r\n"));
-        }
-        head.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()));
-        stream.write_all(head.as_bytes()).await?;
-        stream.write_all(body).await?;
-        stream.flush().await?;
+        let mut stream = super::http::connect(addr).await?;
+        let mut all: Vec<(&str, &str)> = vec![("Host", &self.endpoint.authority)];
+        all.extend(headers.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+        // One write: head and body together (see [`super::http::request`]).
+        let bytes = super::http::request_bytes(&self.endpoint.authority, method, &self.endpoint.path, &all, body);
+        stream.write_all(&bytes).await?;
         Ok(stream)
     }
 
