@@ -504,6 +504,11 @@ impl Run<'_> {
                 Err(e) => return Err(e),
             };
             let rid = v.get("request_id").cloned().unwrap_or(json!(""));
+            // A bridge may answer the hidden-tool DisableToolsRequest, a notification, with an
+            // ActiveToolsResponse with empty rid (BR-TOOLLIST-10): not a pull, let it pass.
+            if arm_of(&v) == Some("active_tools") && rid.as_str().unwrap_or("").is_empty() {
+                continue;
+            }
             let reply = match arm_of(&v) {
                 Some("list_resources_request") => json!({"resource_list_response": {"resources": h.resources}}),
                 Some("list_resource_templates_request") => {
