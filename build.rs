@@ -20,19 +20,24 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Source files of a testee: no build output (`target/`, `bin/`), nothing hidden, no scripts or docs.
+/// Source files of a testee: no build output (`target/`, `bin/`, `node_modules/`), nothing hidden, no
+/// scripts (but a testee's `build.sh`, its manifest's build step) or docs.
 fn walk_sources(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(rd) = std::fs::read_dir(dir) else { return };
     let mut entries: Vec<_> = rd.flatten().map(|e| e.path()).collect();
     entries.sort();
     for p in entries {
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.starts_with('.') || name == "target" || name == "bin" || name == "__pycache__" {
+        if name.starts_with('.') || ["target", "bin", "__pycache__", "node_modules"].contains(&name) {
             continue;
         }
         if p.is_dir() {
             walk_sources(&p, out);
-        } else if [".py", ".rs", ".go", ".toml", ".lock", ".mod", ".sum", ".yaml"].iter().any(|e| name.ends_with(e)) {
+        } else if [".py", ".rs", ".go", ".ts", ".json", ".toml", ".lock", ".mod", ".sum", ".yaml"]
+            .iter()
+            .any(|e| name.ends_with(e))
+            || name == "build.sh"
+        {
             out.push(p);
         }
     }
@@ -70,7 +75,7 @@ fn main() {
     let testees = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("harness/testees");
     println!("cargo:rerun-if-changed={}", testees.display());
     code.push_str("/// The bundled SDK testees: (path below harness/testees/, content).\npub const TESTEES: &[(&str, &[u8])] = &[\n");
-    for lang in ["python", "rust", "go"] {
+    for lang in ["python", "rust", "go", "typescript"] {
         let mut files = Vec::new();
         walk_sources(&testees.join(lang), &mut files);
         for f in &files {

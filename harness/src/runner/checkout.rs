@@ -1,6 +1,7 @@
 //! `--sdk DIR` on an SDK's source checkout (no `protomcp-conform.toml` in it): recognise the SDK,
 //! write the bundled testee of its language into a cache directory, point it at the checkout
-//! (PYTHONPATH, a cargo path dependency, go.mod replace directives) and return the target.
+//! (PYTHONPATH, a cargo path dependency, go.mod replace directives, a build of a copy of the
+//! TypeScript package) and return the target.
 //!
 //! The bundled testee of each language is its directory under `harness/testees/`, embedded into
 //! the binary; its manifest supplies the features, the unsupported items and the known failures
@@ -19,7 +20,8 @@ pub const GO_ROOT_MODULE: &str = "github.com/msilverblatt/protomcp";
 pub enum CheckoutError {
     #[error(
         "{0}: no protomcp-conform.toml, and not a protomcp SDK checkout (looked for pyproject.toml with project \
-         `protomcp`, Cargo.toml with package `protomcp`, go.mod of module {GO_SDK_MODULE}){1}"
+         `protomcp`, Cargo.toml with package `protomcp`, go.mod of module {GO_SDK_MODULE}, package.json of \
+         package `protomcp`){1}"
     )]
     NotAnSdk(PathBuf, String),
     #[error("{path}: {message}")]
@@ -42,6 +44,9 @@ pub enum Sdk {
     /// The Go SDK module at `dir`; `root_module` is the repository's root module beside it, when
     /// the checkout is a whole repository.
     Go { dir: PathBuf, root_module: Option<PathBuf> },
+    /// The npm package `protomcp` (TypeScript sources) at `dir`; `proto` is the protomcp.proto it
+    /// loads at run time (its dist/ reads `../../../proto/protomcp.proto`, the repository's).
+    TypeScript { dir: PathBuf, proto: Option<PathBuf> },
 }
 
 impl Sdk {
@@ -51,6 +56,7 @@ impl Sdk {
             Sdk::Python { .. } => "python",
             Sdk::Rust { .. } => "rust",
             Sdk::Go { .. } => "go",
+            Sdk::TypeScript { .. } => "typescript",
         }
     }
 }
@@ -90,12 +96,23 @@ pub fn detect(dir: &Path) -> Option<Sdk> {
             root.filter(|r| read(&r.join("go.mod")).as_deref().and_then(go_module) == Some(GO_ROOT_MODULE));
         return Some(Sdk::Go { dir: dir.to_path_buf(), root_module });
     }
+    if let Some(p) = read(&dir.join("package.json")).and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        && p.get("name").and_then(|n| n.as_str()) == Some("protomcp")
+    {
+        // sdk/typescript inside a whole repository: the proto directory is two levels up; a
+        // package that ships it has it inside.
+        let proto = [dir.join("../../proto/protomcp.proto"), dir.join("proto/protomcp.proto")]
+            .into_iter()
+            .find(|p| p.is_file())
+            .map(|p| std::fs::canonicalize(&p).unwrap_or(p));
+        return Some(Sdk::TypeScript { dir: dir.to_path_buf(), proto });
+    }
     None
 }
 
 /// A hint for a directory that holds SDKs below it (the repository root).
 fn hint(dir: &Path) -> String {
-    let found: Vec<String> = ["sdk/python", "sdk/rust", "sdk/go"]
+    let found: Vec<String> = ["sdk/python", "sdk/rust", "sdk/go", "sdk/typescript"]
         .iter()
         .filter(|s| detect(&dir.join(s)).is_some())
         .map(|s| dir.join(s).display().to_string())
@@ -134,7 +151,7 @@ pub fn prepare(sdk: &Sdk, files: &[(&str, &[u8])], cache: &Path) -> Result<Targe
     }
     let src = match sdk {
         Sdk::Python { root } => root,
-        Sdk::Rust { dir } | Sdk::Go { dir, .. } => dir,
+        Sdk::Rust { dir } | Sdk::Go { dir, .. } | Sdk::TypeScript { dir, .. } => dir,
     };
     let src = std::fs::canonicalize(src).unwrap_or_else(|_| src.clone());
     let dir = cache.join(format!("{lang}-{:016x}", fnv(&src.display().to_string())));
@@ -200,6 +217,40 @@ pub fn prepare(sdk: &Sdk, files: &[(&str, &[u8])], cache: &Path) -> Result<Targe
             script.push_str(&build);
             extra.push_str(&format!("build = [\"sh\", \"-c\", {}]\n", toml_str(&script)));
         }
+        Sdk::TypeScript { dir: sdk_dir, proto } => {
+            // npm and tsc write beside the sources and the checkout may be read-only: the build
+            // step refreshes a copy in the cache (its node_modules kept while package-lock.json is
+            // unchanged), builds it with `npm ci` (or `npm install` without a lock file) and tsc,
+            // then compiles the testee against it (the manifest's build.sh, PROTOMCP_TS_SDK).
+            let proto = proto.as_ref().ok_or_else(|| {
+                CheckoutError::Setup(format!(
+                    "{}: protomcp.proto not found (neither ../../proto/ of a repository checkout nor proto/ \
+                     inside the package); the SDK loads it at run time",
+                    sdk_dir.display()
+                ))
+            })?;
+            let base = dir.join("sdk-build");
+            let pkg = base.join("sdk/typescript");
+            let q = |p: &Path| super::shell_quote(&p.display().to_string());
+            let npm = "--no-audit --no-fund --no-update-notifier --loglevel=error";
+            let script = format!(
+                "set -e; src={src}; pkg={pkg}; mkdir -p \"$pkg\" {protodir}; \
+                 if [ -d \"$pkg/node_modules\" ] && cmp -s \"$src/package-lock.json\" \"$pkg/package-lock.json\"; \
+                 then keep=1; else keep=; rm -rf \"$pkg/node_modules\"; fi; \
+                 find \"$pkg\" -mindepth 1 -maxdepth 1 ! -name node_modules -exec rm -rf {{}} +; \
+                 (cd \"$src\" && tar -cf - --exclude=./node_modules --exclude=./dist .) | (cd \"$pkg\" && tar -xf -); \
+                 chmod -R u+w \"$pkg\"; cp {proto} {protodir}/protomcp.proto; \
+                 if [ -z \"$keep\" ]; then if [ -f \"$pkg/package-lock.json\" ]; then (cd \"$pkg\" && npm ci {npm}); \
+                 else (cd \"$pkg\" && npm install {npm}); fi; fi; \
+                 (cd \"$pkg\" && node node_modules/typescript/bin/tsc); sh build.sh",
+                src = q(sdk_dir),
+                pkg = q(&pkg),
+                protodir = q(&base.join("proto")),
+                proto = q(proto),
+            );
+            extra.push_str(&format!("build = [\"sh\", \"-c\", {}]\n", toml_str(&script)));
+            extra.push_str(&format!("env.PROTOMCP_TS_SDK = {}\n", toml_str(&pkg.display().to_string())));
+        }
     }
     let manifest_path = dir.join("protomcp-conform.toml");
     if !extra.is_empty() {
@@ -260,6 +311,11 @@ mod tests {
             b"build = [\"go\", \"build\", \"-o\", \"bin/testee\", \".\"]\ncommand = [\"./bin/testee\"]\n",
         ),
         ("go/go.mod", b"module t\n"),
+        (
+            "typescript/protomcp-conform.toml",
+            b"build = [\"sh\", \"build.sh\"]\ncommand = [\"node\", \"target/testee.js\"]\n",
+        ),
+        ("typescript/build.sh", b"exit 0\n"),
     ];
 
     #[test]
@@ -271,16 +327,27 @@ mod tests {
         write(&r.join("sdk/python/src/protomcp/__init__.py"), "");
         write(&r.join("sdk/rust/Cargo.toml"), "[package]\nname = \"protomcp\"\nversion = \"0.3.1\"\n");
         write(&r.join("sdk/go/go.mod"), "module github.com/msilverblatt/protomcp/sdk/go\n\ngo 1.25\n");
+        write(&r.join("sdk/typescript/package.json"), "{\"name\": \"protomcp\", \"version\": \"0.3.0\"}");
+        write(&r.join("proto/protomcp.proto"), "syntax = \"proto3\";\n");
         write(&r.join("other/pyproject.toml"), "[project]\nname = \"protomcp-extras\"\n");
+        write(&r.join("other/package.json"), "{\"name\": \"protomcp-examples\"}");
         assert_eq!(detect(&r.join("sdk/python")), Some(Sdk::Python { root: r.join("sdk/python/src") }));
         assert_eq!(detect(&r.join("sdk/rust")), Some(Sdk::Rust { dir: r.join("sdk/rust") }));
         assert_eq!(
             detect(&r.join("sdk/go")),
             Some(Sdk::Go { dir: r.join("sdk/go"), root_module: Some(r.to_path_buf()) })
         );
+        assert_eq!(
+            detect(&r.join("sdk/typescript")),
+            Some(Sdk::TypeScript {
+                dir: r.join("sdk/typescript"),
+                proto: Some(std::fs::canonicalize(r.join("proto/protomcp.proto")).unwrap())
+            })
+        );
         assert_eq!(detect(&r.join("other")), None);
         let e = sdk_target(r, BUNDLE, &r.join("cache")).unwrap_err().to_string();
         assert!(e.contains("not a protomcp SDK checkout") && e.contains("sdk/python") && e.contains("sdk/go"), "{e}");
+        assert!(e.contains("sdk/typescript"), "{e}");
     }
 
     #[test]
@@ -311,5 +378,36 @@ mod tests {
         assert_eq!(b[..2], ["sh", "-c"]);
         assert!(b[2].contains(&format!("-replace={GO_SDK_MODULE}={}", r.join("go").display())), "{}", b[2]);
         assert!(b[2].ends_with("go build -o bin/testee ."), "{}", b[2]);
+    }
+
+    #[test]
+    fn a_typescript_checkout_is_built_in_a_copy_inside_the_cache() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        write(&r.join("repo/sdk/typescript/package.json"), "{\"name\": \"protomcp\"}");
+        write(&r.join("repo/proto/protomcp.proto"), "syntax = \"proto3\";\n");
+        write(&r.join("bare/package.json"), "{\"name\": \"protomcp\"}");
+        let cache = r.join("cache");
+
+        let t = sdk_target(&r.join("repo/sdk/typescript"), BUNDLE, &cache).unwrap();
+        let dir = t.cwd.clone().unwrap();
+        assert!(dir.starts_with(&cache), "{}", dir.display());
+        assert!(dir.join("build.sh").is_file());
+        let pkg = dir.join("sdk-build/sdk/typescript");
+        assert_eq!(t.env.get("PROTOMCP_TS_SDK"), Some(&Some(pkg.display().to_string())));
+        let b = t.build.unwrap();
+        assert_eq!(b[..2], ["sh", "-c"]);
+        let src = std::fs::canonicalize(r.join("repo/sdk/typescript")).unwrap();
+        assert!(b[2].contains(&format!("src={}", src.display())), "{}", b[2]);
+        assert!(b[2].contains("npm ci") && b[2].contains("typescript/bin/tsc"), "{}", b[2]);
+        assert!(b[2].ends_with("sh build.sh"), "{}", b[2]);
+        // npm and tsc run in the copy (below the cache directory), never beside the sources.
+        assert!(b[2].contains("(cd \"$pkg\" && npm ci") && !b[2].contains("(cd \"$src\" && npm"), "{}", b[2]);
+        assert!(b[2].contains(&format!("pkg={}", pkg.display())), "{}", b[2]);
+        assert!(t.name.contains("typescript testee on the checkout"), "{}", t.name);
+
+        // Without protomcp.proto the SDK cannot run: said before anything is built.
+        let e = sdk_target(&r.join("bare"), BUNDLE, &cache).unwrap_err().to_string();
+        assert!(e.contains("protomcp.proto not found"), "{e}");
     }
 }
