@@ -78,7 +78,7 @@ pub struct RunArgs {
     /// missing): every frame both ways, request ids renamed, times, paths and PIDs bracketed.
     #[arg(long, value_name = "DIR")]
     transcripts: Option<PathBuf>,
-    /// Scenarios run in parallel (default: the number of cores).
+    /// Scenarios run in parallel (default: four per core, at most 8: scenarios mostly wait).
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     jobs: Option<u32>,
     /// Multiply every time of every scenario by X (at least 1), for slow machines.

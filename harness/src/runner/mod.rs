@@ -65,11 +65,33 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            jobs: default_jobs(),
             timeout_scale: 1.0,
             repeat: 1,
         }
     }
+}
+
+/// Scenarios run at once by default: scenarios mostly wait (quiet windows, sleeps, a peer's
+/// deadline), so four per core, at most [`MAX_DEFAULT_JOBS`], and no more than the open-file
+/// limit allows at [`FDS_PER_SCENARIO`] descriptors each.
+pub fn default_jobs() -> usize {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let by_fds = open_file_limit().map_or(usize::MAX, |n| (n / FDS_PER_SCENARIO).max(1));
+    (cores * 4).clamp(1, MAX_DEFAULT_JOBS).min(by_fds)
+}
+
+/// The ceiling of [`default_jobs`]: past it the run's time no longer drops (the longest
+/// scenario sets it) while the machine's load, and with it the risk of a missed deadline, grows.
+pub const MAX_DEFAULT_JOBS: usize = 8;
+
+/// Descriptors one running scenario may hold (sockets, pipes, the target's and the mock's).
+pub const FDS_PER_SCENARIO: usize = 32;
+
+fn open_file_limit() -> Option<usize> {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes into the struct we pass and reads nothing else.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0).then(|| usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX))
 }
 
 /// The result of one scenario.
