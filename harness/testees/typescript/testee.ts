@@ -4,8 +4,10 @@
 // API only, the way its documentation writes tools: zod schemas for the arguments, handlers that
 // destructure them (checking arguments against the schema is the SDK's job, TP-CALL-09/10/12),
 // ToolResult for results and errors, thrown errors for failing handlers. Items the 0.3.0 API cannot
-// express (a logger that reaches the bridge, sampling, roots, streams, a resource size) are left
-// out; protomcp-conform.toml lists them with the reason.
+// express (a logger that reaches the bridge, sampling, roots, streams) are left out;
+// protomcp-conform.toml lists them with the reason. Two settings that tool() and resource() do not
+// take (the hidden flag the API reference documents for tool(), a resource's size) are set on the
+// definitions they return, which are the registry's entries.
 //
 // Started with --middleware it also registers the protocol middleware guard, mirror and broken.
 
@@ -118,10 +120,11 @@ tool({
   },
 });
 
-// Appendix B registers secret hidden. The API reference lists `hidden` among the options of tool(),
-// but 0.3.0's ToolOptions does not declare it and tool() drops it (see the manifest), so secret is
-// an ordinary tool here.
-tool({
+// Appendix B registers secret hidden. The API reference documents a `hidden` option of tool(), but
+// 0.3.0's tool() drops it (its ToolOptions type does not even declare it). tool() returns the
+// registry's ToolDef, documented with a public `hidden` field, and run() hides the tools whose def
+// says so: that is the way 0.3.0 offers.
+const secret = tool({
   name: 'secret',
   description: 'Returns secret',
   args: z.object({}),
@@ -129,6 +132,7 @@ tool({
     return new ToolResult({ result: 'secret' });
   },
 });
+secret.hidden = true;
 
 // Structured output as the TypeScript guide documents it: an `output` schema, the result as JSON
 // text (ToolResult has no structured-content field).
@@ -154,13 +158,16 @@ tool({
 
 // ------------------------------------------------------------------ resources, prompts, completions (B.2)
 
-resource({
+// resource() takes no size, but it returns the registry's ResourceDef (an exported type with a
+// public `size`), which run() lists as it is.
+const staticResource = resource({
   uri: 'fixture://static',
   name: 'static',
   description: 'A static text',
   mimeType: 'text/plain',
   handler: (uri) => ({ uri, text: 'static-content', mimeType: 'text/plain' }),
 });
+staticResource.size = 14;
 
 resourceTemplate({
   uriTemplate: 'fixture://item/{id}',
@@ -170,13 +177,14 @@ resourceTemplate({
   handler: (uri) => ({ uri, text: `item ${uri.slice('fixture://item/'.length)}`, mimeType: 'text/plain' }),
 });
 
-resource({
+const blobResource = resource({
   uri: 'fixture://blob',
   name: 'blob',
   description: 'Four bytes of binary content',
   mimeType: 'application/octet-stream',
   handler: (uri) => ({ uri, blob: new Uint8Array([0x00, 0xff, 0x10, 0x80]), mimeType: 'application/octet-stream' }),
 });
+blobResource.size = 4;
 
 resource({
   uri: 'fixture://item/0',
