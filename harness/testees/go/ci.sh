@@ -16,7 +16,8 @@
 #   3  NOT RUN: the proxy refuses the module and there is no source snapshot either.
 # Idempotent, and never writes a tracked file: go.mod/go.sum are copied to target/ and used
 # through -modfile (the harness's build step, `go build -o bin/testee .` in this directory,
-# inherits GOFLAGS); the binary goes to bin/, which .gitignore here ignores.
+# inherits GOFLAGS); the binary goes to bin/, which .gitignore here ignores. In a read-only
+# checkout the testee's files are copied to target/conformance/go-testee and built there.
 set -euo pipefail
 exec </dev/null
 here=$(cd "$(dirname "$0")" && pwd)
@@ -76,9 +77,17 @@ else
 fi
 
 cd "$root"
+testee=$here
+if [ ! -w "$here" ]; then
+  testee="$out/go-testee"
+  rm -rf "$testee"
+  mkdir -p "$testee"
+  cp "$here"/*.go "$here/go.mod" "$here/protomcp-conform.toml" "$here/known-failures.yaml" "$testee/"
+  echo "go-sdk: $here is read-only; building and running the copy in $testee"
+fi
 status=0
 started=$SECONDS
-cargo run -q -- --sdk "$here" --json "$out/go.json" --junit "$out/go.xml" "$@" >"$out/go.log" 2>&1 || status=$?
+cargo run -q -- --sdk "$testee" --json "$out/go.json" --junit "$out/go.xml" "$@" >"$out/go.log" 2>&1 || status=$?
 # Drop the one line per scenario (all of them are in go.log); keep the build notice, the
 # unexpected cases and the summary.
 grep -Ev '^(PASS|FAIL|WARN|SKIP|XFAIL|XPASS|ERROR) +[^ ]+ \([0-9]+ ms\)' "$out/go.log" | sed '/./,$!d' || true
