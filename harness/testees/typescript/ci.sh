@@ -72,7 +72,8 @@ else
     echo "typescript-sdk: asking the npm registry for protomcp@$SDK_VERSION failed (see above)" >&2
     exit 1
   fi
-  refusal=$(grep -m1 -oE '404 .*' "$log" | cut -c1-80 || true)
+  # Only the status, not the address it came from.
+  refusal=$(grep -m1 -oE '404 Not Found|E404' "$log" || true)
   pkg=$src/sdk/typescript
   if [ ! -f "$pkg/package.json" ] || [ ! -f "$src/proto/protomcp.proto" ] ||
      [ "$(node -p 'const p = require(process.argv[1]); p.name + "@" + p.version' "$pkg/package.json")" != "protomcp@$SDK_VERSION" ]; then
