@@ -1,6 +1,7 @@
 //! I/O side of protomcp-conform: everything that touches sockets, processes and clocks. The
 //! protocol decisions themselves live in `protomcp-proto`.
 
+pub mod bounded;
 pub mod bridge;
 pub mod coverage;
 pub mod dump;
@@ -8,6 +9,7 @@ pub mod explore;
 pub mod fuzzing;
 pub mod host;
 pub mod io;
+pub mod limits;
 pub mod matrix;
 pub mod mock;
 pub mod requirements;

@@ -68,6 +68,10 @@ fn register() {
 /// connecting anywhere (BR-CONN-09), or stay alive without ever connecting (BR-CONN-10).
 pub const MODE_EXIT_BEFORE_CONNECT: &str = "exit-before-connect";
 pub const MODE_NEVER_CONNECT: &str = "never-connect";
+/// `PROTOMCP_CONFORM_MOCK` value for a flooding tool process: the reference testee with
+/// `--misbehave flood` (after the handshake, LogMessages without end), so that the bridge floods
+/// its host with `notifications/message` (the harness's bounds, [`crate::limits`]).
+pub const MODE_FLOOD: &str = "flood";
 
 /// Runs the mock to completion and returns its exit status.
 pub fn run_blocking(native: bool) -> i32 {
@@ -79,6 +83,10 @@ pub fn run_blocking(native: bool) -> i32 {
         Ok(MODE_EXIT_BEFORE_CONNECT) => {
             eprintln!("protomcp-conform mock: {ENV_MODE}={MODE_EXIT_BEFORE_CONNECT}: exiting with status 3");
             return 3;
+        }
+        Ok(MODE_FLOOD) => {
+            let opts = testee::Options { misbehave: Some(testee::Misbehave::Flood), ..testee::Options::from_env() };
+            return testee::run_blocking(opts);
         }
         Ok(MODE_NEVER_CONNECT) => {
             eprintln!("protomcp-conform mock: {ENV_MODE}={MODE_NEVER_CONNECT}: waiting to be killed");

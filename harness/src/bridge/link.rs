@@ -146,6 +146,10 @@ impl Link {
                         reader_link.clone().incoming(d.envelope, &*dispatch);
                     }
                 }
+                // The bridge runs on one thread: a tool process that sends without pause must
+                // not starve the tasks that write to the host (notifications, results), so the
+                // reader lets them run after every frame.
+                tokio::task::yield_now().await;
             };
             dispatch.trace_item(&|| Item::Shutdown { how: reason.clone() });
             reader_link.close(reason);

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::gate::{Gate, Gates, Verdict};
+use super::notes::Popped;
 use super::{BoxFuture, Bridge, HostError, HostSession, ListKind, SessionId, state};
 
 /// The newest protocol revision offered (older ones down to 2024-11-05 are accepted).
@@ -48,14 +49,32 @@ enum Note {
     Flush(oneshot::Sender<()>),
 }
 
+impl super::notes::Queued for Note {
+    fn droppable(&self) -> bool {
+        matches!(self, Note::Log(_) | Note::Progress(_) | Note::ResourceUpdated(_))
+    }
+
+    fn size(&self) -> usize {
+        match self {
+            Note::Log(v) | Note::Progress(v) => crate::bounded::value_size(v),
+            Note::ResourceUpdated(uri) => 32 + uri.len(),
+            Note::ListChanged(_) | Note::Flush(_) => 32,
+        }
+    }
+
+    fn same(&self, other: &Self) -> bool {
+        matches!((self, other), (Note::ListChanged(a), Note::ListChanged(b)) if a == b)
+    }
+}
+
 /// One MCP session as the core sees it.
 struct Session {
     id: SessionId,
     peer: OnceLock<Peer<RoleServer>>,
-    notes: mpsc::UnboundedSender<Note>,
-    notes_rx: Mutex<Option<mpsc::UnboundedReceiver<Note>>>,
+    /// Notifications for the host, bounded ([`crate::limits::BRIDGE_HOST_QUEUE`]).
+    notes: Arc<super::notes::Queue<Note>>,
     /// Rank of the lowest level forwarded (BR-LOG-05); 0 forwards everything (BR-LOG-06).
-    threshold: AtomicUsize,
+    threshold: Arc<AtomicUsize>,
     subscriptions: Mutex<HashSet<String>>,
     bridge: Arc<Bridge>,
     /// Trace MCP messages here (HTTP); on stdio the transport filter traces the raw lines.
@@ -69,13 +88,11 @@ struct Session {
 
 impl Session {
     fn new(bridge: Arc<Bridge>, trace: bool) -> Arc<Session> {
-        let (tx, rx) = mpsc::unbounded_channel();
         Arc::new(Session {
             id: SESSION_IDS.fetch_add(1, Ordering::Relaxed),
             peer: OnceLock::new(),
-            notes: tx,
-            notes_rx: Mutex::new(Some(rx)),
-            threshold: AtomicUsize::new(0),
+            notes: Arc::new(super::notes::Queue::new(crate::limits::BRIDGE_HOST_QUEUE)),
+            threshold: Arc::new(AtomicUsize::new(0)),
             subscriptions: Mutex::new(HashSet::new()),
             bridge,
             trace,
@@ -96,7 +113,8 @@ impl Session {
         if self.peer.set(peer.clone()).is_err() {
             return;
         }
-        let Some(mut rx) = self.notes_rx.lock().unwrap().take() else { return };
+        let rx = self.notes.clone();
+        let threshold = self.threshold.clone();
         let bridge = self.bridge.clone();
         let trace = self.trace;
         let ready = self.ready.clone();
@@ -106,13 +124,26 @@ impl Session {
                 let note = tokio::select! {
                     note = rx.recv() => match note {
                         None => break,
-                        Some(Note::ListChanged(kind)) if !ready.is_cancelled() => {
+                        // The host reads slower than the tool process sends (the queue's bound):
+                        // it learns how many notifications it missed, where it missed them.
+                        Some(Popped::Dropped(n)) => {
+                            let n = crate::bounded::thousands(n);
+                            let why = "the host reads slower than the tool process sends";
+                            super::diag(&format!("dropped {n} notifications for a host session: {why}"));
+                            if state::level_rank("warning") < threshold.load(Ordering::Relaxed) {
+                                continue;
+                            }
+                            let text = format!("… {n} notifications dropped: {why} …");
+                            let p = json!({"level": "warning", "logger": "protomcp-conform bridge", "data": text});
+                            vec![Note::Log(p)]
+                        }
+                        Some(Popped::Item(Note::ListChanged(kind))) if !ready.is_cancelled() => {
                             if !held.contains(&kind) {
                                 held.push(kind);
                             }
                             continue;
                         }
-                        Some(note) => vec![note],
+                        Some(Popped::Item(note)) => vec![note],
                     },
                     _ = ready.cancelled(), if !held.is_empty() => held.drain(..).map(Note::ListChanged).collect(),
                 };
@@ -132,6 +163,13 @@ impl Session {
 
     fn caps(&self) -> Option<m::ClientCapabilities> {
         self.peer.get().and_then(|p| p.peer_info()).map(|i| i.capabilities.clone())
+    }
+}
+
+impl Drop for Session {
+    /// The task sending the notes ends once it has sent the ones queued.
+    fn drop(&mut self) {
+        self.notes.close();
     }
 }
 

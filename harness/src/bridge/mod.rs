@@ -15,6 +15,7 @@ pub mod gate;
 pub mod http;
 pub mod link;
 pub mod mcp;
+pub mod notes;
 pub mod process;
 pub mod state;
 pub mod stdio;

@@ -232,7 +232,7 @@ pub async fn run_case(ops: &[Op], targets: &[Arc<Target>], cfg: &Config, label: 
         if matches!(r.verdict, Verdict::Pass | Verdict::Skip) {
             continue;
         }
-        let mut findings = check_transcript(&r.transcript.items, true);
+        let mut findings = check_transcript(&r.transcript.to_vec(), true);
         if findings.is_empty() && r.message.contains("nothing arrived") {
             findings.push(Finding { requirement: "TP-SECURITY-02", message: "the peer stopped answering".into() });
         }

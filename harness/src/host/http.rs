@@ -110,12 +110,17 @@ pub async fn request(
     tokio::time::timeout(within, run).await.map_err(|_| HttpError::Timeout(within))?
 }
 
-/// Reads until end-of-file or an error, keeping every byte that arrived in `raw`.
+/// Reads until end-of-file or an error, keeping every byte that arrived in `raw`; a response
+/// longer than one message ([`crate::limits::MESSAGE_BYTES`], with room for the head) is an error.
 async fn read_all(stream: &mut TcpStream, raw: &mut Vec<u8>) -> std::io::Result<()> {
+    let max = crate::limits::MESSAGE_BYTES + 64 * 1024;
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         match stream.read(&mut buf).await {
             Ok(0) => return Ok(()),
+            Ok(n) if raw.len() + n > max => {
+                return Err(std::io::Error::other(format!("a response of more than {max} bytes (a flood)")));
+            }
             Ok(n) => raw.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),

@@ -5,6 +5,12 @@
 //! The bridge runs as a child process in its own process group. Responses are matched by id;
 //! notifications are kept in arrival order; requests from the bridge (sampling, roots, ping)
 //! are answered by a handler the test installs.
+//!
+//! What the bridge writes is kept within the bounds of [`crate::limits`]: the messages
+//! ([`limits::HOST_MESSAGES`]: the first and the last ones, a count of the rest; a reader that
+//! forgets what it read, [`StdioHost::forget_before`], bounds what waits), lines that are not
+//! JSON-RPC ([`limits::HOST_GARBAGE`], each cut), one line at most [`limits::MESSAGE_BYTES`];
+//! [`StdioHost::flood`] names a flood.
 
 pub mod http;
 pub mod session;
@@ -15,9 +21,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{Notify, mpsc, oneshot};
+
+use crate::bounded::{Kept, thousands};
+use crate::limits;
 
 /// What went wrong while driving the bridge.
 #[derive(Debug, thiserror::Error)]
@@ -39,11 +48,17 @@ type Handler = Box<dyn Fn(&str, &Value) -> ServerReply + Send + Sync>;
 
 struct Shared {
     pending: Mutex<HashMap<i64, oneshot::Sender<Value>>>,
-    notifications: Mutex<Vec<Value>>,
-    /// Every line the bridge wrote that is not JSON (stdout must carry only MCP, BR-MCP-01).
-    garbage: Mutex<Vec<String>>,
+    /// Notifications before this message number are forgotten ([`StdioHost::clear_notifications`]).
+    notifications_from: std::sync::atomic::AtomicU64,
+    /// Every line the bridge wrote that is not JSON (stdout must carry only MCP, BR-MCP-01),
+    /// cut to [`limits::GARBAGE_LINE`] bytes.
+    garbage: Mutex<Kept<String>>,
     /// Every message the bridge wrote, in order.
-    log: Mutex<Vec<Value>>,
+    log: Mutex<Kept<Value>>,
+    /// The length of the longest line above [`limits::MESSAGE_BYTES`], if there was one.
+    overlong: Mutex<Option<usize>>,
+    /// Answers to requests from the bridge queued for its stdin and not yet written.
+    replies: std::sync::atomic::AtomicUsize,
     arrived: Notify,
     handler: Mutex<Option<Handler>>,
     /// When false, requests from the bridge are left for the caller to answer (scenarios with
@@ -54,7 +69,7 @@ struct Shared {
 /// One bridge process driven over its stdin/stdout.
 pub struct StdioHost {
     child: Child,
-    out: mpsc::UnboundedSender<String>,
+    out: mpsc::UnboundedSender<Line>,
     close: tokio::sync::watch::Sender<bool>,
     shared: Arc<Shared>,
     next_id: std::sync::atomic::AtomicI64,
@@ -97,21 +112,27 @@ impl StdioHost {
         let stdout = child.stdout.take().expect("piped stdout");
         let shared = Arc::new(Shared {
             pending: Mutex::new(HashMap::new()),
-            notifications: Mutex::new(Vec::new()),
-            garbage: Mutex::new(Vec::new()),
-            log: Mutex::new(Vec::new()),
+            notifications_from: std::sync::atomic::AtomicU64::new(0),
+            garbage: Mutex::new(Kept::new(limits::HOST_GARBAGE)),
+            log: Mutex::new(Kept::new(limits::HOST_MESSAGES)),
+            overlong: Mutex::new(None),
+            replies: std::sync::atomic::AtomicUsize::new(0),
             arrived: Notify::new(),
             handler: Mutex::new(None),
             answer: std::sync::atomic::AtomicBool::new(true),
         });
-        let (out, mut out_rx) = mpsc::unbounded_channel::<String>();
+        let (out, mut out_rx) = mpsc::unbounded_channel::<Line>();
         let (close, mut closed) = tokio::sync::watch::channel(false);
+        let writer_shared = shared.clone();
         tokio::spawn(async move {
             loop {
                 tokio::select! {
                     line = out_rx.recv() => {
                         let Some(line) = line else { break };
-                        if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
+                        if line.reply {
+                            writer_shared.replies.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        if stdin.write_all(line.text.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
                             break;
                         }
                     }
@@ -123,15 +144,38 @@ impl StdioHost {
         let reader_shared = shared.clone();
         let reply_out = out.clone();
         tokio::spawn(async move {
-            let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
+            let mut stdout = BufReader::with_capacity(64 * 1024, stdout);
+            let mut buf = Vec::new();
+            while let Some(line) = read_line(&mut stdout, &mut buf, limits::MESSAGE_BYTES).await {
+                let line = match line {
+                    Ok(line) => line,
+                    Err((first, len)) => {
+                        let mut o = reader_shared.overlong.lock().unwrap();
+                        *o = Some(o.unwrap_or(0).max(len));
+                        drop(o);
+                        let cut = format!("{first}… (a line of {} bytes: dropped)", thousands(len as u64));
+                        reader_shared.garbage.lock().unwrap().push(cut);
+                        continue;
+                    }
+                };
                 let Ok(msg) = serde_json::from_str::<Value>(&line) else {
-                    reader_shared.garbage.lock().unwrap().push(line);
+                    reader_shared.garbage.lock().unwrap().push(excerpt(line));
                     continue;
                 };
-                reader_shared.log.lock().unwrap().push(msg.clone());
+                // A message may be as large as LARGE_LIMIT: one copy is kept (the log's), and
+                // only a response that a caller waits for is copied once more.
+                drop(line);
                 let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
+                let waiter = match (&method, msg.get("id").and_then(Value::as_i64)) {
+                    (None, Some(id)) => reader_shared.pending.lock().unwrap().remove(&id),
+                    _ => None,
+                };
+                let copy = waiter.as_ref().map(|_| msg.clone());
                 let answer = reader_shared.answer.load(std::sync::atomic::Ordering::Relaxed);
+                // A bridge that sends requests faster than it reads the answers gets no more
+                // answers once HOST_MESSAGES.tail_items of them wait for its stdin.
+                let queued = reader_shared.replies.load(std::sync::atomic::Ordering::Relaxed);
+                let answer = answer && queued < limits::HOST_MESSAGES.tail_items;
                 match (method, msg.get("id")) {
                     (Some(_), Some(_)) if !answer => {}
                     (Some(method), Some(id)) => {
@@ -149,16 +193,15 @@ impl StdioHost {
                                 json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
                             }
                         };
-                        let _ = reply_out.send(format!("{resp}\n"));
+                        reader_shared.replies.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let _ = reply_out.send(Line { text: format!("{resp}\n"), reply: true });
                     }
-                    (Some(_), None) => reader_shared.notifications.lock().unwrap().push(msg),
-                    (None, Some(id)) => {
-                        let tx = id.as_i64().and_then(|id| reader_shared.pending.lock().unwrap().remove(&id));
-                        if let Some(tx) = tx {
-                            let _ = tx.send(msg);
-                        }
-                    }
-                    (None, None) => reader_shared.garbage.lock().unwrap().push(line),
+                    (Some(_), None) | (None, Some(_)) => {}
+                    (None, None) => reader_shared.garbage.lock().unwrap().push(excerpt(msg.to_string())),
+                }
+                reader_shared.log.lock().unwrap().push(msg);
+                if let (Some(tx), Some(copy)) = (waiter, copy) {
+                    let _ = tx.send(copy);
                 }
                 reader_shared.arrived.notify_waiters();
             }
@@ -180,6 +223,11 @@ impl StdioHost {
         self.child.id()
     }
 
+    /// The bridge's stderr, when it was started with `Stdio::piped()` for it (once).
+    pub fn take_stderr(&mut self) -> Option<tokio::process::ChildStderr> {
+        self.child.stderr.take()
+    }
+
     /// Installs the answer to requests from the bridge (sampling/createMessage, roots/list).
     pub fn on_request(&self, handler: impl Fn(&str, &Value) -> ServerReply + Send + Sync + 'static) {
         *self.shared.handler.lock().unwrap() = Some(Box::new(handler));
@@ -194,7 +242,7 @@ impl StdioHost {
 
     /// Writes one line exactly as given (a newline is appended).
     pub fn send_line(&self, line: &str) {
-        let _ = self.out.send(format!("{line}\n"));
+        let _ = self.out.send(Line { text: format!("{line}\n"), reply: false });
     }
 
     /// Sends a notification.
@@ -260,9 +308,16 @@ impl StdioHost {
         Ok(r)
     }
 
-    /// Notifications received so far, in order.
+    /// Notifications received so far, in order (past [`limits::HOST_NOTIFICATIONS`]: the first
+    /// and the last ones).
     pub fn notifications(&self) -> Vec<Value> {
-        self.shared.notifications.lock().unwrap().clone()
+        let from = self.shared.notifications_from.load(std::sync::atomic::Ordering::Relaxed);
+        let log = self.shared.log.lock().unwrap();
+        log.since(from)
+            .map(|(_, m)| m)
+            .filter(|m| m.get("method").is_some() && m.get("id").is_none())
+            .cloned()
+            .collect()
     }
 
     /// Notifications with this method received so far.
@@ -272,17 +327,49 @@ impl StdioHost {
 
     /// Forgets the notifications received so far.
     pub fn clear_notifications(&self) {
-        self.shared.notifications.lock().unwrap().clear();
+        let end = self.shared.log.lock().unwrap().total();
+        self.shared.notifications_from.store(end, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Every message the bridge wrote, in order.
+    /// Every message the bridge wrote, in order (past [`limits::HOST_MESSAGES`]: the first and
+    /// the last ones).
     pub fn messages(&self) -> Vec<Value> {
-        self.shared.log.lock().unwrap().clone()
+        self.shared.log.lock().unwrap().iter().cloned().collect()
     }
 
-    /// Lines on the bridge's stdout that are not JSON-RPC messages.
+    /// The messages kept whose number (from 0, in arrival order, dropped ones counted) is `seq`
+    /// or later, with their numbers: a reader goes on where it stopped.
+    pub fn messages_since(&self, seq: u64) -> Vec<(u64, Value)> {
+        self.shared.log.lock().unwrap().since(seq).map(|(n, v)| (n, v.clone())).collect()
+    }
+
+    /// Forgets the messages numbered below `seq` (a reader that has taken them): from then on
+    /// [`limits::HOST_MESSAGES`] bounds the messages not taken yet.
+    pub fn forget_before(&self, seq: u64) {
+        self.shared.log.lock().unwrap().forget_before(seq);
+    }
+
+    /// Lines on the bridge's stdout that are not JSON-RPC messages (each cut to
+    /// [`limits::GARBAGE_LINE`] bytes).
     pub fn garbage(&self) -> Vec<String> {
-        self.shared.garbage.lock().unwrap().clone()
+        self.shared.garbage.lock().unwrap().iter().cloned().collect()
+    }
+
+    /// When the bridge wrote more than the host driver keeps: the failure message naming the
+    /// flood (messages past [`limits::HOST_MESSAGES`], a line longer than
+    /// [`limits::MESSAGE_BYTES`], or lines that are not JSON-RPC past [`limits::HOST_GARBAGE`]).
+    pub fn flood(&self) -> Option<String> {
+        if let Some(f) = self.shared.log.lock().unwrap().flood("the bridge", "messages on stdout") {
+            return Some(f);
+        }
+        if let Some(len) = *self.shared.overlong.lock().unwrap() {
+            return Some(format!(
+                "flood: the bridge wrote a line of {} bytes on stdout, more than the harness takes as one message ({} bytes)",
+                thousands(len as u64),
+                thousands(limits::MESSAGE_BYTES as u64)
+            ));
+        }
+        self.shared.garbage.lock().unwrap().flood("the bridge", "lines that are not JSON-RPC on stdout")
     }
 
     /// Waits until at least `count` notifications with `method` have arrived.
@@ -323,6 +410,78 @@ impl StdioHost {
     pub async fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
         tokio::time::timeout(within, self.child.wait()).await.ok().and_then(Result::ok)
     }
+}
+
+/// One line for the bridge's stdin; `reply` when it answers a request of the bridge.
+struct Line {
+    text: String,
+    reply: bool,
+}
+
+/// The first [`limits::GARBAGE_LINE`] bytes of `line` (at a character boundary).
+fn excerpt(mut line: String) -> String {
+    if line.len() > limits::GARBAGE_LINE {
+        let mut end = limits::GARBAGE_LINE;
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        let len = line.len();
+        line.truncate(end);
+        line.push_str(&format!("… ({} bytes)", thousands(len as u64)));
+    }
+    line
+}
+
+/// The next line of `r` without its `\n` (and `\r`), at most `max` bytes; `buf` is scratch
+/// space. A longer line is read to its end and comes back as `Err` with its first
+/// [`limits::GARBAGE_LINE`] bytes and its length. `None` at the end of the output (a last line
+/// without a newline is still a line).
+pub async fn read_line<R: AsyncBufRead + Unpin>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> Option<Result<String, (String, usize)>> {
+    buf.clear();
+    let mut len = 0usize;
+    let mut any = false;
+    loop {
+        let chunk = r.fill_buf().await.ok()?;
+        if chunk.is_empty() {
+            if !any {
+                return None;
+            }
+            break;
+        }
+        any = true;
+        let (part, newline) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (&chunk[..i], true),
+            None => (chunk, false),
+        };
+        let n = part.len();
+        len += n;
+        if len <= max {
+            buf.extend_from_slice(part);
+        } else if buf.len() > limits::GARBAGE_LINE {
+            buf.truncate(limits::GARBAGE_LINE);
+            buf.shrink_to_fit();
+        }
+        r.consume(n + usize::from(newline));
+        if newline {
+            break;
+        }
+    }
+    if buf.last() == Some(&b'\r') && len <= max {
+        buf.pop();
+        len -= 1;
+    }
+    if len > max {
+        let first: String = String::from_utf8_lossy(buf).chars().take(limits::GARBAGE_LINE).collect();
+        return Some(Err((first, len)));
+    }
+    // The line moves out of `buf` (no copy of a large message).
+    Some(Ok(
+        String::from_utf8(std::mem::take(buf)).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    ))
 }
 
 impl Drop for StdioHost {

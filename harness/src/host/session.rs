@@ -4,6 +4,11 @@
 //! event stream — lands in one log, tagged with the stream it came on. Order is kept within a
 //! stream; HTTP promises none across streams. Hand-rolled HTTP/1.1 (one connection per request)
 //! so that any bytes, malformed JSON included, can be POSTed.
+//!
+//! Bounded ([`crate::limits`]): the log keeps the first and the last events
+//! ([`limits::HOST_MESSAGES`]), a body or event longer than [`limits::MESSAGE_BYTES`] is dropped,
+//! at most [`limits::HTTP_ANSWERS_IN_FLIGHT`] answers to requests from the bridge are sent at
+//! once; [`HttpSession::flood`] names a flood.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,6 +22,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::http::HttpError;
+use crate::bounded::{Kept, Kind, thousands, value_size};
+use crate::limits;
 
 /// What arrived from the bridge.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +33,22 @@ pub enum Event {
     /// Something that is not a message: an HTTP status other than 200/202, a body or event that
     /// is not JSON, a failed connection. Shown in the transcript.
     Note { stream: usize, text: String },
+}
+
+impl Kind for Event {
+    fn kind(&self) -> String {
+        match self {
+            Event::Message { value, .. } => value.kind(),
+            Event::Note { .. } => "notes".into(),
+        }
+    }
+
+    fn size(&self) -> usize {
+        match self {
+            Event::Message { value, .. } => 16 + value_size(value),
+            Event::Note { text, .. } => 40 + text.len(),
+        }
+    }
 }
 
 impl Event {
@@ -78,7 +101,11 @@ impl Endpoint {
 
 #[derive(Default)]
 struct State {
-    events: Vec<Event>,
+    events: Kept<Event>,
+    /// The length of the longest body or event above [`limits::MESSAGE_BYTES`], if there was one.
+    overlong: Option<usize>,
+    /// Answers to requests from the bridge being sent.
+    answers: usize,
     session: Option<String>,
     version: Option<String>,
     get_opened: bool,
@@ -121,7 +148,7 @@ impl HttpSession {
     pub fn new(endpoint: Endpoint) -> HttpSession {
         HttpSession {
             endpoint,
-            state: Arc::new(Mutex::new(State::default())),
+            state: Arc::new(Mutex::new(State { events: Kept::new(limits::HOST_MESSAGES), ..State::default() })),
             next_stream: Arc::new(AtomicUsize::new(1)),
             send_timeout: Duration::from_secs(5),
             queue: Mutex::new(None),
@@ -192,9 +219,37 @@ impl HttpSession {
         self.state.lock().unwrap().manual = !on;
     }
 
-    /// Every event so far, in arrival order.
+    /// Every event so far, in arrival order (past [`limits::HOST_MESSAGES`]: the first and the
+    /// last ones).
     pub fn events(&self) -> Vec<Event> {
-        self.state.lock().unwrap().events.clone()
+        self.state.lock().unwrap().events.iter().cloned().collect()
+    }
+
+    /// The events kept whose number (from 0, in arrival order, dropped ones counted) is `seq` or
+    /// later, with their numbers: a reader goes on where it stopped.
+    pub fn events_since(&self, seq: u64) -> Vec<(u64, Event)> {
+        self.state.lock().unwrap().events.since(seq).map(|(n, e)| (n, e.clone())).collect()
+    }
+
+    /// Forgets the events numbered below `seq` (a reader that has taken them): from then on
+    /// [`limits::HOST_MESSAGES`] bounds the events not taken yet.
+    pub fn forget_before(&self, seq: u64) {
+        self.state.lock().unwrap().events.forget_before(seq);
+    }
+
+    /// When the bridge sent more than the session keeps: the failure message naming the flood.
+    pub fn flood(&self) -> Option<String> {
+        let st = self.state.lock().unwrap();
+        if let Some(f) = st.events.flood("the bridge", "messages and events over HTTP") {
+            return Some(f);
+        }
+        st.overlong.map(|len| {
+            format!(
+                "flood: the bridge sent a response body or event of {} bytes, more than the harness takes as one message ({} bytes)",
+                thousands(len as u64),
+                thousands(limits::MESSAGE_BYTES as u64)
+            )
+        })
     }
 
     /// The `Mcp-Session-Id` the bridge gave, once it did.
@@ -336,6 +391,15 @@ impl Ctx {
             && let (Some(method), Some(id)) = (value.get("method").and_then(Value::as_str), value.get("id"))
             && !st.manual
         {
+            if st.answers >= limits::HTTP_ANSWERS_IN_FLIGHT {
+                let text = format!("{method} not answered: {} answers in flight", st.answers);
+                let stream = self.next_stream.fetch_add(1, Ordering::Relaxed);
+                st.events.push(e);
+                st.events.push(Event::Note { stream, text });
+                return;
+            }
+            st.answers += 1;
+            st.tasks.retain(|t| !t.is_finished());
             let reply = if method == "ping" {
                 serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {}})
             } else {
@@ -348,9 +412,10 @@ impl Ctx {
                 let mut headers = ctx.session_headers("application/json, text/event-stream");
                 headers.push(("Content-Type".into(), "application/json".into()));
                 match ctx.open("POST", &headers, reply.to_string().as_bytes()).await {
-                    Ok(conn) => ctx.read_response(conn, stream, None).await,
+                    Ok(conn) => ctx.clone().read_response(conn, stream, None).await,
                     Err(e) => ctx.note(stream, format!("POST of the answer to {method} failed: {e}")),
                 }
+                ctx.state.lock().unwrap().answers -= 1;
             }));
         }
         if let Event::Message { value, .. } = &e {
@@ -426,6 +491,10 @@ impl Ctx {
         }
         let mut all = Vec::new();
         while let Some(b) = body.next().await {
+            if all.len() + b.len() > limits::MESSAGE_BYTES {
+                self.overlong(stream, all.len() + b.len(), "a body");
+                return;
+            }
             all.extend_from_slice(&b);
         }
         let text = String::from_utf8_lossy(&all);
@@ -447,22 +516,67 @@ impl Ctx {
         // Bytes of `pending` already known to hold no newline: a long line arriving in many
         // chunks is scanned once, not once per chunk.
         let mut scanned = 0;
+        // Bytes of the event so far, and whether it is past MESSAGE_BYTES (then it is skipped
+        // up to its end, the blank line).
+        let (mut size, mut skipping) = (0usize, false);
+        // Whether `pending` starts inside a line whose beginning was dropped.
+        let mut rest_of_line = false;
         while let Some(b) = body.next().await {
             pending.extend_from_slice(&b);
             while let Some(i) = pending[scanned..].iter().position(|&c| c == b'\n').map(|i| i + scanned) {
                 scanned = 0;
                 let line: Vec<u8> = pending.drain(..=i).collect();
+                if std::mem::take(&mut rest_of_line) {
+                    size += line.len();
+                    continue;
+                }
                 let line = String::from_utf8_lossy(&line);
                 let line = line.trim_end_matches(['\n', '\r']);
                 if line.is_empty() {
-                    self.event(stream, &mut data);
+                    if std::mem::take(&mut skipping) {
+                        self.overlong(stream, size, "an event");
+                        data.clear();
+                    } else {
+                        self.event(stream, &mut data);
+                    }
+                    size = 0;
                 } else if let Some(d) = line.strip_prefix("data:") {
-                    data.push(d.strip_prefix(' ').unwrap_or(d).to_owned());
+                    size += d.len();
+                    if size > limits::MESSAGE_BYTES {
+                        skipping = true;
+                        data.clear();
+                    }
+                    if !skipping {
+                        data.push(d.strip_prefix(' ').unwrap_or(d).to_owned());
+                    }
                 }
             }
             scanned = pending.len();
+            if size + pending.len() > limits::MESSAGE_BYTES {
+                // A line longer than a message: dropped as it arrives.
+                size += pending.len();
+                skipping = true;
+                rest_of_line = true;
+                data.clear();
+                pending.clear();
+                scanned = 0;
+            }
         }
-        self.event(stream, &mut data);
+        if skipping {
+            self.overlong(stream, size, "an event");
+        } else {
+            self.event(stream, &mut data);
+        }
+    }
+
+    /// Drops a body or event of `len` bytes (at least), longer than [`limits::MESSAGE_BYTES`]:
+    /// a note, and a flood ([`HttpSession::flood`]).
+    fn overlong(&self, stream: usize, len: usize, what: &str) {
+        {
+            let mut st = self.state.lock().unwrap();
+            st.overlong = Some(st.overlong.unwrap_or(0).max(len));
+        }
+        self.note(stream, format!("{what} of more than {} bytes: dropped", thousands(limits::MESSAGE_BYTES as u64)));
     }
 
     fn event(&self, stream: usize, data: &mut Vec<String>) {

@@ -128,10 +128,13 @@ struct Run<'a> {
     /// The bridge process (over HTTP its stdin stays open and its stdout is not judged).
     host: StdioHost,
     http: Option<Http>,
-    /// Which bridge messages ([`Run::inbox`], by index) a step has looked at.
-    consumed: Vec<bool>,
+    /// Which bridge messages ([`Run::inbox`], by number) a step has looked at: every one below
+    /// `cursor`, and these above it.
+    consumed: std::collections::BTreeSet<u64>,
+    cursor: u64,
     sent_signals: Vec<i32>,
-    stderr_path: std::path::PathBuf,
+    /// The bridge's stderr (bounded, [`crate::limits::STDERR_HEAD`]).
+    stderr: process::StderrTail,
     /// The scenario's private temp dir (`{dir}`; `touch` paths are relative to it).
     dir: std::path::PathBuf,
     /// The end of the scenario's budget (the start-up watchdog fires before it).
@@ -156,7 +159,11 @@ impl Run<'_> {
         }
         self.ex.current = None;
         self.ex.found = &[];
-        self.http_drain().await
+        self.http_drain().await?;
+        match self.flood() {
+            Some(f) => Err(StepError::Fail(f)),
+            None => Ok(()),
+        }
     }
 
     /// Over HTTP: waits until every queued send is done (a scenario ending with sends that never
@@ -184,12 +191,44 @@ impl Run<'_> {
         }
     }
 
-    /// Everything the bridge sent so far, in arrival order: over stdio one stream (0).
-    fn inbox(&self) -> Vec<Event> {
+    /// What the bridge sent from the oldest message no step looked at on, in arrival order, with
+    /// their numbers: over stdio one stream (0).
+    fn inbox(&self) -> Vec<(u64, Event)> {
         match &self.http {
-            None => self.host.messages().into_iter().map(|value| Event::Message { stream: 0, value }).collect(),
-            Some(h) => h.session.events(),
+            None => self
+                .host
+                .messages_since(self.cursor)
+                .into_iter()
+                .map(|(n, value)| (n, Event::Message { stream: 0, value }))
+                .collect(),
+            Some(h) => h.session.events_since(self.cursor),
         }
+    }
+
+    /// Message `n` was looked at (the host driver forgets the ones before the oldest not looked
+    /// at: the transcript has them).
+    fn mark(&mut self, n: u64) {
+        self.consumed.insert(n);
+        let cursor = self.cursor;
+        while self.consumed.remove(&self.cursor) {
+            self.cursor += 1;
+        }
+        if self.cursor > cursor {
+            match &self.http {
+                None => self.host.forget_before(self.cursor),
+                Some(h) => h.session.forget_before(self.cursor),
+            }
+        }
+    }
+
+    /// When the bridge sent more than the harness keeps ([`crate::limits`]): the failure
+    /// naming the flood (the transcript, the host driver's messages, stderr).
+    fn flood(&self) -> Option<String> {
+        let host = match &self.http {
+            None => self.host.flood(),
+            Some(h) => h.session.flood(),
+        };
+        self.ex.flood().or(host).or_else(|| self.stderr.flood("the bridge"))
     }
 
     fn record(&mut self, e: &Event) {
@@ -206,31 +245,28 @@ impl Run<'_> {
 
     /// The oldest unread message of every stream (index, message), oldest first. Notes go to the
     /// transcript as they are met; messages with a method in `ignore` are read and passed over.
-    fn heads(&mut self, ignore: &[String]) -> Vec<(usize, Value)> {
+    fn heads(&mut self, ignore: &[String]) -> Vec<(u64, Value)> {
         let events = self.inbox();
-        if self.consumed.len() < events.len() {
-            self.consumed.resize(events.len(), false);
-        }
-        let mut heads: Vec<(usize, Value)> = Vec::new();
+        let mut heads: Vec<(u64, Value)> = Vec::new();
         let mut streams: Vec<usize> = Vec::new();
-        for (i, e) in events.iter().enumerate() {
-            if self.consumed[i] || streams.contains(&e.stream()) {
+        for (i, e) in events {
+            if self.consumed.contains(&i) || streams.contains(&e.stream()) {
                 continue;
             }
             match e {
                 Event::Note { .. } => {
-                    self.consumed[i] = true;
-                    self.record(e);
+                    self.mark(i);
+                    self.record(&e);
                 }
                 Event::Message { stream, value } => {
                     let ignored =
                         value.get("method").and_then(Value::as_str).is_some_and(|x| ignore.iter().any(|i| i == x));
                     if ignored {
-                        self.consumed[i] = true;
-                        self.record(e);
+                        self.mark(i);
+                        self.record(&Event::Message { stream, value });
                     } else {
-                        streams.push(*stream);
-                        heads.push((i, value.clone()));
+                        streams.push(stream);
+                        heads.push((i, value));
                     }
                 }
             }
@@ -238,8 +274,8 @@ impl Run<'_> {
         heads
     }
 
-    fn take(&mut self, i: usize, m: &Value) {
-        self.consumed[i] = true;
+    fn take(&mut self, i: u64, m: &Value) {
+        self.mark(i);
         self.ex.transcript.push(Item::Host { dir: Dir::FromTestee, message: Some(m.clone()), raw: None });
     }
 
@@ -248,6 +284,9 @@ impl Run<'_> {
     async fn expect_host(&mut self, pattern: &Pattern, within: Duration, ignore: &[String]) -> Result<(), StepError> {
         let mut deadline = Instant::now() + within;
         loop {
+            if let Some(f) = self.flood() {
+                return Err(StepError::Fail(f));
+            }
             self.stdout_clean()?;
             self.http_check().await?;
             if self.starting() {
@@ -284,6 +323,9 @@ impl Run<'_> {
     async fn expect_no_host(&mut self, d: Duration, ignore: &[String]) -> Result<(), StepError> {
         let mut deadline = Instant::now() + d;
         loop {
+            if let Some(f) = self.flood() {
+                return Err(StepError::Fail(f));
+            }
             self.stdout_clean()?;
             self.http_check().await?;
             if self.starting() {
@@ -428,7 +470,8 @@ impl Run<'_> {
                     return Err(StepError::Fail(format!("the bridge ended with {st}, expected {:?}", x.code)));
                 }
                 if let Some(p) = &x.stderr {
-                    let text = std::fs::read_to_string(&self.stderr_path).unwrap_or_default();
+                    self.stderr.drained(Duration::from_millis(500)).await;
+                    let text = self.stderr.text();
                     match_value(p, Some(&Value::String(text)), &mut self.ex.caps)
                         .map_err(|m| StepError::Fail(format!("stderr: {m}")))?;
                 }
@@ -622,15 +665,11 @@ pub(crate) async fn execute(
         env.insert(k.to_owned(), v);
     }
     let env: Vec<(String, String)> = env.into_iter().collect();
-    let stderr_path = d.join("bridge.stderr");
-    let stderr = match std::fs::File::create(&stderr_path) {
-        Ok(f) => f,
-        Err(e) => return Outcome::Error(format!("cannot create {}: {e}", stderr_path.display())),
-    };
-    let host = match StdioHost::spawn_in(&argv, &env, Stdio::from(stderr), target.cwd.as_deref()) {
+    let mut host = match StdioHost::spawn_in(&argv, &env, Stdio::piped(), target.cwd.as_deref()) {
         Ok(h) => h,
         Err(e) => return Outcome::Error(format!("cannot start the bridge `{}`: {e}", argv.join(" "))),
     };
+    let stderr = process::StderrTail::read(host.take_stderr());
     host.answer_requests(s.host_requests == crate::scenario::HostRequests::Auto);
     if let Some(h) = &http {
         h.session.answer_requests(s.host_requests == crate::scenario::HostRequests::Auto);
@@ -647,9 +686,10 @@ pub(crate) async fn execute(
         ex,
         host,
         http,
-        consumed: Vec::new(),
+        consumed: Default::default(),
+        cursor: 0,
         sent_signals: Vec::new(),
-        stderr_path: stderr_path.clone(),
+        stderr: stderr.clone(),
         dir: d.to_owned(),
         budget_end: Instant::now() + budget,
         bridge_env: env.iter().cloned().collect(),
@@ -667,11 +707,9 @@ pub(crate) async fn execute(
         Err(_) => Outcome::Error(format!("the scenario exceeded its budget of {budget:?}")),
     };
     // Messages no step looked at, for the report.
-    let events = run.inbox();
-    run.consumed.resize(events.len(), false);
-    for (i, e) in events.iter().enumerate() {
-        if !run.consumed[i] {
-            run.record(e);
+    for (i, e) in run.inbox() {
+        if !run.consumed.contains(&i) {
+            run.record(&e);
         }
     }
     if let Some(h) = &run.http {
@@ -687,7 +725,8 @@ pub(crate) async fn execute(
     res.broken = run.ex.broken();
     res.transcript_tail = run.ex.transcript_tail();
     res.transcript = std::mem::take(&mut run.ex.transcript);
-    res.stderr_tail = tail_lines(&std::fs::read_to_string(&stderr_path).unwrap_or_default(), STDERR_TAIL);
+    stderr.drained(Duration::from_millis(500)).await;
+    res.stderr_tail = tail_lines(&stderr.text(), STDERR_TAIL);
     drop(run);
     drop(dir);
     match (clean, outcome) {

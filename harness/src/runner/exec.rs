@@ -73,6 +73,13 @@ impl Proc {
             Proc::Task { .. } => String::new(),
         }
     }
+
+    fn stderr_flood(&self) -> Option<String> {
+        match self {
+            Proc::Child(t) => t.stderr_flood(),
+            Proc::Task { .. } => None,
+        }
+    }
 }
 
 struct Conn {
@@ -179,7 +186,24 @@ impl<'a> Exec<'a> {
         }
         self.current = None;
         self.found = &[];
+        if let Some(f) = self.flood().or_else(|| self.proc.stderr_flood()) {
+            return Err(StepError::Fail(f));
+        }
         self.flush_held().await
+    }
+
+    /// The peer under test, for messages: `the testee` or `the bridge`.
+    pub(crate) fn party(&self) -> &'static str {
+        match self.scenario.role {
+            crate::scenario::Role::Bridge => "the bridge",
+            crate::scenario::Role::ToolProcess => "the testee",
+        }
+    }
+
+    /// When the transcript went past its bound ([`crate::limits::TRANSCRIPT`]): the failure
+    /// naming the flood.
+    pub(crate) fn flood(&self) -> Option<String> {
+        self.transcript.flood(self.party())
     }
 
     /// The requirements the failure of this run broke (see [`Scenario::broken_by`]).
@@ -280,6 +304,10 @@ impl<'a> Exec<'a> {
     async fn next(&mut self, deadline: Instant, ignore: &[Arm]) -> Result<Got, StepError> {
         self.flush_held().await?;
         loop {
+            // A peer that sends without end ends the step here, not at its deadline.
+            if let Some(f) = self.flood() {
+                return Err(StepError::Fail(f));
+            }
             let conn = self.conn.as_mut().ok_or_else(|| StepError::Error("no connection".into()))?;
             let rx = conn.rx.as_mut().ok_or_else(|| StepError::Error("the connection is closed".into()))?;
             let item = match tokio::time::timeout_at(deadline, rx.next()).await {

@@ -11,11 +11,11 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 
+use crate::bounded::{KeptBytes, thousands};
+use crate::limits;
+
 /// Environment variable naming the directory under which the per-scenario temp dirs are made.
 pub const ENV_TMPDIR: &str = "PROTOMCP_CONFORM_TMPDIR";
-
-/// At most this much of a testee's stderr is kept (the tail).
-const STDERR_KEEP: usize = 256 * 1024;
 
 #[derive(Default)]
 struct Registry {
@@ -118,8 +118,7 @@ impl std::fmt::Display for ExitInfo {
 pub struct Testee {
     pub pid: i32,
     status: watch::Receiver<Option<ExitInfo>>,
-    stderr: Arc<Mutex<Vec<u8>>>,
-    stderr_done: watch::Receiver<bool>,
+    stderr: StderrTail,
     /// Signals the harness sent (`signal` steps).
     pub sent_signals: Vec<i32>,
 }
@@ -142,28 +141,7 @@ pub fn spawn(argv: &[String], env: &BTreeMap<String, Option<String>>, cwd: Optio
     let mut child = cmd.spawn()?;
     let pid = child.id().and_then(|p| i32::try_from(p).ok()).ok_or_else(|| std::io::Error::other("no pid"))?;
     with_registry(|r| r.groups.insert(pid));
-    let stderr = Arc::new(Mutex::new(Vec::new()));
-    let (done_tx, stderr_done) = watch::channel(false);
-    if let Some(mut pipe) = child.stderr.take() {
-        let buf = stderr.clone();
-        tokio::spawn(async move {
-            let mut chunk = [0u8; 8192];
-            while let Ok(n) = pipe.read(&mut chunk).await {
-                if n == 0 {
-                    break;
-                }
-                let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
-                b.extend_from_slice(&chunk[..n]);
-                if b.len() > STDERR_KEEP {
-                    let cut = b.len() - STDERR_KEEP;
-                    b.drain(..cut);
-                }
-            }
-            let _ = done_tx.send(true);
-        });
-    } else {
-        let _ = done_tx.send(true);
-    }
+    let stderr = StderrTail::read(child.stderr.take());
     let (tx, status) = watch::channel(None);
     tokio::spawn(async move {
         use std::os::unix::process::ExitStatusExt;
@@ -173,7 +151,7 @@ pub fn spawn(argv: &[String], env: &BTreeMap<String, Option<String>>, cwd: Optio
         };
         let _ = tx.send(Some(info));
     });
-    Ok(Testee { pid, status, stderr, stderr_done, sent_signals: Vec::new() })
+    Ok(Testee { pid, status, stderr, sent_signals: Vec::new() })
 }
 
 impl Testee {
@@ -195,10 +173,14 @@ impl Testee {
     /// Everything kept of stderr so far (waits briefly for the pipe to drain after an exit).
     pub async fn stderr(&self) -> String {
         if self.exited().is_some() {
-            let mut rx = self.stderr_done.clone();
-            let _ = tokio::time::timeout(Duration::from_millis(500), rx.wait_for(|d| *d)).await;
+            self.stderr.drained(Duration::from_millis(500)).await;
         }
-        String::from_utf8_lossy(&self.stderr.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+        self.stderr.text()
+    }
+
+    /// When the testee wrote more to stderr than the harness keeps: the failure naming the flood.
+    pub fn stderr_flood(&self) -> Option<String> {
+        self.stderr.flood("the testee")
     }
 
     /// Sends a signal to the testee process itself.
@@ -239,6 +221,63 @@ impl Testee {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+}
+
+/// What the harness keeps of a child's stderr, read in the background: the first
+/// [`limits::STDERR_HEAD`] and the last [`limits::STDERR_TAIL`] bytes, and a count of the rest.
+#[derive(Clone)]
+pub struct StderrTail {
+    kept: Arc<Mutex<KeptBytes>>,
+    done: watch::Receiver<bool>,
+}
+
+impl StderrTail {
+    /// Starts reading `pipe` until its end (none: nothing to read).
+    pub fn read<R: tokio::io::AsyncRead + Unpin + Send + 'static>(pipe: Option<R>) -> StderrTail {
+        let kept = Arc::new(Mutex::new(KeptBytes::new(limits::STDERR_HEAD, limits::STDERR_TAIL)));
+        let (done_tx, done) = watch::channel(false);
+        if let Some(mut pipe) = pipe {
+            let buf = kept.clone();
+            tokio::spawn(async move {
+                let mut chunk = [0u8; 8192];
+                while let Ok(n) = pipe.read(&mut chunk).await {
+                    if n == 0 {
+                        break;
+                    }
+                    buf.lock().unwrap_or_else(|e| e.into_inner()).extend(&chunk[..n]);
+                }
+                let _ = done_tx.send(true);
+            });
+        } else {
+            let _ = done_tx.send(true);
+        }
+        StderrTail { kept, done }
+    }
+
+    /// Waits until the pipe ended, at most `within`.
+    pub async fn drained(&self, within: Duration) {
+        let mut rx = self.done.clone();
+        let _ = tokio::time::timeout(within, rx.wait_for(|d| *d)).await;
+    }
+
+    /// The text kept so far (a line `… N bytes dropped …` where bytes were dropped).
+    pub fn text(&self) -> String {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner()).text()
+    }
+
+    /// When more arrived than is kept: the failure message naming the flood of `party`.
+    pub fn flood(&self, party: &str) -> Option<String> {
+        let k = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        (k.dropped() > 0).then(|| {
+            format!(
+                "flood: {party} wrote {} bytes to stderr in one scenario, more than the harness keeps (the first {} and the last {} bytes): {} bytes dropped",
+                thousands(k.total()),
+                thousands(limits::STDERR_HEAD as u64),
+                thousands(limits::STDERR_TAIL as u64),
+                thousands(k.dropped())
+            )
+        })
     }
 }
 

@@ -34,8 +34,8 @@ pub enum Misbehave {
     /// Exits at once with status 3, without answering, when a CallToolRequest for `slow`
     /// arrives: a crash while a call is in flight (BR-LIFECYCLE-03).
     CrashMidCall,
-    /// After the handshake sends 100,000 LogMessages as fast as the socket takes them, while
-    /// still answering requests.
+    /// After the handshake sends LogMessages as fast as the socket takes them and never stops,
+    /// while still answering requests: a flood, for the bounds of every buffer a peer fills.
     Flood,
     /// Installs a SIGTERM handler that ignores the signal: teardown must escalate to SIGKILL
     /// (BR-LIFECYCLE-09/10).
@@ -87,7 +87,7 @@ impl Misbehave {
             Misbehave::WrongRid => "answer tool calls under a different rid",
             Misbehave::AnswerTwice => "answer every tool call twice",
             Misbehave::CrashMidCall => "exit with status 3 when a call of `slow` arrives",
-            Misbehave::Flood => "send 100,000 LogMessages after the handshake",
+            Misbehave::Flood => "send LogMessages without end after the handshake",
             Misbehave::IgnoreSigterm => "ignore SIGTERM",
             Misbehave::Grandchild => "leave `sleep 3600` running in the process group",
         }
@@ -116,9 +116,6 @@ impl std::str::FromStr for Misbehave {
             .ok_or_else(|| format!("unknown misbehaviour {s:?}; one of: {}", Misbehave::NAMES.join(", ")))
     }
 }
-
-/// Number of LogMessages [`Misbehave::Flood`] sends.
-pub const FLOOD_COUNT: usize = 100_000;
 
 /// Bytes [`Misbehave::Garbage`] writes.
 pub const GARBAGE_LEN: usize = 4096;

@@ -25,7 +25,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::call::{self, CallTable, Waiter, lock};
 use super::middleware::{self, MIDDLEWARE};
-use super::misbehave::FLOOD_COUNT;
 use super::writer::{self, Out};
 use super::{Fixture, Misbehave, Options, diag, exit, mcp_conformance, resources, tools};
 use crate::io::{CodecError, EnvelopeCodec, Incoming};
@@ -350,11 +349,12 @@ impl Session {
         if self.shared.opts.misbehave == Some(Misbehave::Flood) && !self.flooded {
             self.flooded = true;
             let out = self.shared.out.clone();
+            // Until the connection is over: the writer's channel bounds what waits for the socket,
+            // so the flood goes exactly as fast as the peer reads.
             self.tasks.spawn(async move {
-                for i in 0..FLOOD_COUNT {
-                    if !out.send(env::log("info", "flood", &format!("\"flood {i}\""))).await {
-                        break;
-                    }
+                let mut i: u64 = 0;
+                while out.send(env::log("info", "flood", &format!("\"flood {i}\""))).await {
+                    i += 1;
                 }
             });
         }

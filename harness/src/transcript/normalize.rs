@@ -198,6 +198,7 @@ impl Normalizer {
             Item::Exit { status } => format!("-- testee {}", self.text(status)),
             Item::Schedule { name } => format!("-- delivery schedule {name}"),
             Item::Touch { path } => format!("-- touched {path}"),
+            Item::Dropped { items, bytes } => super::dropped_line(*items, *bytes),
             Item::Host { dir, message, raw } => {
                 let name = match dir {
                     Dir::ToTestee => "host→bridge",

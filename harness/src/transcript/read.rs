@@ -58,6 +58,11 @@ pub fn parse_line(line: &str) -> Result<Item, String> {
         if let Some(path) = rest.strip_prefix("touched ") {
             return Ok(Item::Touch { path: path.to_owned() });
         }
+        if let Some(counts) = rest.strip_prefix("… ").and_then(|r| r.strip_suffix(" bytes) …")) {
+            let number = |s: &str| s.replace(',', "").parse::<u64>().map_err(|_| format!("count {s:?}"));
+            let (items, bytes) = counts.split_once(" items dropped (").ok_or("a dropped line without counts")?;
+            return Ok(Item::Dropped { items: number(items)?, bytes: number(bytes)? });
+        }
         return Err("an unknown event".into());
     }
     for (prefix, dir) in [("host→bridge", Dir::ToTestee), ("bridge→host", Dir::FromTestee)] {
@@ -152,6 +157,7 @@ mod tests {
             Item::Step { index: 1, keyword: "send".into(), line: 0 },
             Item::Schedule { name: "bytewise".into() },
             Item::Touch { path: "watched/tool.py".into() },
+            Item::Dropped { items: 1_234_567, bytes: 98_765_432 },
             Item::Connected,
             Item::Frame {
                 dir: Dir::FromTestee,

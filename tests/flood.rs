@@ -1,0 +1,291 @@
+//! The harness holds against a peer that never stops sending (issue 12): a flooding testee, a
+//! bridge fed by a flooding tool process (stdio and HTTP), a bridge that floods its stdout at full
+//! speed, and the reference bridge with a host that does not read. Each harness run ends with a
+//! verdict that names the flood, and the peak resident memory stays under 300 MB: read from
+//! `/proc/<pid>/status` (VmHWM) of the harness process while it runs, and from `wait4`'s
+//! `ru_maxrss` when it ends (that one also covers the children it reaped: testee, bridge).
+//! The bounds are in harness/src/limits.rs; the scenarios in tests/flood/.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{EXE, Sandbox};
+
+/// The binary under test: this build's, or `PROTOMCP_CONFORM_FLOOD_EXE` (to watch these tests
+/// fail against a build with a bound taken out).
+fn exe() -> String {
+    std::env::var("PROTOMCP_CONFORM_FLOOD_EXE").unwrap_or_else(|_| EXE.to_owned())
+}
+
+/// The bound the issue sets on the harness's peak resident memory, in kB (300 MB).
+const PEAK_LIMIT_KB: u64 = 300_000;
+/// A run above this is stopped at once (the machine must not starve when a bound is missing).
+const KILL_AT_KB: u64 = 1_500_000;
+/// A run longer than this is stopped (it should end in seconds).
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+fn root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A field of `/proc/<pid>/status` in kB.
+fn status_kb(pid: u32, field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = s.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+struct Measured {
+    code: i32,
+    out: String,
+    /// The last VmHWM read before the process ended, in kB.
+    hwm_kb: u64,
+    /// `ru_maxrss` of `wait4`, in kB.
+    maxrss_kb: u64,
+    took: Duration,
+}
+
+impl Measured {
+    fn assert_under_limit(&self) {
+        assert!(
+            self.hwm_kb > 0 && self.hwm_kb < PEAK_LIMIT_KB,
+            "peak RSS (VmHWM) {} kB, limit {PEAK_LIMIT_KB} kB\n{}",
+            self.hwm_kb,
+            self.out
+        );
+        assert!(
+            self.maxrss_kb < PEAK_LIMIT_KB,
+            "peak RSS (ru_maxrss) {} kB, limit {PEAK_LIMIT_KB} kB\n{}",
+            self.maxrss_kb,
+            self.out
+        );
+    }
+}
+
+/// Runs `cmd` to its end, reading its VmHWM every 20 ms; stops it (SIGINT, then SIGKILL) past
+/// [`KILL_AT_KB`] or [`RUN_LIMIT`].
+fn measure(mut cmd: Command) -> Measured {
+    let started = Instant::now();
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    let mut so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let out_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = so.read_to_string(&mut s);
+        s
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = se.read_to_string(&mut s);
+        s
+    });
+    let (mut hwm, mut stopped) = (0u64, None);
+    let (status, maxrss) = loop {
+        if let Some(kb) = status_kb(pid, "VmHWM:") {
+            hwm = hwm.max(kb);
+        }
+        if stopped.is_none() && (hwm > KILL_AT_KB || started.elapsed() > RUN_LIMIT) {
+            stopped = Some(format!("stopped after {:?} at VmHWM {hwm} kB", started.elapsed()));
+            // SIGINT first: the harness kills its testees and bridges and removes its temp dirs.
+            unsafe { libc::kill(pid as i32, libc::SIGINT) };
+            std::thread::sleep(Duration::from_secs(3));
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        let mut st = 0;
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: plain wait4 on our own child, with valid out-pointers.
+        let r = unsafe { libc::wait4(pid as i32, &mut st, libc::WNOHANG, &mut ru) };
+        if r == pid as i32 {
+            break (st, ru.ru_maxrss as u64);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::mem::forget(child); // reaped by wait4 above
+    let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
+    let mut out = format!("exit {code}; VmHWM {hwm} kB; ru_maxrss {maxrss} kB\n");
+    if let Some(s) = stopped {
+        out.push_str(&format!("{s}\n"));
+    }
+    out.push_str(&out_t.join().unwrap());
+    out.push_str("\n--- stderr ---\n");
+    out.push_str(&err_t.join().unwrap());
+    Measured { code, out, hwm_kb: hwm, maxrss_kb: maxrss, took: started.elapsed() }
+}
+
+/// Runs the scenario file `tests/flood/<name>` with `args` and checks: FAIL, naming the flood
+/// with `needles`, under the memory limit.
+fn flood_run(name: &str, args: &[&str], id: &str, needles: &[&str]) -> Measured {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.root()).unwrap();
+    let mut cmd = Command::new(exe());
+    cmd.env("PROTOMCP_CONFORM_TMPDIR", sb.root())
+        .stdin(Stdio::null())
+        .current_dir(root())
+        .arg("--scenarios")
+        .arg(root().join("tests/flood").join(name))
+        .args(args);
+    let m = measure(cmd);
+    eprintln!("{id}: {} kB VmHWM, {} kB ru_maxrss, {:?}", m.hwm_kb, m.maxrss_kb, m.took);
+    assert_eq!(m.code, 1, "{}", m.out);
+    assert!(m.out.contains(&format!("FAIL  {id}")), "{}", m.out);
+    for n in needles {
+        assert!(m.out.contains(n), "{n:?} not in the report:\n{}", m.out);
+    }
+    m.assert_under_limit();
+    sb.assert_clean();
+    m
+}
+
+#[test]
+fn a_testee_that_floods_after_its_handshake_gets_a_verdict_naming_the_flood_within_300_mb() {
+    flood_run(
+        "tool-process.yaml",
+        &[],
+        "harness.flood.tool-process",
+        &["flood: the testee sent", "transcript items in one run", "testee→harness log"],
+    );
+}
+
+#[test]
+fn a_bridge_fed_by_a_flooding_tool_process_gets_a_verdict_naming_the_flood_within_300_mb() {
+    flood_run(
+        "bridge.yaml",
+        &["--bridge", "harness/bridges/reference"],
+        "harness.flood.bridge",
+        &["flood: the bridge sent", "notifications/message"],
+    );
+}
+
+#[test]
+fn over_http_a_bridge_fed_by_a_flooding_tool_process_gets_a_verdict_naming_the_flood_within_300_mb() {
+    flood_run(
+        "bridge.yaml",
+        &["--bridge", "harness/bridges/reference-http"],
+        "harness.flood.bridge",
+        &["flood: the bridge sent", "notifications/message"],
+    );
+}
+
+#[test]
+fn a_bridge_that_floods_its_stdout_at_full_speed_gets_a_verdict_naming_the_flood_within_300_mb() {
+    let line = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"flood"}}"#;
+    let bridge = format!("yes {line}");
+    flood_run(
+        "stdout.yaml",
+        &["--bridge", &bridge],
+        "harness.flood.bridge-stdout",
+        &["flood: the bridge sent", "notifications/message"],
+    );
+}
+
+/// A shell script in the sandbox that writes to stderr without end (and nothing else).
+fn stderr_flooder(sb: &Sandbox) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let p = sb.file("stderr-flood.sh", "#!/bin/sh\nexec yes 'a line of a flood on stderr' 1>&2\n");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn a_testee_that_floods_its_stderr_gets_a_verdict_naming_the_flood_within_300_mb() {
+    let sb = Sandbox::new();
+    let testee = stderr_flooder(&sb);
+    flood_run(
+        "stderr-testee.yaml",
+        &["--testee", &testee],
+        "harness.flood.testee-stderr",
+        &["flood: the testee wrote", "bytes to stderr in one scenario, more than the harness keeps"],
+    );
+}
+
+#[test]
+fn a_bridge_that_floods_its_stderr_gets_a_verdict_naming_the_flood_within_300_mb() {
+    let sb = Sandbox::new();
+    let bridge = stderr_flooder(&sb);
+    flood_run(
+        "stderr-bridge.yaml",
+        &["--bridge", &bridge],
+        "harness.flood.bridge-stderr",
+        &["flood: the bridge wrote", "bytes to stderr in one scenario, more than the harness keeps"],
+    );
+}
+
+/// The reference bridge between a tool process that floods and a host that does not read: its
+/// queue of notifications for that host stays bounded (its VmHWM stays small while the tool
+/// process has sent far more than the queue holds), and when the host reads again it gets the
+/// first notifications, one that says how many were dropped, and the latest ones.
+#[test]
+fn the_reference_bridge_keeps_what_it_queues_for_a_host_that_does_not_read_bounded() {
+    let exe = exe();
+    let mut bridge = Command::new(&exe)
+        .args(["bridge", "--", &exe, "testee", "--misbehave", "flood"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = bridge.id();
+    let mut stdin = bridge.stdin.take().unwrap();
+    let mut stdout = BufReader::new(bridge.stdout.take().unwrap());
+    let mut stderr = bridge.stderr.take().unwrap();
+    let err_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"h","version":"1"}}}"#;
+    writeln!(stdin, "{init}").unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains(r#""id":1"#), "{line}");
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
+    // The host reads nothing while the bridge spends 4 s of CPU time (it takes in the flood all
+    // along): work done, not time passed, so a slow machine waits longer.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    let cpu = || -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let rest = stat.rfind(')').map(|i| &stat[i + 1..]).unwrap_or("");
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let t = |i: usize| f.get(i).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+        (t(11) + t(12)) * 1000 / ticks // utime + stime, in ms
+    };
+    let started = Instant::now();
+    let mut hwm = 0;
+    while cpu() < 4_000 && started.elapsed() < RUN_LIMIT && hwm < KILL_AT_KB {
+        hwm = hwm.max(status_kb(pid, "VmHWM:").unwrap_or(0));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    hwm = hwm.max(status_kb(pid, "VmHWM:").unwrap_or(0));
+    let spent = cpu();
+    eprintln!("reference bridge, host not reading: VmHWM {hwm} kB after {spent} ms of CPU, {:?}", started.elapsed());
+    let ok = hwm < 100_000 && spent >= 4_000;
+    // Now the host reads: the first notifications, then the count of the dropped ones.
+    let (mut before, mut marker) = (0, None);
+    let mut line = String::new();
+    while marker.is_none() && ok {
+        line.clear();
+        if stdout.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        if line.contains("notifications dropped") {
+            marker = Some(line.clone());
+        } else if line.contains(r#""data":"flood"#) {
+            before += 1;
+        }
+    }
+    let _ = bridge.kill();
+    let _ = bridge.wait();
+    let err = err_t.join().unwrap();
+    assert!(spent >= 4_000, "the bridge spent only {spent} ms of CPU in {:?}", started.elapsed());
+    assert!(hwm < 100_000, "the bridge's VmHWM reached {hwm} kB with a host that does not read\n{err}");
+    let marker = marker.expect("a notification counting the dropped ones");
+    assert!(marker.contains(r#""level":"warning""#) && marker.contains("protomcp-conform bridge"), "{marker}");
+    // The queue's first part, and what was already on its way (rmcp's buffer, the pipe).
+    let b = protomcp_harness::limits::BRIDGE_HOST_QUEUE;
+    assert!(before >= b.head_items, "{before} notifications before the count");
+    assert!(err.contains("notifications for a host session"), "{err}");
+}
