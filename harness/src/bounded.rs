@@ -236,9 +236,9 @@ impl<T: Kind> Kept<T> {
     }
 
     /// When something was dropped: the failure message naming the flood, e.g. `flood: the bridge
-    /// sent 11,001 messages on stdout (2,345,678 bytes), more than the harness keeps (the first
-    /// 10,000 items (96 MiB) and the last 1,000 (8 MiB)): 1 dropped; the latest:
-    /// notifications/message 1,000`.
+    /// sent 2,501 messages on stdout (1,234,567 bytes), more than the harness keeps (the first
+    /// 2,000 items (80 MiB) and the last 500 (8 MiB)): 1 dropped; the latest:
+    /// notifications/message 500`.
     pub fn flood(&self, party: &str, what: &str) -> Option<String> {
         if !self.overflowed() {
             return None;
@@ -257,7 +257,6 @@ impl<T: Kind> Kept<T> {
             latest.join(", ")
         ))
     }
-
 }
 
 impl<T: Kind> Default for Kept<T> {

@@ -12,9 +12,12 @@
 //! The numbers are far above what a conforming peer sends in one scenario (the largest run of the
 //! catalogue records about 200 transcript items; the largest single message is the 64 MiB answer
 //! of `bridge.sideband.decoded-at-large-limit`) and low enough that a flood keeps the harness's
-//! resident memory under 300 MB (tests/flood.rs measures it). A single frame is bounded elsewhere:
-//! `MAX_FRAME` and `LARGE_LIMIT` in `proto/src/frame.rs`; the sizes below count what is *queued*,
-//! so one legitimate large message always fits.
+//! resident memory under 300 MB: a flood of small frames fills a transcript to its item bound
+//! with a few MB (tests/flood.rs measures 28-53 MB of peak RSS for a whole run; the catalogue
+//! against a flooding testee at `-j 8` peaks at about 190 MB, without the flood at about 175 MB).
+//! Floods of large items meet the byte bounds instead: at most 88 MiB per buffer. A single frame is
+//! bounded elsewhere: `MAX_FRAME` and `LARGE_LIMIT` in `proto/src/frame.rs`; the sizes below count
+//! what is *queued*, so one legitimate large message always fits.
 //!
 //! Byte counts of JSON values are estimates of the memory they hold
 //! ([`crate::bounded::value_size`]), not their serialized length.
@@ -34,7 +37,7 @@ pub struct Bound {
 }
 
 impl Bound {
-    /// The bound in words, for reports: `the first 10,000 items (96 MiB) and the last 1,000 (8 MiB)`.
+    /// The bound in words, for reports: `the first 2,000 items (80 MiB) and the last 500 (8 MiB)`.
     pub fn describe(&self) -> String {
         format!(
             "the first {} items ({}) and the last {} ({})",
@@ -59,13 +62,13 @@ fn mib(bytes: usize) -> String {
 /// The transcript of one scenario run (frames both ways, host messages, events), as the report,
 /// `--transcripts` and `explore` see it. The head holds the 64 MiB answer of
 /// `bridge.sideband.decoded-at-large-limit` with room to spare.
-pub const TRANSCRIPT: Bound = Bound { head_items: 4_000, head_bytes: 80 * MIB, tail_items: 1_000, tail_bytes: 8 * MIB };
+pub const TRANSCRIPT: Bound = Bound { head_items: 2_000, head_bytes: 80 * MIB, tail_items: 500, tail_bytes: 8 * MIB };
 
 /// Messages the host driver has read from a bridge's stdout ([`crate::host::StdioHost`]) and
 /// events (messages and notes) of a Streamable HTTP session ([`crate::host::session::HttpSession`]),
 /// each: what the scenario's host steps have not looked at yet waits here.
 pub const HOST_MESSAGES: Bound =
-    Bound { head_items: 4_000, head_bytes: 80 * MIB, tail_items: 1_000, tail_bytes: 8 * MIB };
+    Bound { head_items: 2_000, head_bytes: 80 * MIB, tail_items: 500, tail_bytes: 8 * MIB };
 
 /// Lines on a bridge's stdout that are not JSON-RPC (BR-MCP-01), each cut to [`GARBAGE_LINE`].
 pub const HOST_GARBAGE: Bound = Bound { head_items: 100, head_bytes: MIB, tail_items: 100, tail_bytes: MIB };

@@ -266,9 +266,9 @@ mod tests {
         let text = t.render();
         assert!(text.contains("\n-- … 5,000 items dropped ("), "{}", &text[..200]);
         let f = t.flood("the testee").unwrap();
-        assert!(f.starts_with("flood: the testee sent 10,000 transcript items in one run ("), "{f}");
-        assert!(f.contains("the first 4,000 items (80 MiB) and the last 1,000 (8 MiB)): 5,000 dropped"), "{f}");
-        assert!(f.ends_with("the latest: testee→harness log 1,000"), "{f}");
+        assert!(f.starts_with("flood: the testee sent 7,500 transcript items in one run ("), "{f}");
+        assert!(f.contains("the first 2,000 items (80 MiB) and the last 500 (8 MiB)): 5,000 dropped"), "{f}");
+        assert!(f.ends_with("the latest: testee→harness log 500"), "{f}");
         assert!(t.tail(3).last().unwrap().contains(&format!("\\\"{}\\\"", n - 1)), "{:?}", t.tail(3));
     }
 
