@@ -9,6 +9,13 @@
 //!
 //! In native mode (`PROTOMCP_CONFORM_MOCK=native` or `--native`) it is the reference testee
 //! (the fixture contract, `harness/testees/README.md`), for happy-path runs that need no script.
+//!
+//! Before it connects to the bridge, the relay appends one line to the file named by
+//! `PROTOMCP_CONFORM_MOCK_REPORT` (when set): its pid and the socket it was given, with the
+//! socket's and its directory's mode and owner as it found them ([`SocketReport`]). The harness
+//! judges from it what it cannot see later (a bridge may remove the socket file once connected):
+//! whether the socket is private (BR-SECURITY-01), and where a second connection would go
+//! (BR-CONN-05).
 
 use std::time::Duration;
 
@@ -49,6 +56,89 @@ pub fn native_from_env() -> bool {
 /// bridge under test lost track of it.
 pub const ENV_PIDFILE: &str = "PROTOMCP_CONFORM_PIDFILE";
 
+/// Names a file to which the relay appends a [`SocketReport`] line before it connects.
+pub const ENV_REPORT: &str = "PROTOMCP_CONFORM_MOCK_REPORT";
+
+/// Mode (permission bits) and owner of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FileMode {
+    pub mode: u32,
+    pub uid: u32,
+}
+
+impl FileMode {
+    fn of(path: &std::path::Path) -> Option<FileMode> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).ok().map(|m| FileMode { mode: m.mode() & 0o7777, uid: m.uid() })
+    }
+
+    /// Owned by `uid`, and nobody else (group, others) has any permission.
+    fn owner_only(self, uid: u32) -> bool {
+        self.uid == uid && self.mode & 0o077 == 0
+    }
+}
+
+/// What a relay found before connecting: the socket the bridge gave it and its directory.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SocketReport {
+    pub pid: u32,
+    /// `PROTOMCP_SOCKET`.
+    pub socket: String,
+    /// `None`: nothing there (or not readable).
+    pub socket_mode: Option<FileMode>,
+    pub dir_mode: Option<FileMode>,
+}
+
+impl SocketReport {
+    fn of(socket: &str) -> SocketReport {
+        let path = std::path::Path::new(socket);
+        SocketReport {
+            pid: std::process::id(),
+            socket: socket.to_owned(),
+            socket_mode: FileMode::of(path),
+            dir_mode: path.parent().and_then(FileMode::of),
+        }
+    }
+
+    /// BR-SECURITY-01: the socket lives in a directory only `uid` can access (0700), or has mode
+    /// 0600 itself (no permission for group or others, in both cases, and owned by `uid`).
+    /// `Err` says what is open to whom.
+    pub fn private(&self, uid: u32) -> Result<(), String> {
+        let dir = self.dir_mode.is_some_and(|d| d.owner_only(uid));
+        let sock = self.socket_mode.is_some_and(|s| s.owner_only(uid));
+        if dir || sock {
+            return Ok(());
+        }
+        let show = |m: Option<FileMode>| match m {
+            Some(m) if m.uid == uid => format!("mode {:04o}", m.mode),
+            Some(m) => format!("mode {:04o}, owned by uid {} (not {uid})", m.mode, m.uid),
+            None => "not found".to_owned(),
+        };
+        Err(format!(
+            "the socket {} ({}) is open to other users, and so is its directory ({}): expected a 0700 directory or a 0600 socket",
+            self.socket,
+            show(self.socket_mode),
+            show(self.dir_mode)
+        ))
+    }
+}
+
+/// The reports in `path`, in the order the relays wrote them (lines that do not parse are
+/// skipped).
+pub fn read_reports(path: &std::path::Path) -> Vec<SocketReport> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+fn report(socket: &str) {
+    if let Some(p) = std::env::var_os(ENV_REPORT) {
+        use std::io::Write;
+        let line = serde_json::to_string(&SocketReport::of(socket)).unwrap_or_default();
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(p) {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+}
+
 fn register() {
     if let Some(p) = std::env::var_os(ENV_PIDFILE) {
         use std::io::Write;
@@ -68,6 +158,10 @@ fn register() {
 /// connecting anywhere (BR-CONN-09), or stay alive without ever connecting (BR-CONN-10).
 pub const MODE_EXIT_BEFORE_CONNECT: &str = "exit-before-connect";
 pub const MODE_NEVER_CONNECT: &str = "never-connect";
+/// `PROTOMCP_CONFORM_MOCK` value: relay as usual, but once the relay ends (the harness closed the
+/// control connection, or the bridge its socket) close both connections and stay alive until
+/// killed: a tool process that closed its connection but keeps running (BR-LIFECYCLE-08).
+pub const MODE_LINGER: &str = "linger";
 /// `PROTOMCP_CONFORM_MOCK` value for a flooding tool process: the reference testee with
 /// `--misbehave flood` (after the handshake, LogMessages without end), so that the bridge floods
 /// its host with `notifications/message` (the harness's bounds, [`crate::limits`]).
@@ -124,7 +218,15 @@ pub fn run_blocking(native: bool) -> i32 {
             return exit::SOCKET;
         }
     };
-    runtime.block_on(relay(&bridge, &control))
+    report(&bridge);
+    let code = runtime.block_on(relay(&bridge, &control));
+    if std::env::var(ENV_MODE).is_ok_and(|m| m == MODE_LINGER) {
+        eprintln!("protomcp-conform mock: {ENV_MODE}={MODE_LINGER}: connection closed, staying alive");
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+    code
 }
 
 async fn connect(path: &str, what: &str) -> Result<UnixStream, i32> {
@@ -171,4 +273,48 @@ pub async fn relay(bridge: &str, control: &str) -> i32 {
         r = down => r.is_err(),
     };
     if broke { exit::SOCKET } else { exit::DONE }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(socket: u32, dir: u32) -> SocketReport {
+        SocketReport {
+            pid: 1,
+            socket: "/d/tp.sock".into(),
+            socket_mode: Some(FileMode { mode: socket, uid: 7 }),
+            dir_mode: Some(FileMode { mode: dir, uid: 7 }),
+        }
+    }
+
+    #[test]
+    fn a_socket_is_private_by_its_own_mode_or_by_its_directory() {
+        assert!(report(0o600, 0o1777).private(7).is_ok());
+        assert!(report(0o755, 0o700).private(7).is_ok());
+        assert!(report(0o700, 0o755).private(7).is_ok());
+        let open = report(0o755, 0o1777).private(7).unwrap_err();
+        assert!(open.contains("mode 0755") && open.contains("mode 1777"), "{open}");
+        assert!(report(0o620, 0o750).private(7).is_err());
+        // Owner-only modes of another user do not count.
+        assert!(report(0o600, 0o700).private(8).is_err());
+        let gone = SocketReport { socket_mode: None, ..report(0, 0o755) };
+        assert!(gone.private(7).unwrap_err().contains("not found"));
+    }
+
+    #[test]
+    fn the_report_names_the_socket_and_its_directory_as_found() {
+        let dir = tempfile::tempdir().unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+        let sock = dir.path().join("tp.sock");
+        let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let r = SocketReport::of(sock.to_str().unwrap());
+        assert_eq!(r.socket_mode.map(|m| m.mode), Some(0o640));
+        assert_eq!(r.dir_mode.map(|m| m.mode), Some(0o711));
+        assert_eq!(r.pid, std::process::id());
+        let line = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<SocketReport>(&line).unwrap(), r);
+    }
 }

@@ -84,6 +84,8 @@ struct Session {
     ended: tokio_util::sync::CancellationToken,
     /// Cancelled on notifications/initialized.
     ready: tokio_util::sync::CancellationToken,
+    /// The JSON-RPC ids of this session's tools/call requests in flight, oldest first.
+    calls: Mutex<Vec<m::RequestId>>,
 }
 
 impl Session {
@@ -98,7 +100,18 @@ impl Session {
             trace,
             ended: tokio_util::sync::CancellationToken::new(),
             ready: tokio_util::sync::CancellationToken::new(),
+            calls: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The one tools/call of this session in flight, if there is exactly one: the call that
+    /// caused a sampling or roots request of the tool process (the core sends those only to the
+    /// session with calls in flight). Over HTTP such a request then travels on that call's
+    /// response stream (BR-HTTP-14); with several calls in flight the cause is unknown and it
+    /// goes on the session's GET stream.
+    fn sole_call(&self) -> Option<m::RequestId> {
+        let calls = self.calls.lock().unwrap();
+        (calls.len() == 1).then(|| calls[0].clone())
     }
 
     /// Ends the session: its calls in flight are cancelled (BR-CANCEL-06).
@@ -259,6 +272,7 @@ impl HostSession for Session {
     }
 
     fn sample(&self, params: Value) -> BoxFuture<Result<Value, String>> {
+        let origin = self.sole_call();
         let peer = self.peer.get().cloned();
         let bridge = self.bridge.clone();
         let trace = self.trace;
@@ -269,8 +283,19 @@ impl HostSession for Session {
             }
             let params: m::CreateMessageRequestParams =
                 serde_json::from_value(params).map_err(|e| format!("invalid sampling request: {e}"))?;
-            let r = peer.create_message(params).await.map_err(|e| e.to_string())?;
-            let r = to_json(&r);
+            // The checks rmcp's `create_message` makes before it sends.
+            let invalid = |e: String| rmcp::ServiceError::McpError(ErrorData::invalid_params(e, None)).to_string();
+            if (params.tools.is_some() || params.tool_choice.is_some()) && !peer.supports_sampling_tools() {
+                return Err(invalid(
+                    "tools or toolChoice provided but client does not support sampling tools capability".into(),
+                ));
+            }
+            params.validate().map_err(invalid)?;
+            let req = m::ServerRequest::CreateMessageRequest(m::CreateMessageRequest::new(params));
+            let r = match ask_host(&peer, req, origin).await? {
+                m::ClientResult::CreateMessageResult(r) => to_json(&r),
+                other => return Err(format!("sampling/createMessage answered with {}", to_json(&other))),
+            };
             if trace {
                 bridge.trace_mcp(true, &json!({"result": r}));
             }
@@ -279,6 +304,7 @@ impl HostSession for Session {
     }
 
     fn list_roots(&self) -> BoxFuture<Result<Value, String>> {
+        let origin = self.sole_call();
         let peer = self.peer.get().cloned();
         let bridge = self.bridge.clone();
         let trace = self.trace;
@@ -287,13 +313,48 @@ impl HostSession for Session {
             if trace {
                 bridge.trace_mcp(false, &json!({"method": "roots/list"}));
             }
-            let r = peer.list_roots().await.map_err(|e| e.to_string())?;
-            let r = to_json(&r);
+            let req = m::ServerRequest::ListRootsRequest(m::ListRootsRequest {
+                method: Default::default(),
+                extensions: Default::default(),
+            });
+            let r = match ask_host(&peer, req, origin).await? {
+                m::ClientResult::ListRootsResult(r) => to_json(&r),
+                other => return Err(format!("roots/list answered with {}", to_json(&other))),
+            };
             if trace {
                 bridge.trace_mcp(true, &json!({"result": r}));
             }
             Ok(r)
         })
+    }
+}
+
+/// Sends a request to the host and waits for its answer; `origin`, the tools/call that caused
+/// it, makes rmcp's HTTP transport send it on that call's response stream (BR-HTTP-14).
+async fn ask_host(
+    peer: &Peer<RoleServer>,
+    mut req: m::ServerRequest,
+    origin: Option<m::RequestId>,
+) -> Result<m::ClientResult, String> {
+    use rmcp::model::GetExtensions;
+    if let Some(id) = origin {
+        req.extensions_mut().insert(rmcp::service::OriginatingRequestId(id));
+    }
+    peer.send_request(req).await.map_err(|e| e.to_string())
+}
+
+/// Removes a tools/call from its session's calls in flight when the handler ends.
+struct InFlight<'a> {
+    session: &'a Session,
+    id: m::RequestId,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut calls = self.session.calls.lock().unwrap();
+        if let Some(i) = calls.iter().position(|c| *c == self.id) {
+            calls.remove(i);
+        }
     }
 }
 
@@ -461,6 +522,8 @@ impl ServerHandler for Handler {
                 _ = ended.cancelled() => {}
             }
         };
+        self.session.calls.lock().unwrap().push(context.id.clone());
+        let _in_flight = InFlight { session: &self.session, id: context.id.clone() };
         let r = self.bridge.call_tool(&self.as_host(), &request.name, arguments, progress, cancel).await;
         let r = match r {
             Ok(v) => from_json::<m::CallToolResult>(v),

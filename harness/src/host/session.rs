@@ -109,6 +109,10 @@ struct State {
     session: Option<String>,
     version: Option<String>,
     get_opened: bool,
+    /// The stream of the GET event stream, once opened.
+    get_stream: Option<usize>,
+    /// The stream of each POST that carried a JSON-RPC request: (its id, the stream).
+    requests: Vec<(Value, usize)>,
     tasks: Vec<JoinHandle<()>>,
     /// Requests from the bridge are answered at once (`ping` with `{}`, others with -32601),
     /// as [`super::StdioHost`] does; off: the script answers.
@@ -252,6 +256,22 @@ impl HttpSession {
         })
     }
 
+    /// The stream of the session's GET event stream, once the driver opened it.
+    pub fn get_stream(&self) -> Option<usize> {
+        self.state.lock().unwrap().get_stream
+    }
+
+    /// The stream of the response to the POST that carried the request with JSON-RPC id `id`
+    /// (the last one, if the id was sent more than once).
+    pub fn request_stream(&self, id: &Value) -> Option<usize> {
+        self.state.lock().unwrap().requests.iter().rev().find(|(i, _)| i == id).map(|(_, s)| *s)
+    }
+
+    /// The JSON-RPC id of the request whose POST's response is stream `stream`.
+    pub fn request_of_stream(&self, stream: usize) -> Option<Value> {
+        self.state.lock().unwrap().requests.iter().find(|(_, s)| *s == stream).map(|(i, _)| i.clone())
+    }
+
     /// The `Mcp-Session-Id` the bridge gave, once it did.
     pub fn session_id(&self) -> Option<String> {
         self.state.lock().unwrap().session.clone()
@@ -341,6 +361,11 @@ impl Ctx {
         let mut headers = self.session_headers("application/json, text/event-stream");
         headers.push(("Content-Type".into(), "application/json".into()));
         let stream = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        if let Ok(v) = serde_json::from_slice::<Value>(&body)
+            && let (Some(id), true) = (v.get("id"), v.get("method").is_some())
+        {
+            self.state.lock().unwrap().requests.push((id.clone(), stream));
+        }
         let conn = match tokio::time::timeout(timeout, self.open("POST", &headers, &body)).await {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => return Err((stream, e)),
@@ -467,9 +492,15 @@ impl Ctx {
                 open
             };
             if open_get {
+                // The GET stream is open before the next send goes out: the response that gave
+                // the id counts as headed once the GET's status line arrived too (the sender
+                // waits at most SETTLE for both), so the bridge has the stream for whatever the
+                // scenario does next (BR-HTTP-13/19).
+                let (get_tx, get_rx) = tokio::sync::oneshot::channel();
                 let ctx = self.clone();
-                let task = tokio::spawn(async move { ctx.event_stream().await });
+                let task = tokio::spawn(async move { ctx.event_stream(get_tx).await });
                 self.state.lock().unwrap().tasks.push(task);
+                let _ = tokio::time::timeout(SETTLE, get_rx).await;
             }
         }
         if let Some(tx) = headed {
@@ -593,15 +624,19 @@ impl Ctx {
 
     /// The session's GET event stream (server-initiated messages not tied to a POST); boxed, as
     /// reading a response may start it.
-    fn event_stream(self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
-        Box::pin(self.get_events())
+    fn event_stream(
+        self,
+        headed: tokio::sync::oneshot::Sender<()>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        Box::pin(self.get_events(headed))
     }
 
-    async fn get_events(self) {
+    async fn get_events(self, headed: tokio::sync::oneshot::Sender<()>) {
         let stream = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        self.state.lock().unwrap().get_stream = Some(stream);
         let headers = self.session_headers("text/event-stream");
         match self.open("GET", &headers, &[]).await {
-            Ok(conn) => self.read_response(conn, stream, None).await,
+            Ok(conn) => self.read_response(conn, stream, Some(headed)).await,
             Err(e) => self.note(stream, format!("GET event stream: {e}")),
         }
     }

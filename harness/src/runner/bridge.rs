@@ -33,9 +33,9 @@ use super::{
 };
 use crate::host::StdioHost;
 use crate::host::session::{Endpoint, Event, HttpSession, Outgoing};
-use crate::mock::{ENV_CONTROL, ENV_PIDFILE};
+use crate::mock::{ENV_CONTROL, ENV_PIDFILE, ENV_REPORT};
 use crate::scenario::template::substitute;
-use crate::scenario::{Action, HostLine, Pattern, Scenario, ToolHandshake, Transport, match_value};
+use crate::scenario::{Action, HostLine, HostStream, Pattern, Scenario, ToolHandshake, Transport, match_value};
 use crate::transcript::{Dir, Item, compact};
 
 /// The placeholders of a `--bridge` command line, each replaced inside any argument.
@@ -123,6 +123,13 @@ struct Http {
     url: String,
 }
 
+/// A further host session (`host: b`), parked while the steps act on another one.
+struct Other {
+    http: Option<Http>,
+    consumed: std::collections::BTreeSet<u64>,
+    cursor: u64,
+}
+
 struct Run<'a> {
     ex: Exec<'a>,
     /// The bridge process (over HTTP its stdin stays open and its stdout is not judged).
@@ -141,6 +148,8 @@ struct Run<'a> {
     budget_end: Instant,
     /// The environment the target and the scenario give the bridge (`{env:NAME}` in `host_http`).
     bridge_env: BTreeMap<String, String>,
+    /// The other host sessions by name (`host: b`), in order of first use.
+    others: Vec<(String, Other)>,
 }
 
 impl Run<'_> {
@@ -150,20 +159,69 @@ impl Run<'_> {
             self.ex.current = Some(i);
             self.ex.found = &[];
             let at = s.at(step.loc).to_string();
-            let kw = step.keyword();
+            let kw = match &step.host {
+                Some(h) => format!("{} (host {h})", step.keyword()),
+                None => step.keyword().to_owned(),
+            };
+            let kw = kw.as_str();
             self.ex.transcript.push(Item::Step { index: i + 1, keyword: kw.to_owned(), line: step.loc.line });
             if step.action.needs_connection() {
                 self.ex.ensure_conn().await.map_err(|e| step_err(e, &at, kw))?;
             }
-            self.step(&step.action).await.map_err(|e| step_err(e, &at, kw))?;
+            // A step of another host acts on that host's session: swapped in, and back out.
+            if let Some(h) = &step.host {
+                self.switch_host(h);
+            }
+            let r = self.step(&step.action).await;
+            if let Some(h) = &step.host {
+                self.switch_host(h);
+            }
+            r.map_err(|e| step_err(e, &at, kw))?;
         }
         self.ex.current = None;
         self.ex.found = &[];
-        self.http_drain().await?;
+        self.http_drain_all().await?;
         match self.flood() {
             Some(f) => Err(StepError::Fail(f)),
             None => Ok(()),
         }
+    }
+
+    /// Makes host `name`'s session the one the host steps act on, or puts it back: the sessions
+    /// are swapped, so a second call with the same name undoes the first. The first use opens
+    /// it (a session of its own at the same endpoint; its `initialize` is the script's).
+    fn switch_host(&mut self, name: &str) {
+        let i = match self.others.iter().position(|(n, _)| n == name) {
+            Some(i) => i,
+            None => {
+                // The loader lets `host` into HTTP scenarios only.
+                let http = self.http.as_ref().map(|main| {
+                    let session = HttpSession::new(main.session.endpoint.clone());
+                    session.answer_requests(self.ex.scenario.host_requests == crate::scenario::HostRequests::Auto);
+                    Http { session, url: main.url.clone() }
+                });
+                self.others.push((name.to_owned(), Other { http, consumed: Default::default(), cursor: 0 }));
+                self.others.len() - 1
+            }
+        };
+        let o = &mut self.others[i].1;
+        std::mem::swap(&mut self.http, &mut o.http);
+        std::mem::swap(&mut self.consumed, &mut o.consumed);
+        std::mem::swap(&mut self.cursor, &mut o.cursor);
+    }
+
+    /// Over HTTP: waits until every queued send is done (a scenario ending with sends that never
+    /// reached the bridge does not pass), the other hosts' too.
+    async fn http_drain_all(&mut self) -> Result<(), StepError> {
+        self.http_drain().await?;
+        let names: Vec<String> = self.others.iter().map(|(n, _)| n.clone()).collect();
+        for n in names {
+            self.switch_host(&n);
+            let r = self.http_drain().await;
+            self.switch_host(&n);
+            r?;
+        }
+        Ok(())
     }
 
     /// Over HTTP: waits until every queued send is done (a scenario ending with sends that never
@@ -281,7 +339,13 @@ impl Run<'_> {
 
     /// A bridge message matching `pattern` before `deadline`. Over stdio the next message must
     /// match; over HTTP the oldest unread message of any stream may.
-    async fn expect_host(&mut self, pattern: &Pattern, within: Duration, ignore: &[String]) -> Result<(), StepError> {
+    async fn expect_host(
+        &mut self,
+        pattern: &Pattern,
+        within: Duration,
+        ignore: &[String],
+        stream: Option<&HostStream>,
+    ) -> Result<(), StepError> {
         let mut deadline = Instant::now() + within;
         loop {
             if let Some(f) = self.flood() {
@@ -295,13 +359,23 @@ impl Run<'_> {
             let heads = self.heads(ignore);
             let mut mismatch = None;
             for (i, m) in &heads {
+                // A match on the wrong stream binds nothing.
+                let saved = stream.map(|_| self.ex.caps.clone());
                 match match_value(pattern, Some(m), &mut self.ex.caps) {
-                    Ok(()) => {
-                        self.take(*i, m);
-                        return Ok(());
-                    }
+                    Ok(()) => match self.wrong_stream(*i, stream) {
+                        None => {
+                            self.take(*i, m);
+                            return Ok(());
+                        }
+                        Some(x) => {
+                            if let Some(c) = saved {
+                                self.ex.caps = c;
+                            }
+                            mismatch.get_or_insert((*i, m.clone(), x));
+                        }
+                    },
                     Err(x) => {
-                        mismatch.get_or_insert((*i, m.clone(), x));
+                        mismatch.get_or_insert((*i, m.clone(), x.to_string()));
                     }
                 }
             }
@@ -317,6 +391,31 @@ impl Run<'_> {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+    }
+
+    /// Over HTTP, with `host_expect.stream`: why message `i` (a head of [`Run::heads`]) is not on
+    /// the stream the step wants; `None` when it is (or when the step wants none).
+    fn wrong_stream(&self, i: u64, want: Option<&HostStream>) -> Option<String> {
+        let (want, h) = (want?, self.http.as_ref()?);
+        let on = self.inbox().into_iter().find(|(n, _)| *n == i).map(|(_, e)| e.stream());
+        let (expected, name) = match want {
+            HostStream::Get => (h.session.get_stream(), "the session's GET event stream".to_owned()),
+            HostStream::Request(id) => {
+                (h.session.request_stream(id), format!("the response to the POST of request {}", compact(id)))
+            }
+        };
+        if on.is_some() && on == expected {
+            return None;
+        }
+        let actual = match on {
+            Some(s) if Some(s) == h.session.get_stream() => "the session's GET event stream".to_owned(),
+            Some(s) => match h.session.request_of_stream(s) {
+                Some(id) => format!("the response to the POST of request {}", compact(&id)),
+                None => format!("HTTP stream {s}"),
+            },
+            None => "an unknown stream".to_owned(),
+        };
+        Some(format!("the message arrived on {actual}, expected on {name}"))
     }
 
     /// No bridge message (except `ignore`d methods) for `d`.
@@ -394,7 +493,7 @@ impl Run<'_> {
             }
             Action::HostExpect(e) => {
                 let within = self.ex.t(e.within);
-                self.expect_host(&e.pattern, within, &e.ignore).await
+                self.expect_host(&e.pattern, within, &e.ignore, e.stream.as_ref()).await
             }
             Action::HostExpectNothing(e) => {
                 let d = self.ex.t(e.duration);
@@ -491,7 +590,7 @@ impl Run<'_> {
             }
             Action::ExpectSocket { exists } => {
                 // `{socket}` (the scenario needs the feature `socket`: the bridge was given it).
-                let path = self.dir.join("tp.sock");
+                let path = tmp_dir(&self.dir, self.ex.scenario).join("tp.sock");
                 let found = std::fs::symlink_metadata(&path).is_ok();
                 match (found, *exists) {
                     (true, false) => {
@@ -501,8 +600,46 @@ impl Run<'_> {
                     _ => Ok(()),
                 }
             }
+            Action::ExpectSocketPrivate => {
+                // SAFETY: getuid has no preconditions.
+                let uid = unsafe { libc::getuid() };
+                self.tool_report()?.private(uid).map_err(StepError::Fail)
+            }
+            Action::ToolConnectAgain { within } => {
+                let within = self.ex.t(*within);
+                let socket = self.tool_report()?.socket;
+                second_connection(&socket, within).await
+            }
+            Action::ExpectToolExit { within } => {
+                let within = self.ex.t(*within);
+                let Some(&pid) = self.ex.ended_peers.last() else {
+                    return Err(StepError::Error(
+                        "no tool process's connection has ended yet (`close` or `expect_close` first)".into(),
+                    ));
+                };
+                let deadline = Instant::now() + within;
+                while alive(pid) {
+                    if Instant::now() >= deadline {
+                        return Err(StepError::Fail(format!(
+                            "the tool process (pid {pid}) whose connection ended still runs after {within:?}"
+                        )));
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Ok(())
+            }
             _ => self.ex.step(action).await,
         }
+    }
+
+    /// What the mock on the current tool-side connection found before it connected to the
+    /// bridge ([`crate::mock::SocketReport`]).
+    fn tool_report(&self) -> Result<crate::mock::SocketReport, StepError> {
+        let pid = self.ex.peer_pid.ok_or_else(|| StepError::Error("no tool process is connected".into()))?;
+        crate::mock::read_reports(&self.dir.join(REPORT))
+            .into_iter()
+            .rfind(|r| i32::try_from(r.pid) == Ok(pid))
+            .ok_or_else(|| StepError::Error(format!("the mock (pid {pid}) wrote no report into {REPORT}")))
     }
 
     /// The tool side of the startup (see [`ToolHandshake`]).
@@ -574,6 +711,15 @@ impl Run<'_> {
     }
 }
 
+/// The mock's reports ([`crate::mock::SocketReport`]) in the scenario's dir.
+const REPORT: &str = "mock.report";
+
+/// Where `{socket}` goes and what `TMPDIR` and `XDG_RUNTIME_DIR` name: the scenario's private dir,
+/// or with `shared_tmp` a directory in it that everyone may enter and write.
+fn tmp_dir(dir: &Path, s: &Scenario) -> std::path::PathBuf {
+    if s.shared_tmp { dir.join("shared") } else { dir.to_owned() }
+}
+
 /// Runs `s` against the bridge command `template` (placeholders not yet expanded).
 /// Creates the file (and its directories) or appends a line to it: its length and modification
 /// time both change, so a watcher that compares either sees it.
@@ -628,7 +774,15 @@ pub(crate) async fn execute(
             Err(e) => return Outcome::Error(format!("cannot find a free port: {e}")),
         },
     };
-    let socket = d.join("tp.sock");
+    // `shared_tmp`: the socket path and the bridge's temp dirs in a directory open to everyone.
+    let tmp = tmp_dir(d, s);
+    if s.shared_tmp
+        && let Err(e) = std::fs::create_dir(&tmp)
+            .and_then(|()| std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777)))
+    {
+        return Outcome::Error(format!("cannot create {}: {e}", tmp.display()));
+    }
+    let socket = tmp.join("tp.sock");
     // BR-CONN-04: a leftover plain file where the bridge is told to listen.
     if s.stale_socket
         && let Err(e) = std::fs::write(&socket, b"stale file left by protomcp-conform\n")
@@ -658,8 +812,9 @@ pub(crate) async fn execute(
     for (k, v) in [
         (ENV_CONTROL, control.display().to_string()),
         (ENV_PIDFILE, pidfile.display().to_string()),
-        ("XDG_RUNTIME_DIR", d.display().to_string()),
-        ("TMPDIR", d.display().to_string()),
+        (ENV_REPORT, d.join(REPORT).display().to_string()),
+        ("XDG_RUNTIME_DIR", tmp.display().to_string()),
+        ("TMPDIR", tmp.display().to_string()),
         ("HOME", home.display().to_string()),
     ] {
         env.insert(k.to_owned(), v);
@@ -693,6 +848,7 @@ pub(crate) async fn execute(
         dir: d.to_owned(),
         budget_end: Instant::now() + budget,
         bridge_env: env.iter().cloned().collect(),
+        others: Vec::new(),
     };
     if s.stale_socket {
         run.ex.transcript.push(Item::Touch { path: "tp.sock".into() });
@@ -711,6 +867,24 @@ pub(crate) async fn execute(
         if !run.consumed.contains(&i) {
             run.record(&e);
         }
+    }
+    for n in run.others.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>() {
+        run.switch_host(&n);
+        let left: Vec<_> = run.inbox().into_iter().filter(|(i, _)| !run.consumed.contains(i)).collect();
+        if !left.is_empty() {
+            run.ex.transcript.push(Item::Host {
+                dir: Dir::FromTestee,
+                message: None,
+                raw: Some(format!("<host {n}>")),
+            });
+        }
+        for (_, e) in left {
+            run.record(&e);
+        }
+        if let Some(h) = &run.http {
+            h.session.abort();
+        }
+        run.switch_host(&n);
     }
     if let Some(h) = &run.http {
         h.session.abort();
@@ -734,6 +908,28 @@ pub(crate) async fn execute(
             Outcome::Error(format!("processes of the bridge's group {pgid} or a mock survived SIGKILL"))
         }
         (_, o) => o,
+    }
+}
+
+/// BR-CONN-05: a second connection to the tool process's `socket` is refused (connecting fails:
+/// nobody listens, or the file is gone), or the bridge closes it within `within`.
+async fn second_connection(socket: &str, within: Duration) -> Result<(), StepError> {
+    use tokio::io::AsyncReadExt;
+    let Ok(mut c) = tokio::net::UnixStream::connect(socket).await else { return Ok(()) };
+    let deadline = Instant::now() + within;
+    let mut got = 0usize;
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout_at(deadline, c.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => return Ok(()),
+            Ok(Ok(n)) => got += n,
+            Err(_) => {
+                let sent = if got > 0 { format!(", and the bridge sent {got} bytes on it") } else { String::new() };
+                return Err(StepError::Fail(format!(
+                    "a second connection to the tool process's socket {socket} is still open after {within:?}{sent}: later connection attempts must be refused or closed"
+                )));
+            }
+        }
     }
 }
 

@@ -108,6 +108,11 @@ pub struct Exec<'a> {
     pub proc: Proc,
     conn: Option<Conn>,
     accepted: bool,
+    /// The pid of the process on the other end of the connection accepted last (its peer
+    /// credentials; in bridge scenarios the mock tool process).
+    pub(crate) peer_pid: Option<i32>,
+    /// The pids of the processes whose connections ended ([`Exec::forget_conn`]), in order.
+    pub(crate) ended_peers: Vec<i32>,
     pub(crate) caps: Captures,
     pub transcript: Transcript,
     alive: u32,
@@ -152,6 +157,8 @@ impl<'a> Exec<'a> {
             proc,
             conn: None,
             accepted: false,
+            peer_pid: None,
+            ended_peers: Vec::new(),
             caps: Captures::new(),
             transcript: Transcript::default(),
             alive: 0,
@@ -258,6 +265,7 @@ impl<'a> Exec<'a> {
             }
         };
         self.accepted = true;
+        self.peer_pid = stream.peer_cred().ok().and_then(|c| c.pid());
         self.transcript.push(Item::Connected);
         let (rd, wr) = stream.into_split();
         let rx = FramedRead::new(rd, EnvelopeCodec::new(Party::ToolProcess, Limits::default()));
@@ -644,7 +652,10 @@ impl<'a> Exec<'a> {
             | Action::HostClose
             | Action::ToolHandshake(_)
             | Action::Touch(_)
-            | Action::ExpectSocket { .. } => {
+            | Action::ExpectSocket { .. }
+            | Action::ExpectSocketPrivate
+            | Action::ToolConnectAgain { .. }
+            | Action::ExpectToolExit { .. } => {
                 Err(StepError::Error(format!("`{}` runs only against a bridge", action.keyword())))
             }
         }
@@ -655,6 +666,9 @@ impl<'a> Exec<'a> {
     pub(crate) fn forget_conn(&mut self) {
         self.close();
         self.accepted = false;
+        if let Some(pid) = self.peer_pid.take() {
+            self.ended_peers.push(pid);
+        }
     }
 
     /// The last lines of the transcript.

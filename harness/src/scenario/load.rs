@@ -252,6 +252,14 @@ impl Checker<'_> {
             Some(b) => b.value,
             None => false,
         };
+        let shared_tmp = match &raw.shared_tmp {
+            Some(b) if b.value && role != Role::Bridge => {
+                self.error(loc(b), "shared_tmp belongs to bridge scenarios (role: bridge)");
+                false
+            }
+            Some(b) => b.value,
+            None => false,
+        };
         let transports = self.transports(raw.transports.as_ref(), role);
         let steps = self.steps(&raw.steps, &testee, role, &needs);
         self.check_role_steps(&steps, role);
@@ -259,6 +267,16 @@ impl Checker<'_> {
             && let Some(st) = steps.iter().find(|st| matches!(st.action, Action::HostHttp(_)))
         {
             self.error(st.loc, "`host_http` needs `transports: [http]` (it is a request over HTTP)");
+        }
+        if transports != [Transport::Http]
+            && let Some(st) = steps.iter().find(|st| st.host.is_some())
+        {
+            self.error(st.loc, "`host` needs `transports: [http]` (a second host is a second HTTP session)");
+        }
+        if transports != [Transport::Http]
+            && let Some(st) = steps.iter().find(|st| matches!(&st.action, Action::HostExpect(e) if e.stream.is_some()))
+        {
+            self.error(st.loc, "`host_expect.stream` needs `transports: [http]` (streams are HTTP's)");
         }
         // `{socket}` is the bridge's socket only when the bridge command passes it (feature `socket`).
         let has_socket = needs.iter().any(|(n, _)| n == "socket");
@@ -284,6 +302,7 @@ impl Checker<'_> {
             testee,
             host_requests,
             stale_socket,
+            shared_tmp,
             transports,
             exclusive: raw.exclusive.as_ref().is_some_and(|b| b.value),
             steps,
@@ -327,6 +346,46 @@ impl Checker<'_> {
             }
         }
         out
+    }
+
+    /// `host: NAME` of a host step: letters, digits, `-` and `_`.
+    fn step_host(&mut self, step: &RawStep) -> Option<String> {
+        let h = match step {
+            RawStep::HostSend(h) => h.host.as_ref(),
+            RawStep::HostExpect(h) => h.host.as_ref(),
+            RawStep::HostExpectNothing(h) => h.host.as_ref(),
+            RawStep::HostClose(h) => h.host.as_ref(),
+            _ => None,
+        }?;
+        let ok = !h.value.is_empty() && h.value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !ok {
+            self.error(loc(h), format!("host `{}`: a name of letters, digits, `-` and `_`", h.value));
+            return None;
+        }
+        Some(h.value.clone())
+    }
+
+    /// `host_expect.stream`: `get`, or `{request: ID}` (a JSON-RPC id: a number or a string).
+    fn host_stream(&mut self, n: &Node) -> Option<HostStream> {
+        let wrong = "`stream` is `get` (the session's GET event stream) or `{request: ID}` (the response to the POST that carried the request with that id)";
+        match &n.kind {
+            NodeKind::Str(s) if s == "get" => Some(HostStream::Get),
+            NodeKind::Map(entries) if entries.len() == 1 && entries[0].0.name == "request" => {
+                match n.to_value().ok().and_then(|v| v.get("request").cloned()) {
+                    Some(id @ (serde_json::Value::Number(_) | serde_json::Value::String(_))) => {
+                        Some(HostStream::Request(id))
+                    }
+                    _ => {
+                        self.error(entries[0].1.loc, "`stream.request` is a JSON-RPC id: a number or a string");
+                        None
+                    }
+                }
+            }
+            _ => {
+                self.error(n.loc, wrong);
+                None
+            }
+        }
     }
 
     /// A `host_http` step: method, headers (a mapping of strings), session and the expectation.
@@ -428,6 +487,9 @@ impl Checker<'_> {
                     | Action::ToolHandshake(_)
                     | Action::Touch(_)
                     | Action::ExpectSocket { .. }
+                    | Action::ExpectSocketPrivate
+                    | Action::ToolConnectAgain { .. }
+                    | Action::ExpectToolExit { .. }
             );
             let tp_only =
                 matches!(a, Action::Handshake(_) | Action::ExpectAlive { .. } | Action::ExpectNoConnect { .. });
@@ -669,7 +731,8 @@ impl Checker<'_> {
                 Action::ToolHandshake(_) => conn = Conn::Open,
                 _ => {}
             }
-            out.push(Step { loc: at, action, checks });
+            let host = self.step_host(&step.value.step);
+            out.push(Step { loc: at, action, checks, host });
         }
         out
     }
@@ -925,7 +988,11 @@ impl Checker<'_> {
                 let pattern = self.pattern(compiler.value(&e.message));
                 let within = self.within(e.within_ms.as_ref(), T_PROMPT);
                 let ignore = e.ignore.iter().flatten().map(|m| m.value.clone()).collect();
-                Action::HostExpect(HostExpect { pattern: pattern?, within, ignore })
+                let stream = match &e.stream {
+                    None => None,
+                    Some(n) => Some(self.host_stream(n)?),
+                };
+                Action::HostExpect(HostExpect { pattern: pattern?, within, ignore, stream })
             }
             RawStep::HostExpectNothing(e) => {
                 let duration = self.within(Some(&e.for_ms), T_PROMPT);
@@ -956,6 +1023,13 @@ impl Checker<'_> {
                 Action::Touch(p.to_owned())
             }
             RawStep::ExpectSocket(e) => Action::ExpectSocket { exists: e.exists.value },
+            RawStep::ExpectSocketPrivate(_) => Action::ExpectSocketPrivate,
+            RawStep::ToolConnectAgain(w) => {
+                Action::ToolConnectAgain { within: self.within(w.within_ms.as_ref(), T_PROMPT) }
+            }
+            RawStep::ExpectToolExit(w) => {
+                Action::ExpectToolExit { within: self.within(w.within_ms.as_ref(), T_PROMPT) }
+            }
             RawStep::ToolHandshake(h) => {
                 let mut list = |node: &Option<Node>, arm: &str, field: &str| -> Option<Vec<serde_json::Value>> {
                     let Some(n) = node else { return Some(Vec::new()) };

@@ -102,6 +102,11 @@ pub struct Scenario {
     /// Bridge scenarios: the harness writes a plain file at `{socket}` before the bridge starts
     /// (`stale_socket: true`, BR-CONN-04).
     pub stale_socket: bool,
+    /// Bridge scenarios: `{socket}`, `TMPDIR` and `XDG_RUNTIME_DIR` point into `{dir}/shared`, a
+    /// directory everyone may enter and write (mode 1777, like /tmp), instead of the private
+    /// scenario dir (`shared_tmp: true`): the socket is private only if the bridge makes it so
+    /// (BR-SECURITY-01).
+    pub shared_tmp: bool,
     /// Bridge scenarios: the transports the scenario applies to (`transports:`); empty: all.
     pub transports: Vec<Transport>,
     /// Runs alone (`exclusive: true`): no other scenario of the run runs at the same time. For
@@ -230,6 +235,10 @@ pub struct Step {
     pub action: Action,
     /// The requirements this step checks (`checks:`); empty: the scenario's.
     pub checks: Vec<&'static Requirement>,
+    /// Host steps over HTTP: the host session the step acts on (`host: b`); `None`: the
+    /// scenario's first session. Every name is a session of its own, opened by its first
+    /// `host_send` (an `initialize`).
+    pub host: Option<String>,
 }
 
 impl Step {
@@ -296,6 +305,21 @@ pub enum Action {
     ExpectSocket {
         exists: bool,
     },
+    /// Bridge scenarios: the socket the current tool process was given (`PROTOMCP_SOCKET`), as
+    /// the mock found it before connecting, is private: in a directory only the user can access,
+    /// or itself without permissions for group and others (BR-SECURITY-01).
+    ExpectSocketPrivate,
+    /// Bridge scenarios: a second connection to the current tool process's socket is refused,
+    /// or closed by the bridge within the time (BR-CONN-05).
+    ToolConnectAgain {
+        within: Duration,
+    },
+    /// Bridge scenarios: the tool process whose connection ended last (`close`, `expect_close`)
+    /// has exited within the time (BR-LIFECYCLE-08: a bridge ends one that closed its connection
+    /// but lives on).
+    ExpectToolExit {
+        within: Duration,
+    },
 }
 
 impl Action {
@@ -324,6 +348,9 @@ impl Action {
             Action::Touch(_) => "touch",
             Action::Check { .. } => "check",
             Action::ExpectSocket { .. } => "expect_socket",
+            Action::ExpectSocketPrivate => "expect_socket_private",
+            Action::ToolConnectAgain { .. } => "tool_connect_again",
+            Action::ExpectToolExit { .. } => "expect_tool_exit",
         }
     }
 
@@ -343,6 +370,7 @@ impl Action {
                 | Action::Touch(_)
                 | Action::ExpectSocket { .. }
                 | Action::Check { .. }
+                | Action::ExpectToolExit { .. }
         )
     }
 
@@ -391,6 +419,18 @@ pub struct HostExpect {
     pub pattern: Pattern,
     pub within: Duration,
     pub ignore: Vec<String>,
+    /// Over HTTP: the stream the message must arrive on (`stream:`); `None`: any.
+    pub stream: Option<HostStream>,
+}
+
+/// An HTTP stream of the host session (`host_expect.stream`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostStream {
+    /// The session's GET event stream (`stream: get`).
+    Get,
+    /// The response to the POST that carried the request with this JSON-RPC id
+    /// (`stream: {request: ID}`), e.g. its event stream (BR-HTTP-14).
+    Request(serde_json::Value),
 }
 
 /// Which `Mcp-Session-Id` a `host_http` request carries.

@@ -64,6 +64,8 @@ pub(super) struct RawScenario {
     #[serde(default)]
     pub stale_socket: Option<Spanned<bool>>,
     #[serde(default)]
+    pub shared_tmp: Option<Spanned<bool>>,
+    #[serde(default)]
     pub transports: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     pub exclusive: Option<Spanned<bool>>,
@@ -170,17 +172,22 @@ pub(super) enum RawStep {
     HostSend(RawHostSend),
     HostExpect(RawHostExpect),
     HostExpectNothing(RawHostExpectNothing),
-    HostClose(RawEmpty),
+    HostClose(RawHostClose),
     HostHttp(RawHostHttp),
     ToolHandshake(RawToolHandshake),
     Touch(RawTouch),
     Check(RawCheck),
     ExpectSocket(RawExpectSocket),
+    ExpectSocketPrivate(RawEmpty),
+    ToolConnectAgain(RawWithin),
+    ExpectToolExit(RawWithin),
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawHostSend {
+    #[serde(default)]
+    pub host: Option<Spanned<String>>,
     #[serde(default)]
     pub message: Option<Node>,
     #[serde(default)]
@@ -190,16 +197,22 @@ pub(super) struct RawHostSend {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawHostExpect {
+    #[serde(default)]
+    pub host: Option<Spanned<String>>,
     pub message: Node,
     #[serde(default)]
     pub within_ms: Option<Spanned<Ms>>,
     #[serde(default)]
     pub ignore: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub stream: Option<Node>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawHostExpectNothing {
+    #[serde(default)]
+    pub host: Option<Spanned<String>>,
     pub for_ms: Spanned<Ms>,
     #[serde(default)]
     pub ignore: Option<Vec<Spanned<String>>>,
@@ -208,6 +221,13 @@ pub(super) struct RawHostExpectNothing {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawEmpty {}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHostClose {
+    #[serde(default)]
+    pub host: Option<Spanned<String>>,
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
