@@ -218,6 +218,7 @@ mod tests {
             stderr_tail: String::new(),
             command: Vec::new(),
             runs: Vec::new(),
+            intermittent: false,
         }
     }
 

@@ -323,6 +323,8 @@ enum RawKnown {
 struct RawKnownEntry {
     requirement: OneOrMany,
     reason: String,
+    #[serde(default)]
+    intermittent: bool,
 }
 
 #[derive(serde::Deserialize)]
@@ -348,7 +350,9 @@ pub fn load_known_failures(path: &Path) -> Result<KnownFailures, String> {
     let mut out = KnownFailures::new();
     for (id, entry) in raw {
         let entry = match entry {
-            RawKnown::Plain(reason) => super::verdict::KnownFailure { requirement: Vec::new(), reason },
+            RawKnown::Plain(reason) => {
+                super::verdict::KnownFailure { requirement: Vec::new(), reason, intermittent: false }
+            }
             RawKnown::Structured(e) => {
                 let requirement = match e.requirement {
                     OneOrMany::One(r) => vec![r],
@@ -360,7 +364,7 @@ pub fn load_known_failures(path: &Path) -> Result<KnownFailures, String> {
                 if let Some(bad) = requirement.iter().find(|r| crate::requirements::get(r).is_none()) {
                     return Err(format!("{}: {id}: `{bad}` is not a requirement of the spec", path.display()));
                 }
-                super::verdict::KnownFailure { requirement, reason: e.reason }
+                super::verdict::KnownFailure { requirement, reason: e.reason, intermittent: e.intermittent }
             }
         };
         out.insert(id, entry);
