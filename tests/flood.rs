@@ -1,9 +1,10 @@
 //! The harness holds against a peer that never stops sending (issue 12): a flooding testee, a
 //! bridge fed by a flooding tool process (stdio and HTTP), a bridge that floods its stdout at full
 //! speed, and the reference bridge with a host that does not read. Each harness run ends with a
-//! verdict that names the flood, and the peak resident memory stays under 300 MB: read from
-//! `/proc/<pid>/status` (VmHWM) of the harness process while it runs, and from `wait4`'s
-//! `ru_maxrss` when it ends (that one also covers the children it reaped: testee, bridge).
+//! verdict that names the flood, and the peak resident memory of the harness process stays under
+//! 300 MB: its VmHWM, read from `/proc/<pid>/status` while it runs. (`wait4`'s `ru_maxrss` is
+//! shown beside it, not judged: it also counts the children the harness reaped, and the image of
+//! this test process that the child was forked from, which other tests here make large.)
 //! The bounds are in harness/src/limits.rs; the scenarios in tests/flood/.
 
 mod common;
@@ -43,7 +44,7 @@ struct Measured {
     out: String,
     /// The last VmHWM read before the process ended, in kB.
     hwm_kb: u64,
-    /// `ru_maxrss` of `wait4`, in kB.
+    /// `ru_maxrss` of `wait4`, in kB (see the module documentation: shown, not judged).
     maxrss_kb: u64,
     took: Duration,
 }
@@ -54,12 +55,6 @@ impl Measured {
             self.hwm_kb > 0 && self.hwm_kb < PEAK_LIMIT_KB,
             "peak RSS (VmHWM) {} kB, limit {PEAK_LIMIT_KB} kB\n{}",
             self.hwm_kb,
-            self.out
-        );
-        assert!(
-            self.maxrss_kb < PEAK_LIMIT_KB,
-            "peak RSS (ru_maxrss) {} kB, limit {PEAK_LIMIT_KB} kB\n{}",
-            self.maxrss_kb,
             self.out
         );
     }
@@ -288,4 +283,92 @@ fn the_reference_bridge_keeps_what_it_queues_for_a_host_that_does_not_read_bound
     let b = protomcp_harness::limits::BRIDGE_HOST_QUEUE;
     assert!(before >= b.head_items, "{before} notifications before the count");
     assert!(err.contains("notifications for a host session"), "{err}");
+}
+
+/// Peak RSS of this test process so far, in kB.
+fn own_hwm() -> u64 {
+    status_kb(std::process::id(), "VmHWM:").unwrap_or(0)
+}
+
+/// One line of 110 MB on a bridge's stdout, longer than one message
+/// ([`protomcp_harness::limits::MESSAGE_BYTES`]): the host driver drops it as it arrives (keeping
+/// its first bytes for the report) and names the flood.
+#[test]
+fn a_line_longer_than_one_message_is_dropped_as_it_arrives_and_named() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let argv: Vec<String> =
+            ["sh", "-c", "head -c 110000000 /dev/zero | tr '\\0' x; echo; sleep 30"].map(String::from).to_vec();
+        let host = protomcp_harness::host::StdioHost::spawn(&argv, &[]).unwrap();
+        let deadline = Instant::now() + RUN_LIMIT;
+        while host.flood().is_none() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let f = host.flood().expect("a flood");
+        assert!(f.starts_with("flood: the bridge wrote a line of 110,000,000 bytes on stdout"), "{f}");
+        let garbage = host.garbage();
+        assert_eq!(garbage.len(), 1, "{garbage:?}");
+        assert!(garbage[0].starts_with("xxxx") && garbage[0].ends_with("… (a line of 110,000,000 bytes: dropped)"));
+        assert!(host.messages().is_empty());
+    });
+    // The line is held up to MESSAGE_BYTES (96 MiB) before it is dropped, never whole.
+    assert!(own_hwm() < 250_000, "VmHWM {} kB", own_hwm());
+}
+
+/// Over HTTP: an event stream whose one event is longer than one message, and a JSON body that
+/// is: both dropped as they arrive, noted, and named as a flood.
+#[test]
+fn over_http_an_event_or_body_longer_than_one_message_is_dropped_as_it_arrives_and_named() {
+    use protomcp_harness::host::session::{Endpoint, Event, HttpSession};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let big = protomcp_harness::limits::MESSAGE_BYTES + 1_000_000;
+        for sse in [true, false] {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = l.local_addr().unwrap().port();
+            tokio::spawn(async move {
+                let (mut s, _) = l.accept().await.unwrap();
+                let mut buf = vec![0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let head = if sse {
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: \"".to_owned()
+                } else {
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n\"",
+                        big + 2
+                    )
+                };
+                s.write_all(head.as_bytes()).await.unwrap();
+                let chunk = vec![b'x'; 1 << 20];
+                let mut sent = 0;
+                while sent < big {
+                    let n = chunk.len().min(big - sent);
+                    if s.write_all(&chunk[..n]).await.is_err() {
+                        return;
+                    }
+                    sent += n;
+                }
+                let _ = s.write_all(if sse { b"\"\n\n" } else { b"\"" }).await;
+            });
+            let h = HttpSession::new(Endpoint::parse(&format!("http://127.0.0.1:{port}/mcp")).unwrap());
+            h.post(b"{}".to_vec()).await.unwrap();
+            let deadline = Instant::now() + RUN_LIMIT;
+            while h.flood().is_none() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let f = h.flood().expect("a flood");
+            let what = if sse { "an event" } else { "a body" };
+            assert!(f.starts_with("flood: the bridge sent a response body or event of "), "{f}");
+            let ev = h.events();
+            assert!(
+                ev.iter().any(
+                    |e| matches!(e, Event::Note { text, .. } if text.starts_with(&format!("{what} of more than")))
+                ),
+                "{ev:?}"
+            );
+            assert!(!ev.iter().any(|e| matches!(e, Event::Message { .. })), "{ev:?}");
+        }
+    });
+    assert!(own_hwm() < 250_000, "VmHWM {} kB", own_hwm());
 }
