@@ -557,3 +557,37 @@ fn a_scenario_whose_repeated_runs_disagree_is_flaky_and_fails_the_run() {
     assert_eq!(code(&o), 0, "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("PASS  calls.echo"), "{}", text(&o));
 }
+
+#[test]
+fn a_write_to_a_peer_that_is_gone_is_judged_by_the_next_step_that_reads() {
+    let sb = Sandbox::new();
+    let crash = format!("{EXE} testee --misbehave crash-mid-call");
+    // slow makes the testee exit; the sends after it may or may not fail with EPIPE, depending on
+    // when the end reaches the harness. The verdict must not depend on that: the expect is judged
+    // (TP-CALL-01), never the sends (which claim TP-CALL-03 to show a misattribution).
+    let s = sb.file(
+        "s.yaml",
+        "id: x.gone\ntitle: t\nrequirements: [TP-CALL-01, TP-CALL-03]\nlevel: MUST\nrole: tool-process\nsteps:\n  - handshake: {}\n  - send: {request_id: s1, call_tool: {name: slow, arguments_json: {steps: 1}}}\n  - sleep: {ms: 200}\n  - send: {request_id: e1, call_tool: {name: echo, arguments_json: {text: a}}}\n    checks: [TP-CALL-03]\n  - send: {request_id: e2, call_tool: {name: echo, arguments_json: {text: b}}}\n    checks: [TP-CALL-03]\n  - expect: {envelope: {request_id: e1, arm: call_result}}\n    checks: [TP-CALL-01]\n",
+    );
+    let json = sb.dir.path().join("r.json");
+    let o = sb
+        .cmd()
+        .args(["--testee", &crash, "--repeat", "3", "--json"])
+        .arg(&json)
+        .arg("--scenarios")
+        .arg(&s)
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["cases"][0]["verdict"], "FAIL", "{v}");
+    assert_eq!(v["cases"][0]["broken"], serde_json::json!(["TP-CALL-01"]), "{v}");
+    // A scenario that ends with the lost write is judged at that write.
+    let s2 = sb.file(
+        "s2.yaml",
+        "id: x.gone-last\ntitle: t\nrequirements: [TP-CALL-01]\nlevel: MUST\nrole: tool-process\nsteps:\n  - handshake: {}\n  - send: {request_id: s1, call_tool: {name: slow, arguments_json: {steps: 1}}}\n  - sleep: {ms: 200}\n  - send: {request_id: e1, call_tool: {name: echo, arguments_json: {text: a}}}\n  - send: {request_id: e2, call_tool: {name: echo, arguments_json: {text: b}}}\n  - send: {request_id: e3, call_tool: {name: echo, arguments_json: {text: c}}}\n",
+    );
+    let o = sb.cmd().args(["--testee", &crash]).arg("--scenarios").arg(&s2).output().unwrap();
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("writing to the peer failed"), "{}", text(&o));
+}

@@ -177,7 +177,9 @@ impl Run<'_> {
                 self.switch_host(h);
             }
             r.map_err(|e| step_err(e, &at, kw))?;
+            self.ex.note_step_done(&step.action);
         }
+        self.ex.lost_write_unjudged()?;
         self.ex.current = None;
         self.ex.found = &[];
         self.http_drain_all().await?;

@@ -128,6 +128,13 @@ pub struct Exec<'a> {
     /// What the running step found out about the requirement it saw broken, when the step checks
     /// more than one thing (the handshake: the first reply, the marker, the hidden tools).
     pub(crate) found: &'static [&'static str],
+    /// A write that failed because the peer had closed or reset the connection: the step it
+    /// happened in and the message. Not a failure by itself: the next step that reads sees the
+    /// end and is the one judged, so the verdict does not depend on whether the peer's end
+    /// reached the harness before or after a write (see [`Exec::write`]).
+    pub(crate) lost_write: Option<(Option<usize>, String)>,
+    /// Whether a step that is not a send completed after `lost_write`.
+    pub(crate) read_since_lost: bool,
 }
 
 fn signo(s: Signal) -> i32 {
@@ -167,6 +174,8 @@ impl<'a> Exec<'a> {
             held: Vec::new(),
             current: None,
             found: &[],
+            lost_write: None,
+            read_since_lost: false,
         }
         .recording_schedule()
     }
@@ -190,7 +199,9 @@ impl<'a> Exec<'a> {
                 self.flush_held().await.map_err(|e| prefix(e, &at.to_string(), kw))?;
             }
             self.step(&step.action).await.map_err(|e| prefix(e, &at.to_string(), kw))?;
+            self.note_step_done(&step.action);
         }
+        self.lost_write_unjudged()?;
         self.current = None;
         self.found = &[];
         if let Some(f) = self.flood().or_else(|| self.proc.stderr_flood()) {
@@ -211,6 +222,30 @@ impl<'a> Exec<'a> {
     /// naming the flood.
     pub(crate) fn flood(&self) -> Option<String> {
         self.transcript.flood(self.party())
+    }
+
+    /// After a step passed: a step that is not a send has looked at the connection since a lost
+    /// write.
+    pub(crate) fn note_step_done(&mut self, action: &Action) {
+        if self.lost_write.is_some() && !matches!(action, Action::Send(_) | Action::SendRaw(_) | Action::SendFrame(_)) {
+            self.read_since_lost = true;
+        }
+    }
+
+    /// A lost write that no later step judged (the scenario ended with sends): it fails the run
+    /// at its own step.
+    pub(crate) fn lost_write_unjudged(&mut self) -> Result<(), StepError> {
+        match self.lost_write.take() {
+            Some((index, message)) if !self.read_since_lost => {
+                self.current = index;
+                self.found = &[];
+                let at = index
+                    .and_then(|i| self.scenario.steps.get(i))
+                    .map(|st| format!("{}: {}: ", self.scenario.at(st.loc), st.keyword()));
+                Err(StepError::Fail(format!("{}{message}", at.unwrap_or_default())))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The requirements the failure of this run broke (see [`Scenario::broken_by`]).
@@ -296,6 +331,15 @@ impl<'a> Exec<'a> {
         let pieces = self.schedule.pieces(bytes.len(), &mut self.rng);
         match tokio::time::timeout(within, deliver(tx, bytes, pieces)).await {
             Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) if peer_gone(&e) => {
+                // The peer is gone: the next step that reads sees that and is judged.
+                self.transcript.push(Item::StreamError { error: format!("write: {e}") });
+                if self.lost_write.is_none() {
+                    self.lost_write = Some((self.current, format!("writing to the peer failed: {e}")));
+                    self.read_since_lost = false;
+                }
+                Ok(())
+            }
             Ok(Err(e)) => Err(StepError::Fail(format!("writing to the testee failed: {e}"))),
             Err(_) => Err(StepError::Fail(format!("the testee did not read {} bytes within {within:?}", bytes.len()))),
         }
@@ -683,6 +727,12 @@ impl<'a> Exec<'a> {
 }
 
 /// Writes `bytes` cut into `pieces` (length, pause before it).
+/// Whether a write failed because the peer closed or reset the connection.
+fn peer_gone(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(e.kind(), BrokenPipe | ConnectionReset | ConnectionAborted | NotConnected)
+}
+
 async fn deliver(tx: &mut OwnedWriteHalf, bytes: &[u8], pieces: Vec<(usize, Duration)>) -> std::io::Result<()> {
     let mut at = 0;
     for (n, pause) in pieces {
