@@ -51,3 +51,11 @@ fn the_bundled_catalogue_leaves_no_tool_process_requirement_without_a_scenario()
     assert_eq!(o.status.code(), Some(0), "issue 4: every TP MUST/SHOULD needs a scenario or a reason: {out}");
     assert!(out.contains(", 0 without a scenario"), "{out}");
 }
+
+#[test]
+fn the_bundled_catalogue_leaves_no_bridge_requirement_without_a_scenario() {
+    let o = Command::new(EXE).args(["coverage", "--role", "bridge"]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "issue 12: every BR MUST/SHOULD needs a scenario or a reason: {out}");
+    assert!(out.contains(", 0 without a scenario"), "{out}");
+}
