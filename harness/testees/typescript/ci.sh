@@ -73,7 +73,7 @@ else
     exit 1
   fi
   # Only the status, not the address it came from.
-  refusal=$(grep -m1 -oE '404 Not Found|E404' "$log" || true)
+  refusal=$(grep -m1 -oE '404 Not Found' "$log" || grep -m1 -oE 'E404' "$log" || true)
   pkg=$src/sdk/typescript
   if [ ! -f "$pkg/package.json" ] || [ ! -f "$src/proto/protomcp.proto" ] ||
      [ "$(node -p 'const p = require(process.argv[1]); p.name + "@" + p.version' "$pkg/package.json")" != "protomcp@$SDK_VERSION" ]; then
