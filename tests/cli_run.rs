@@ -466,9 +466,7 @@ fn a_known_failure_naming_another_requirement_than_the_step_that_broke_fails_the
     // The call's answer arrives under the wrong rid: the expect step checks TP-CALL-01 only.
     let s = sb.file(
         "s.yaml",
-        &format!(
-            "id: x.wrong-rid\ntitle: t\nrequirements: [TP-CALL-01, TP-CALL-03]\nlevel: MUST\nrole: tool-process\nsteps:\n  - handshake: {{}}\n  - send: {{request_id: c1, call_tool: {{name: echo, arguments_json: {{text: hi}}}}}}\n  - expect: {{envelope: {{request_id: c1, arm: call_result}}}}\n    checks: [TP-CALL-01]\n"
-        ),
+        "id: x.wrong-rid\ntitle: t\nrequirements: [TP-CALL-01, TP-CALL-03]\nlevel: MUST\nrole: tool-process\nsteps:\n  - handshake: {}\n  - send: {request_id: c1, call_tool: {name: echo, arguments_json: {text: hi}}}\n  - expect: {envelope: {request_id: c1, arm: call_result}}\n    checks: [TP-CALL-01]\n",
     );
     let run = |kf: &str| {
         let kf = sb.file("kf.yaml", kf);

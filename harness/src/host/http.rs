@@ -148,9 +148,11 @@ fn complete(raw: &[u8]) -> Option<Response> {
     }
 }
 
-/// Status, headers (names in lower case) and where the body starts; interim 1xx responses are
-/// skipped.
-fn head(raw: &[u8]) -> Result<(u16, Vec<(String, String)>, usize), HttpError> {
+/// Header fields: names in lower case, values trimmed.
+type Headers = Vec<(String, String)>;
+
+/// Status, headers and where the body starts; interim 1xx responses are skipped.
+fn head(raw: &[u8]) -> Result<(u16, Headers, usize), HttpError> {
     let mut at = 0;
     loop {
         let split = raw[at..]
@@ -165,7 +167,7 @@ fn head(raw: &[u8]) -> Result<(u16, Vec<(String, String)>, usize), HttpError> {
             .nth(1)
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| HttpError::Malformed(format!("status line {status_line:?}")))?;
-        let headers: Vec<(String, String)> = lines
+        let headers: Headers = lines
             .filter_map(|l| l.split_once(':'))
             .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
             .collect();
