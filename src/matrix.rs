@@ -33,7 +33,7 @@ pub struct MatrixArgs {
     /// Write the matrix as JSON here.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// Scenarios run in parallel per target (default: the number of cores).
+    /// Scenarios run in parallel per target (default: four per core, at most 8).
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     jobs: Option<u32>,
     /// Multiply every time of every scenario by X (at least 1).

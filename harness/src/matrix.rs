@@ -209,6 +209,7 @@ mod tests {
             file: String::new(),
             requirements: reqs.iter().map(|r| r.to_string()).collect(),
             broken: Vec::new(),
+            held: Vec::new(),
             level: crate::requirements::Level::Must,
             verdict,
             message: String::new(),
@@ -228,10 +229,12 @@ mod tests {
         // BR-CALL-18: that row shows the failure, the cited ones were not reached.
         let mut r = case("bridge.sideband.plain", &["BR-SIDEBAND-01", "BR-SIDEBAND-02"], Verdict::Xfail);
         r.broken = vec!["BR-CALL-18".into()];
+        r.held = vec!["BR-SIDEBAND-02".into()];
         let m = Matrix::build(&[("pmcp".into(), vec![r])]);
         let row = |id: &str| m.rows.iter().find(|(r, _)| r == id).map(|(_, c)| c[0]);
         assert_eq!(row("BR-CALL-18").map(|c| c.fail), Some(1));
         assert_eq!(row("BR-SIDEBAND-01"), None, "not reached: no row with nothing executed");
+        assert_eq!(row("BR-SIDEBAND-02").map(|c| c.pass), Some(1), "a step before the failure showed it");
     }
 
     #[test]

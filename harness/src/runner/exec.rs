@@ -253,6 +253,12 @@ impl<'a> Exec<'a> {
         self.scenario.broken_by(self.current, self.found)
     }
 
+    /// The requirements steps before the failing one showed to hold (see
+    /// [`Scenario::held_before`]).
+    pub fn held(&self) -> Vec<String> {
+        self.scenario.held_before(self.current, &self.broken())
+    }
+
     fn recording_schedule(mut self) -> Self {
         if self.schedule != super::schedule::Schedule::Whole {
             self.transcript.push(Item::Schedule { name: self.schedule.name() });

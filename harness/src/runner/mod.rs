@@ -102,6 +102,9 @@ pub struct CaseResult {
     /// failing step checks (`checks:`, else what the step found, else the scenario's). Empty for
     /// PASS, SKIP and ERROR.
     pub broken: Vec<String>,
+    /// When the scenario did not pass: the requirements that steps before the failing one
+    /// checked (`checks:`) and found to hold. Empty otherwise.
+    pub held: Vec<String>,
     pub level: Level,
     pub verdict: Verdict,
     pub message: String,
@@ -141,6 +144,7 @@ impl CaseResult {
             file: s.file.display().to_string(),
             requirements: s.requirements.iter().map(|r| r.id.to_owned()).collect(),
             broken: Vec::new(),
+            held: Vec::new(),
             level: s.level,
             verdict: Verdict::Pass,
             message: String::new(),
@@ -155,16 +159,18 @@ impl CaseResult {
     }
 
     /// The verdict each requirement gets from this result: for FAIL, WARN and XFAIL the `broken`
-    /// ones (which may lie outside the cited ones) get the verdict and the cited ones not broken
-    /// were not reached (SKIP); otherwise every cited requirement gets the scenario's verdict.
+    /// ones (which may lie outside the cited ones) get the verdict, the `held` ones PASS, and the
+    /// other cited ones were not reached (SKIP); otherwise every cited requirement gets the
+    /// scenario's verdict.
     pub fn per_requirement(&self) -> Vec<(&str, Verdict)> {
         let failed = matches!(self.verdict, Verdict::Fail | Verdict::Warn | Verdict::Xfail);
         if !failed || self.broken.is_empty() {
             return self.requirements.iter().map(|r| (r.as_str(), self.verdict)).collect();
         }
         let mut out: Vec<(&str, Verdict)> = self.broken.iter().map(|r| (r.as_str(), self.verdict)).collect();
+        out.extend(self.held.iter().map(|r| (r.as_str(), Verdict::Pass)));
         for r in &self.requirements {
-            if !self.broken.contains(r) {
+            if !self.broken.contains(r) && !self.held.contains(r) {
                 out.push((r.as_str(), Verdict::Skip));
             }
         }
@@ -235,12 +241,14 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
     };
     if !matches!(outcome, Outcome::Failed(_)) {
         res.broken.clear();
+        res.held.clear();
     }
     let known = target.known_failures.get(&s.id);
     res.intermittent = known.is_some_and(|k| k.intermittent);
     let (verdict, message) = judge(&outcome, s.level, &res.broken, known);
     if verdict == Verdict::Pass {
         res.broken.clear();
+        res.held.clear();
     }
     res.verdict = verdict;
     res.message = message;
@@ -317,6 +325,7 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
     };
     ex.close();
     res.broken = ex.broken();
+    res.held = ex.held();
     res.transcript_tail = ex.transcript_tail();
     res.transcript = std::mem::take(&mut ex.transcript);
     let outcome = match &mut ex.proc {

@@ -164,6 +164,19 @@ impl Scenario {
             .sum()
     }
 
+    /// The requirements shown to hold before step `index` failed: those that steps before it name
+    /// in `checks:` (each such step passed), less the ones `broken`.
+    pub fn held_before(&self, index: Option<usize>, broken: &[String]) -> Vec<String> {
+        let Some(i) = index else { return Vec::new() };
+        let mut out: Vec<String> = Vec::new();
+        for r in self.steps.iter().take(i).flat_map(|st| st.checks.iter()) {
+            if !broken.iter().any(|b| b == r.id) && !out.iter().any(|o| o == r.id) {
+                out.push(r.id.to_owned());
+            }
+        }
+        out
+    }
+
     /// Every requirement a step or the scenario names (for coverage).
     pub fn all_requirements(&self) -> Vec<&'static Requirement> {
         let mut out: Vec<&'static Requirement> = self.requirements.clone();
