@@ -63,6 +63,9 @@ pub struct Link {
     /// Why the connection ended, once it has.
     pub end: Mutex<Option<String>>,
     ended: tokio::sync::Notify,
+    /// The reader has seen the connection end and traced it ([`Link::reader_finished`]).
+    reader_done: AtomicBool,
+    reader_end: tokio::sync::Notify,
 }
 
 impl Link {
@@ -86,6 +89,8 @@ impl Link {
             hs: Mutex::new(Some(hs_tx)),
             end: Mutex::new(None),
             ended: tokio::sync::Notify::new(),
+            reader_done: AtomicBool::new(false),
+            reader_end: tokio::sync::Notify::new(),
         });
         let writer_link = link.clone();
         tokio::spawn(async move {
@@ -153,12 +158,26 @@ impl Link {
             };
             dispatch.trace_item(&|| Item::Shutdown { how: reason.clone() });
             reader_link.close(reason);
+            reader_link.reader_done.store(true, Ordering::SeqCst);
+            reader_link.reader_end.notify_waiters();
         });
         (link, hs_rx)
     }
 
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when the reader has seen the connection end (and traced it): after
+    /// [`Link::close`], which only stops the writing side.
+    pub async fn reader_finished(&self) {
+        loop {
+            let notified = self.reader_end.notified();
+            if self.reader_done.load(Ordering::SeqCst) {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// Resolves when the connection has ended.

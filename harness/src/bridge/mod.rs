@@ -504,7 +504,7 @@ impl Bridge {
             g.status = Status::Down("the bridge is shutting down".into());
             (g.link.take(), g.process.take())
         };
-        if let Some(l) = link {
+        if let Some(l) = &link {
             l.close("the bridge is shutting down".into());
         }
         if let Some(mut p) = proc {
@@ -513,6 +513,11 @@ impl Bridge {
             // end-of-file is not signalled (BR-LIFECYCLE-09).
             p.wait_exit(SHUTDOWN_GRACE).await;
             p.terminate().await;
+        }
+        // The reader records the connection's end in the trace; the process must not exit
+        // before it has (the tool process is gone, so its end of the socket is closed).
+        if let Some(l) = link {
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, l.reader_finished()).await;
         }
     }
 
