@@ -12,6 +12,7 @@ pub mod bridge_manifest;
 pub mod checkout;
 pub mod exec;
 pub mod host_http;
+pub mod html;
 pub mod process;
 pub mod report;
 pub mod schedule;
