@@ -10,6 +10,10 @@ use protox::prost_reflect::prost_types::field_descriptor_proto::{Label, Type};
 
 fn main() {
     println!("cargo:rerun-if-changed=protomcp.proto");
+    println!("cargo:rerun-if-changed=mcp.proto");
+    // proto-mcp (`buf.mcp.v1`): plain prost types; the well-known types come from prost-types.
+    let mcp = protox::compile(["mcp.proto"], ["."]).expect("mcp.proto must compile");
+    Config::new().compile_fds(mcp).expect("prost-build code generation for mcp.proto");
     let fds = protox::compile(["protomcp.proto"], ["."]).expect("protomcp.proto must compile");
 
     let mut config = Config::new();

@@ -199,10 +199,7 @@ impl FrameDecoder {
             match &mut self.state {
                 State::Failed(e) => return Err(e.clone()),
                 State::Head => {
-                    if src.len() < PREFIX_LEN {
-                        return Ok(None);
-                    }
-                    let len = u32::from_be_bytes([src[0], src[1], src[2], src[3]]);
+                    let Some(len) = announced(src) else { return Ok(None) };
                     if len > self.limits.max_frame {
                         let e = FrameError::Oversize {
                             party: self.party,
@@ -357,20 +354,37 @@ pub(crate) fn needs_scan(envelope: &Envelope, body_len: usize) -> bool {
 /// Why a frame could not be encoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EncodeError {
-    #[error("an Envelope of {len} bytes is above the frame limit of {max}")]
+    #[error("a message of {len} bytes is above the frame limit of {max}")]
     TooLarge { len: usize, max: u32 },
 }
 
 /// Appends `[len][body]` for `envelope` to `dst`, refusing bodies above `max_frame`.
 pub fn encode_frame_into(envelope: &Envelope, max_frame: u32, dst: &mut BytesMut) -> Result<(), EncodeError> {
-    let len = envelope.encoded_len();
+    encode_message_frame_into(envelope, max_frame, dst)
+}
+
+/// Appends `[len][body]` for any prost message (an Envelope, a proto-mcp `MCPMessage`) to
+/// `dst`, refusing bodies above `max_frame`.
+pub fn encode_message_frame_into<M: Message>(
+    message: &M,
+    max_frame: u32,
+    dst: &mut BytesMut,
+) -> Result<(), EncodeError> {
+    let len = message.encoded_len();
     if len > max_frame as usize {
         return Err(EncodeError::TooLarge { len, max: max_frame });
     }
     dst.reserve(PREFIX_LEN + len);
     dst.put_u32(len as u32);
-    envelope.encode_raw(dst);
+    message.encode_raw(dst);
     Ok(())
+}
+
+/// `[len][body]` for any prost message, within `max_frame`.
+pub fn encode_message_frame<M: Message>(message: &M, max_frame: u32) -> Result<Bytes, EncodeError> {
+    let mut dst = BytesMut::new();
+    encode_message_frame_into(message, max_frame, &mut dst)?;
+    Ok(dst.freeze())
 }
 
 /// `[len][body]` for `envelope`, within [`MAX_FRAME`].
@@ -392,4 +406,143 @@ pub fn frame_with_prefix(announced: u32, body: &[u8]) -> Bytes {
     dst.put_u32(announced);
     dst.put_slice(body);
     dst.freeze()
+}
+
+/// The length a complete prefix at the front of `src` announces, or `None` while fewer than
+/// [`PREFIX_LEN`] bytes are there. Both decoders read prefixes through this and check the length
+/// against their limit before reserving anything for it.
+#[inline]
+fn announced(src: &[u8]) -> Option<u32> {
+    (src.len() >= PREFIX_LEN).then(|| u32::from_be_bytes([src[0], src[1], src[2], src[3]]))
+}
+
+/// A frame of [`MessageDecoder`]: one message and where it sat in the stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodedMessage<M> {
+    /// Stream offset of the frame's length prefix.
+    pub offset: u64,
+    /// Body length from the prefix.
+    pub len: u32,
+    pub message: M,
+}
+
+/// Why a [`MessageDecoder`] could not produce the next frame. The same three cases as
+/// [`FrameError`], without the protomcp parties and sideband.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MessageFrameError {
+    /// Fatal: the framing is lost. Nothing was allocated for the announced length.
+    #[error("a frame at stream offset {offset} announces {len} bytes, above the limit of {max}")]
+    Oversize { offset: u64, len: u32, max: u32 },
+    /// Recoverable: the frame was consumed and the decoder continues with the next one.
+    #[error("the {len}-byte body of the frame at stream offset {offset} is not a {message}: {error}")]
+    Undecodable { offset: u64, len: u32, message: &'static str, error: String, body: Bytes },
+    /// The stream ended inside a frame.
+    #[error("the stream ended inside the {stage} of the frame at offset {offset}: {have} of {need} bytes arrived")]
+    Truncated { offset: u64, stage: Stage, have: u64, need: u64 },
+}
+
+impl MessageFrameError {
+    /// Whether decoding can go on after this error.
+    pub fn is_recoverable(&self) -> bool {
+        matches!(self, MessageFrameError::Undecodable { .. })
+    }
+}
+
+#[derive(Debug)]
+enum MessageState {
+    Head,
+    Body { len: usize },
+    Failed(MessageFrameError),
+}
+
+/// Incremental, bounded decoder of `[u32 BE length][M]` frames for any prost message `M`: the
+/// decoder proto-mcp's `MCPMessage` streams use (protomcp's [`FrameDecoder`] adds the sideband).
+/// Like [`FrameDecoder`] it never trusts a prefix: an announced length above `max_frame` is an
+/// error before a byte is reserved for it.
+#[derive(Debug)]
+pub struct MessageDecoder<M> {
+    max_frame: u32,
+    state: MessageState,
+    consumed: u64,
+    _message: std::marker::PhantomData<fn() -> M>,
+}
+
+impl<M: Message + Default> MessageDecoder<M> {
+    pub fn new(max_frame: u32) -> Self {
+        MessageDecoder { max_frame, state: MessageState::Head, consumed: 0, _message: std::marker::PhantomData }
+    }
+
+    pub fn max_frame(&self) -> u32 {
+        self.max_frame
+    }
+
+    /// Stream offset of the next unconsumed byte.
+    pub fn position(&self) -> u64 {
+        self.consumed
+    }
+
+    /// True between frames.
+    pub fn is_idle(&self) -> bool {
+        matches!(self.state, MessageState::Head)
+    }
+
+    /// Decodes the next frame from the front of `src`, consuming it; `Ok(None)` means more bytes
+    /// are needed. After `Undecodable` call again; after any other error the same error is
+    /// returned on every call.
+    pub fn decode(&mut self, src: &mut BytesMut) -> Result<Option<DecodedMessage<M>>, MessageFrameError> {
+        loop {
+            match &self.state {
+                MessageState::Failed(e) => return Err(e.clone()),
+                MessageState::Head => {
+                    let Some(len) = announced(src) else { return Ok(None) };
+                    if len > self.max_frame {
+                        let e = MessageFrameError::Oversize { offset: self.consumed, len, max: self.max_frame };
+                        self.state = MessageState::Failed(e.clone());
+                        return Err(e);
+                    }
+                    self.state = MessageState::Body { len: len as usize };
+                }
+                MessageState::Body { len } => {
+                    let total = PREFIX_LEN + *len;
+                    if src.len() < total {
+                        // Bounded by max_frame, checked above.
+                        src.reserve(total - src.len());
+                        return Ok(None);
+                    }
+                    self.state = MessageState::Head;
+                    let offset = self.consumed;
+                    let body = src.split_to(total).freeze().slice(PREFIX_LEN..);
+                    self.consumed += total as u64;
+                    let len = body.len() as u32;
+                    return match M::decode(body.clone()) {
+                        Ok(message) => Ok(Some(DecodedMessage { offset, len, message })),
+                        Err(e) => Err(MessageFrameError::Undecodable {
+                            offset,
+                            len,
+                            message: std::any::type_name::<M>().rsplit("::").next().unwrap_or("message"),
+                            error: e.to_string(),
+                            body,
+                        }),
+                    };
+                }
+            }
+        }
+    }
+
+    /// Like [`decode`](Self::decode), for when the stream has ended: a partial frame left over
+    /// is [`MessageFrameError::Truncated`].
+    pub fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<DecodedMessage<M>>, MessageFrameError> {
+        if let Some(item) = self.decode(src)? {
+            return Ok(Some(item));
+        }
+        let (stage, need) = match &self.state {
+            MessageState::Head if src.is_empty() => return Ok(None),
+            MessageState::Head => (Stage::Prefix, PREFIX_LEN as u64),
+            MessageState::Body { len } => (Stage::Body, (PREFIX_LEN + len) as u64),
+            MessageState::Failed(e) => return Err(e.clone()),
+        };
+        let e = MessageFrameError::Truncated { offset: self.consumed, stage, have: src.len() as u64, need };
+        self.state = MessageState::Failed(e.clone());
+        Err(e)
+    }
 }

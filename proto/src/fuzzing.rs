@@ -421,3 +421,78 @@ pub fn session_ops(data: &[u8]) {
         );
     }
 }
+
+/// Target `mcp_message_frame`: proto-mcp frames (`[len][MCPMessage]`) through the generic
+/// [`MessageDecoder`](crate::frame::MessageDecoder); the first byte seeds the chunking as in
+/// [`frame_decoder`]. Oracle: frames are contiguous and carry their announced length, the
+/// decoder fails exactly where the framing does, every decoded message re-encodes to a body
+/// that decodes back to it, and whole-input and chunked decoding agree.
+pub fn mcp_message_frame(data: &[u8]) {
+    use crate::frame::{MessageDecoder, MessageFrameError};
+    use crate::mcp::McpMessage;
+    let Some((&seed, stream)) = data.split_first() else { return };
+    let max = FUZZ_LIMITS.max_frame;
+    let prefix_at = |at: usize| u32::from_be_bytes([stream[at], stream[at + 1], stream[at + 2], stream[at + 3]]);
+    let run = |chunked: bool| {
+        let mut rng = XorShift(u32::from(seed) | 0x100);
+        let mut decoder = MessageDecoder::<McpMessage>::new(max);
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        let mut fed = 0usize;
+        loop {
+            let n = if chunked { (rng.next() % 17) as usize + 1 } else { stream.len() };
+            let n = n.min(stream.len() - fed);
+            buf.extend_from_slice(&stream[fed..fed + n]);
+            fed += n;
+            let eof = fed == stream.len();
+            loop {
+                let step = if eof { decoder.decode_eof(&mut buf) } else { decoder.decode(&mut buf) };
+                match step {
+                    Ok(None) => break,
+                    Ok(Some(d)) => out.push(Ok(d)),
+                    Err(e) => {
+                        let go_on = e.is_recoverable();
+                        out.push(Err(e));
+                        if !go_on {
+                            return out;
+                        }
+                    }
+                }
+            }
+            if eof {
+                return out;
+            }
+        }
+    };
+    let whole = run(false);
+    assert_eq!(run(seed != 0), whole, "chunking does not change what is decoded");
+    let mut at = 0usize;
+    for item in &whole {
+        match item {
+            Ok(d) => {
+                assert_eq!((d.offset, d.len), (at as u64, prefix_at(at)), "frames are contiguous");
+                assert!(d.len <= max);
+                let again = d.message.encode_to_vec();
+                assert_eq!(McpMessage::decode(again.as_slice()).as_ref(), Ok(&d.message), "re-encoding round-trips");
+                at += 4 + d.len as usize;
+            }
+            Err(MessageFrameError::Undecodable { offset, len, body, .. }) => {
+                assert_eq!((*offset, *len), (at as u64, prefix_at(at)));
+                assert_eq!(body.len(), *len as usize);
+                assert!(McpMessage::decode(body.clone()).is_err(), "prost agrees the body is undecodable");
+                at += 4 + *len as usize;
+            }
+            Err(MessageFrameError::Oversize { offset, len, max: m }) => {
+                assert_eq!((*offset, *len), (at as u64, prefix_at(at)));
+                assert!(len > m);
+                return;
+            }
+            Err(MessageFrameError::Truncated { offset, have, need, .. }) => {
+                assert_eq!(*offset, at as u64);
+                assert!(have < need && (stream.len() - at) as u64 == *have, "the rest is a cut-short frame");
+                return;
+            }
+        }
+    }
+    assert_eq!(at, stream.len(), "every byte belongs to a frame");
+}

@@ -23,6 +23,7 @@ pub mod dynamic;
 pub mod envelopes;
 pub mod frame;
 pub mod fuzzing;
+pub mod mcp;
 pub mod schema;
 pub mod session;
 pub mod sideband;

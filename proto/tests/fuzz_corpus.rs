@@ -37,3 +37,8 @@ fn envelope_roundtrip_seeds() {
 fn sideband_seeds() {
     replay("sideband", fuzzing::sideband);
 }
+
+#[test]
+fn mcp_message_frame_seeds() {
+    replay("mcp_message_frame", fuzzing::mcp_message_frame);
+}
