@@ -16,6 +16,7 @@ mod bridge;
 mod coverage;
 mod explore;
 mod matrix;
+mod proto_mcp;
 mod run;
 
 /// Conformance harness and protocol fuzzer for protomcp tool processes (SDKs) and bridges.
@@ -109,6 +110,12 @@ enum Command {
     /// framing was lost, 2 when PROTOMCP_SOCKET is unset or empty, 3 for --misbehave
     /// crash-mid-call. PROTOMCP_CHUNK_THRESHOLD and PROTOMCP_COMPRESS_THRESHOLD move the
     /// sideband and compression thresholds.
+    /// Run the reference proto-mcp server (profile proto-mcp) on stdio: binary MCPMessage
+    /// frames, or JSON-RPC lines when the first byte is `{`.
+    ///
+    /// Exit status: 0 after stdin ended at a frame boundary, 1 after a first byte that selects no
+    /// protocol, an oversize frame or a stream that ended inside a frame.
+    ProtoMcpServer(proto_mcp::ServerArgs),
     Testee {
         /// The middleware variant: also register guard (1), mirror (10) and broken (20).
         #[arg(long)]
@@ -159,6 +166,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Coverage(a) => coverage::coverage(a),
         Command::Matrix(a) => matrix::matrix(a),
         Command::Bridge(args) => bridge::run(args),
+        Command::ProtoMcpServer(args) => proto_mcp::serve(args),
         Command::Mock { native } => {
             let code = protomcp_harness::mock::run_blocking(native || protomcp_harness::mock::native_from_env());
             Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))

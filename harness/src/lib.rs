@@ -12,6 +12,7 @@ pub mod io;
 pub mod limits;
 pub mod matrix;
 pub mod mock;
+pub mod proto_mcp;
 pub mod requirements;
 pub mod runner;
 pub mod scenario;

@@ -8,6 +8,9 @@
 
 pub mod server;
 
+/// The well-known types (`Any`, `FileDescriptorSet`, `Struct`) the catalogue uses.
+pub use prost_types;
+
 #[allow(clippy::all, missing_docs)]
 pub mod pb {
     //! Generated from `proto/mcp.proto` by prost-build (see `build.rs`).
