@@ -48,6 +48,11 @@ pub struct BridgeArgs {
     /// Socket path for the tool process (default: in a private temp dir).
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
+    /// Answer tools/list, resources/list, resources/templates/list and prompts/list N items at
+    /// a time with a `nextCursor` for the rest (BR-MCP-12 allows pagination; use it to check
+    /// that a host follows cursors). Default: everything in one answer.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    page_size: Option<u32>,
     /// The tool process: `-- CMD ARGS…`, or one entry FILE whose runtime follows from its
     /// extension (`.py` → python3, `.js` → node, anything else is executed itself).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
@@ -152,7 +157,13 @@ pub fn run(args: BridgeArgs) -> Result<ExitCode> {
             Vec::new()
         }
     };
-    let cfg = Config { command, call_timeout: args.call_timeout, socket: args.socket, trace: args.trace };
+    let cfg = Config {
+        command,
+        call_timeout: args.call_timeout,
+        socket: args.socket,
+        trace: args.trace,
+        page_size: args.page_size.map(|n| n as usize),
+    };
     // One thread: the bridge's work per message is small and every hand-off between worker
     // threads is a futex wake. tests/bridge_bench.rs on 2 cores: p50 the same within noise,
     // throughput with 16 in flight 0.20-0.34x direct against 0.17-0.25x with two workers.

@@ -57,12 +57,23 @@ fn tool_process_scenarios_are_skipped_for_a_bridge_and_bridge_scenarios_for_a_te
         .output()
         .unwrap();
     let t = text(&out);
-    assert!(t.contains("SKIP  calls.echo"), "{t}");
-    assert!(t.contains("a tool-process scenario; the target is a bridge"), "{t}");
+    // Skipped scenarios are one line per reason (several: a count, naming them when they are few).
+    assert!(
+        t.lines().any(|l| l.starts_with("SKIP  ")
+            && l.contains("a tool-process scenario; the target is a bridge")
+            && l.contains("calls.echo")),
+        "{t}"
+    );
     assert!(t.contains("PASS  bridge.mcp.ping-before-initialize"), "{t}");
+    let out = sb.cmd().args(["--testee", &format!("{EXE} testee"), "--only", "bridge.mcp.ping*"]).output().unwrap();
+    let t = text(&out);
+    assert!(t.contains("SKIP  bridge.mcp.ping-before-initialize") && t.contains("runs with --bridge"), "{t}");
+    // The default run drives the bridge scenarios against the reference bridge.
     let out = sb.cmd().args(["--only", "bridge.mcp.ping*"]).output().unwrap();
     let t = text(&out);
-    assert!(t.contains("SKIP  bridge.mcp.ping-before-initialize"), "{t}");
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("PASS  bridge.mcp.ping-before-initialize"), "{t}");
+    assert!(t.contains("target: reference bridge (stdio)"), "{t}");
     sb.assert_clean();
 }
 
@@ -210,4 +221,53 @@ fn mock_without_its_variables_exits_2() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
+
+#[test]
+fn a_bridge_that_paginates_its_lists_passes_the_list_scenarios_because_the_harness_follows_next_cursor() {
+    // BR-MCP-12: a bridge MAY paginate. The reference bridge with `--page-size 1` hands out one
+    // item per page; the scenarios below expect lists of two or more items.
+    let sb = Sandbox::new();
+    let raw = sb.file(
+        "raw-page.yaml",
+        r#"
+id: bridge.selftest.pages-exist
+title: the first page of tools/list holds one tool and a nextCursor (a raw line is not followed)
+requirements: [BR-MCP-12]
+level: MAY
+role: bridge
+steps:
+  - tool_handshake: {tools: [{name: a}, {name: b}]}
+  - host_send: {message: {jsonrpc: "2.0", id: 1, method: initialize, params: {protocolVersion: "2025-06-18", capabilities: {}, clientInfo: {name: h, version: "1"}}}}
+  - host_expect: {message: {id: 1, result: {}}}
+  - host_send: {line: "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}"}
+  - host_expect: {message: {id: 2, result: {tools: {equals: [{name: a, inputSchema: {type: object}}]}, nextCursor: {capture: c}}}}
+"#,
+    );
+    let out = sb
+        .cmd()
+        .arg("--bridge")
+        .arg(root().join("harness/bridges/reference-paged"))
+        .arg("--scenarios")
+        .arg(&raw)
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "the paged bridge answers one item and a cursor: {t}");
+    let out = sb
+        .cmd()
+        .arg("--bridge")
+        .arg(root().join("harness/bridges/reference-paged"))
+        .arg("--scenarios")
+        .arg(root().join("scenarios/bridge"))
+        .args(["--only", "bridge.toollist.disable-enable", "--only", "bridge.resources.list-mapping"])
+        .args(["--only", "bridge.restart.prompts-changed"])
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    for id in ["bridge.toollist.disable-enable", "bridge.resources.list-mapping", "bridge.restart.prompts-changed"] {
+        assert!(t.contains(&format!("PASS  {id}")), "{id}: {t}");
+    }
+    sb.assert_clean();
 }

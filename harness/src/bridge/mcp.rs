@@ -29,6 +29,29 @@ pub const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(300
 
 static SESSION_IDS: AtomicU64 = AtomicU64::new(1);
 
+/// The prefix of the cursors `--page-size` hands out (the offset of the next item follows).
+const PAGE_CURSOR: &str = "conform-offset-";
+
+/// One page of a list answer under `key` (BR-MCP-12): everything without `--page-size`,
+/// else `page_size` items from the offset the cursor names, with a `nextCursor` while items
+/// remain. A cursor this bridge did not issue is -32602 (BR-MCP-13).
+fn page(size: Option<usize>, key: &str, items: Vec<Value>, cursor: Option<&str>) -> Result<Value, ErrorData> {
+    let from = match cursor {
+        None => 0,
+        Some(c) => match c.strip_prefix(PAGE_CURSOR).and_then(|n| n.parse::<usize>().ok()) {
+            Some(n) if size.is_some() && n <= items.len() => n,
+            _ => return Err(ErrorData::invalid_params("unknown cursor", None)),
+        },
+    };
+    let Some(size) = size else { return Ok(json!({ (key): items })) };
+    let end = (from + size).min(items.len());
+    let mut page = json!({ (key): items[from..end] });
+    if end < items.len() {
+        page["nextCursor"] = json!(format!("{PAGE_CURSOR}{end}"));
+    }
+    Ok(page)
+}
+
 fn from_json<T: DeserializeOwned>(v: Value) -> Result<T, ErrorData> {
     serde_json::from_value(v).map_err(|e| ErrorData::internal_error(format!("building the MCP result: {e}"), None))
 }
@@ -500,10 +523,13 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<m::ListToolsResult, ErrorData> {
         self.trace_request(&context.id, "tools/list", &request);
-        if request.as_ref().and_then(|r| r.cursor.as_ref()).is_some() {
-            return self.traced(&context.id, Err(ErrorData::invalid_params("unknown cursor", None)));
-        }
-        self.traced(&context.id, from_json(json!({"tools": self.bridge.tools()})))
+        let page = page(
+            self.bridge.cfg.page_size,
+            "tools",
+            self.bridge.tools(),
+            request.as_ref().and_then(|r| r.cursor.as_deref()),
+        );
+        self.traced(&context.id, page.and_then(from_json))
     }
 
     async fn call_tool(
@@ -538,10 +564,13 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<m::ListResourcesResult, ErrorData> {
         self.trace_request(&context.id, "resources/list", &request);
-        if request.as_ref().and_then(|r| r.cursor.as_ref()).is_some() {
-            return self.traced(&context.id, Err(ErrorData::invalid_params("unknown cursor", None)));
-        }
-        self.traced(&context.id, from_json(json!({"resources": self.bridge.resources()})))
+        let page = page(
+            self.bridge.cfg.page_size,
+            "resources",
+            self.bridge.resources(),
+            request.as_ref().and_then(|r| r.cursor.as_deref()),
+        );
+        self.traced(&context.id, page.and_then(from_json))
     }
 
     async fn list_resource_templates(
@@ -550,10 +579,13 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<m::ListResourceTemplatesResult, ErrorData> {
         self.trace_request(&context.id, "resources/templates/list", &request);
-        if request.as_ref().and_then(|r| r.cursor.as_ref()).is_some() {
-            return self.traced(&context.id, Err(ErrorData::invalid_params("unknown cursor", None)));
-        }
-        self.traced(&context.id, from_json(json!({"resourceTemplates": self.bridge.templates()})))
+        let page = page(
+            self.bridge.cfg.page_size,
+            "resourceTemplates",
+            self.bridge.templates(),
+            request.as_ref().and_then(|r| r.cursor.as_deref()),
+        );
+        self.traced(&context.id, page.and_then(from_json))
     }
 
     async fn read_resource(
@@ -597,10 +629,13 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<m::ListPromptsResult, ErrorData> {
         self.trace_request(&context.id, "prompts/list", &request);
-        if request.as_ref().and_then(|r| r.cursor.as_ref()).is_some() {
-            return self.traced(&context.id, Err(ErrorData::invalid_params("unknown cursor", None)));
-        }
-        self.traced(&context.id, from_json(json!({"prompts": self.bridge.prompts()})))
+        let page = page(
+            self.bridge.cfg.page_size,
+            "prompts",
+            self.bridge.prompts(),
+            request.as_ref().and_then(|r| r.cursor.as_deref()),
+        );
+        self.traced(&context.id, page.and_then(from_json))
     }
 
     async fn get_prompt(

@@ -64,11 +64,13 @@ pub struct Config {
     pub socket: Option<PathBuf>,
     /// Decoded transcript of both sides (`--trace FILE`).
     pub trace: Option<PathBuf>,
+    /// Items per page of the list methods (`--page-size`); `None`: one page.
+    pub page_size: Option<usize>,
 }
 
 impl Config {
     pub fn new(command: Vec<String>) -> Self {
-        Config { command, call_timeout: DEFAULT_CALL_TIMEOUT, socket: None, trace: None }
+        Config { command, call_timeout: DEFAULT_CALL_TIMEOUT, socket: None, trace: None, page_size: None }
     }
 }
 
@@ -174,7 +176,7 @@ struct Inner {
 
 /// The bridge core, shared by every session.
 pub struct Bridge {
-    cfg: Config,
+    pub(crate) cfg: Config,
     rids: AtomicU64,
     generation: AtomicU64,
     inner: Mutex<Inner>,

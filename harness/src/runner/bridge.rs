@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use tokio::net::UnixListener;
 use tokio::time::Instant;
 
-use super::exec::{Exec, Proc, StepError};
+use super::exec::{Exec, Proc, PullAnswers, StepError};
 use super::process::{self, ScenarioDir};
 use super::{
     CaseResult, Config, DEFAULT_SCENARIO_TIMEOUT, GRACE, KILL_LIMIT, Outcome, STDERR_TAIL, Target, tail_lines,
@@ -128,7 +128,32 @@ struct Other {
     http: Option<Http>,
     consumed: std::collections::BTreeSet<u64>,
     cursor: u64,
+    pages: Pages,
 }
+
+/// Pagination (BR-MCP-12: a bridge MAY paginate the four list methods; the harness follows
+/// `nextCursor` until it is absent): which host requests were list requests, and the whole lists
+/// put together from their pages, so a `host_expect` sees one response with everything.
+#[derive(Default)]
+struct Pages {
+    /// The method of each list request the host sent, by its id (compact JSON).
+    requests: BTreeMap<String, &'static str>,
+    /// The first page's message number → the response with every page's items.
+    merged: BTreeMap<u64, Value>,
+    /// Ids of the harness's own follow-up requests so far.
+    sent: u64,
+}
+
+/// The list methods and the key of their items in a result.
+const LIST_METHODS: &[(&str, &str)] = &[
+    ("tools/list", "tools"),
+    ("resources/list", "resources"),
+    ("resources/templates/list", "resourceTemplates"),
+    ("prompts/list", "prompts"),
+];
+
+/// At most this many pages per list: a bridge that never stops handing out cursors fails.
+const MAX_PAGES: usize = 10_000;
 
 struct Run<'a> {
     ex: Exec<'a>,
@@ -150,6 +175,8 @@ struct Run<'a> {
     bridge_env: BTreeMap<String, String>,
     /// The other host sessions by name (`host: b`), in order of first use.
     others: Vec<(String, Other)>,
+    /// The current host session's list requests and their pages.
+    pages: Pages,
 }
 
 impl Run<'_> {
@@ -202,7 +229,10 @@ impl Run<'_> {
                     session.answer_requests(self.ex.scenario.host_requests == crate::scenario::HostRequests::Auto);
                     Http { session, url: main.url.clone() }
                 });
-                self.others.push((name.to_owned(), Other { http, consumed: Default::default(), cursor: 0 }));
+                self.others.push((
+                    name.to_owned(),
+                    Other { http, consumed: Default::default(), cursor: 0, pages: Pages::default() },
+                ));
                 self.others.len() - 1
             }
         };
@@ -210,6 +240,7 @@ impl Run<'_> {
         std::mem::swap(&mut self.http, &mut o.http);
         std::mem::swap(&mut self.consumed, &mut o.consumed);
         std::mem::swap(&mut self.cursor, &mut o.cursor);
+        std::mem::swap(&mut self.pages, &mut o.pages);
     }
 
     /// Over HTTP: waits until every queued send is done (a scenario ending with sends that never
@@ -355,10 +386,14 @@ impl Run<'_> {
             }
             self.stdout_clean()?;
             self.http_check().await?;
+            self.ex.poll_pulls().await;
             if self.starting() {
                 deadline = Instant::now() + within;
             }
-            let heads = self.heads(ignore);
+            let mut heads = self.heads(ignore);
+            for (i, m) in &mut heads {
+                *m = self.whole_list(*i, m, deadline).await?;
+            }
             let mut mismatch = None;
             for (i, m) in &heads {
                 // A match on the wrong stream binds nothing.
@@ -390,6 +425,100 @@ impl Run<'_> {
             }
             if late {
                 return Err(StepError::Fail(format!("no message from the bridge within {within:?}")));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// When message `i` is the first page of a paginated answer to one of the host's list
+    /// requests (a `nextCursor` in its result): the answer with every page's items, the harness
+    /// asking for the following pages itself (BR-MCP-12); otherwise `m` as it is.
+    async fn whole_list(&mut self, i: u64, m: &Value, deadline: Instant) -> Result<Value, StepError> {
+        if let Some(done) = self.pages.merged.get(&i) {
+            return Ok(done.clone());
+        }
+        let Some(method) = m.get("id").and_then(|id| self.pages.requests.get(&compact(id))).copied() else {
+            return Ok(m.clone());
+        };
+        if m.pointer("/result/nextCursor").is_none_or(Value::is_null) {
+            return Ok(m.clone());
+        }
+        let key = LIST_METHODS.iter().find(|(x, _)| *x == method).map_or("", |(_, k)| k);
+        let mut whole = m.clone();
+        let mut seen = std::collections::BTreeSet::new();
+        // The first page stays unread until a step takes it; it goes to the transcript now.
+        self.ex.transcript.push(Item::Host { dir: Dir::FromTestee, message: Some(m.clone()), raw: None });
+        while let Some(cursor) = whole.pointer("/result/nextCursor").filter(|c| !c.is_null()).cloned() {
+            self.ex.found = &["BR-MCP-12"];
+            if !cursor.is_string() {
+                return Err(StepError::Fail(format!("{method}: nextCursor {} is not a string", compact(&cursor))));
+            }
+            if !seen.insert(compact(&cursor)) || seen.len() > MAX_PAGES {
+                return Err(StepError::Fail(format!(
+                    "{method}: the bridge handed out the cursor {} again (or more than {MAX_PAGES} pages): following nextCursor does not end",
+                    compact(&cursor)
+                )));
+            }
+            self.pages.sent += 1;
+            let id = json!(format!("conform-page-{}", self.pages.sent));
+            let req = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"cursor": cursor}});
+            self.ex.transcript.push(Item::Host { dir: Dir::ToTestee, message: Some(req.clone()), raw: None });
+            self.host_send(req.to_string());
+            let page = self.response_to(&id, deadline).await.map_err(|e| match e {
+                StepError::Fail(x) => StepError::Fail(format!("{method} with the cursor it issued: {x}")),
+                e => e,
+            })?;
+            let Some(items) = page.pointer(&format!("/result/{key}")).and_then(Value::as_array).cloned() else {
+                return Err(StepError::Fail(format!(
+                    "{method} with the cursor {} it issued: no `{key}` list in the answer: {}",
+                    compact(&cursor),
+                    compact(&page)
+                )));
+            };
+            let result = whole["result"].as_object_mut().expect("a result with nextCursor is an object");
+            match result.get_mut(key).and_then(Value::as_array_mut) {
+                Some(all) => all.extend(items),
+                None => {
+                    result.insert(key.to_owned(), Value::Array(items));
+                }
+            }
+            match page.pointer("/result/nextCursor") {
+                Some(next) => result.insert("nextCursor".to_owned(), next.clone()),
+                None => result.remove("nextCursor"),
+            };
+        }
+        self.ex.found = &[];
+        self.ex.transcript.push(Item::Host {
+            dir: Dir::FromTestee,
+            message: None,
+            raw: Some(format!("<{} pages of {method} put together by the harness>", seen.len() + 1)),
+        });
+        self.pages.merged.insert(i, whole.clone());
+        Ok(whole)
+    }
+
+    /// The bridge's response with `id` (a request of the harness's own), read wherever it
+    /// arrives before `deadline` and marked read.
+    async fn response_to(&mut self, id: &Value, deadline: Instant) -> Result<Value, StepError> {
+        loop {
+            self.http_check().await?;
+            self.ex.poll_pulls().await;
+            let found = self.inbox().into_iter().find(|(n, e)| {
+                !self.consumed.contains(n)
+                    && matches!(e, Event::Message { value, .. } if value.get("id") == Some(id) && value.get("method").is_none())
+            });
+            if let Some((n, Event::Message { value, .. })) = found {
+                self.take(n, &value);
+                if value.get("error").is_some() {
+                    return Err(StepError::Fail(format!("the bridge answered with an error: {}", compact(&value))));
+                }
+                return Ok(value);
+            }
+            if Instant::now() >= deadline {
+                return Err(StepError::Fail(format!(
+                    "no answer to request {} before the step's deadline",
+                    compact(id)
+                )));
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -429,6 +558,7 @@ impl Run<'_> {
             }
             self.stdout_clean()?;
             self.http_check().await?;
+            self.ex.poll_pulls().await;
             if self.starting() {
                 deadline = Instant::now() + d;
             }
@@ -484,6 +614,10 @@ impl Run<'_> {
         match action {
             Action::HostSend(HostLine::Json(v)) => {
                 let v = substitute(v, &self.ex.caps).map_err(|e| StepError::Error(e.to_string()))?;
+                let method = v.get("method").and_then(Value::as_str);
+                if let (Some(id), Some((m, _))) = (v.get("id"), LIST_METHODS.iter().find(|(m, _)| Some(*m) == method)) {
+                    self.pages.requests.insert(compact(id), m);
+                }
                 self.ex.transcript.push(Item::Host { dir: Dir::ToTestee, message: Some(v.clone()), raw: None });
                 self.host_send(v.to_string());
                 Ok(())
@@ -709,6 +843,12 @@ impl Run<'_> {
             self.ex.send_value(reply).await?;
             answered += 1;
         }
+        // Pulls that come later (on demand, BR-HANDSHAKE-09) get the same answers.
+        self.ex.lists = Some(PullAnswers {
+            resources: json!(h.resources),
+            templates: json!(h.resource_templates),
+            prompts: json!(h.prompts),
+        });
         Ok(())
     }
 }
@@ -851,6 +991,7 @@ pub(crate) async fn execute(
         budget_end: Instant::now() + budget,
         bridge_env: env.iter().cloned().collect(),
         others: Vec::new(),
+        pages: Pages::default(),
     };
     if s.stale_socket {
         run.ex.transcript.push(Item::Touch { path: "tp.sock".into() });

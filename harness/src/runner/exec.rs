@@ -135,6 +135,36 @@ pub struct Exec<'a> {
     pub(crate) lost_write: Option<(Option<usize>, String)>,
     /// Whether a step that is not a send completed after `lost_write`.
     pub(crate) read_since_lost: bool,
+    /// In bridge scenarios, after `tool_handshake`: the answers to the list pulls (the body of a
+    /// `resource_list_response`, `resource_template_list_response` and `prompt_list_response`)
+    /// that the harness gives whenever the bridge asks on this connection. A bridge may pull
+    /// at startup or on demand (BR-HANDSHAKE-09), so a pull is no step's business; cleared with
+    /// the connection ([`Exec::forget_conn`]).
+    pub(crate) lists: Option<PullAnswers>,
+    /// What [`Exec::poll_pulls`] read that was not a pull, for the next step that reads.
+    stash: std::collections::VecDeque<Result<Got, StepError>>,
+}
+
+/// The tool process's answers to the bridge's list pulls (see [`Exec::lists`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PullAnswers {
+    pub resources: Value,
+    pub templates: Value,
+    pub prompts: Value,
+}
+
+impl PullAnswers {
+    /// The answer (without its rid) to the Envelope `v`, when `v` is a list pull.
+    fn answer(&self, v: &Value) -> Option<Value> {
+        match arm_of(v)? {
+            "list_resources_request" => Some(json!({"resource_list_response": {"resources": self.resources}})),
+            "list_resource_templates_request" => {
+                Some(json!({"resource_template_list_response": {"templates": self.templates}}))
+            }
+            "list_prompts_request" => Some(json!({"prompt_list_response": {"prompts": self.prompts}})),
+            _ => None,
+        }
+    }
 }
 
 fn signo(s: Signal) -> i32 {
@@ -176,6 +206,8 @@ impl<'a> Exec<'a> {
             found: &[],
             lost_write: None,
             read_since_lost: false,
+            lists: None,
+            stash: Default::default(),
         }
         .recording_schedule()
     }
@@ -361,6 +393,12 @@ impl<'a> Exec<'a> {
     /// arrive as their equivalent result.
     async fn next(&mut self, deadline: Instant, ignore: &[Arm]) -> Result<Got, StepError> {
         self.flush_held().await?;
+        while let Some(got) = self.stash.pop_front() {
+            match got? {
+                Got::Value(v) if arm_of(&v).and_then(Arm::from_name).is_some_and(|a| ignore.contains(&a)) => {}
+                got => return Ok(got),
+            }
+        }
         loop {
             // A peer that sends without end ends the step here, not at its deadline.
             if let Some(f) = self.flood() {
@@ -428,12 +466,18 @@ impl<'a> Exec<'a> {
                 }
             };
             let ignored = arm_of(&v).and_then(Arm::from_name).is_some_and(|a| ignore.contains(&a));
-            self.transcript.push(Item::Frame {
-                dir: Dir::FromTestee,
-                tree: Some(v.clone()),
-                hex: None,
-                note: ignored.then(|| "ignored".to_owned()),
-            });
+            let pulled = self.lists.as_ref().and_then(|l| l.answer(&v));
+            let note = if pulled.is_some() {
+                Some("a list pull: answered by the harness".to_owned())
+            } else {
+                ignored.then(|| "ignored".to_owned())
+            };
+            self.transcript.push(Item::Frame { dir: Dir::FromTestee, tree: Some(v.clone()), hex: None, note });
+            if let Some(mut reply) = pulled {
+                reply["request_id"] = v.get("request_id").cloned().unwrap_or(json!(""));
+                self.send_value(reply).await?;
+                continue;
+            }
             if !ignored {
                 return Ok(Got::Value(v));
             }
@@ -450,6 +494,20 @@ impl<'a> Exec<'a> {
             Got::Value(v) => Ok(v),
             Got::Eof => Err(StepError::Fail("the testee closed the connection".into())),
             Got::Timeout => Err(StepError::Fail(format!("nothing arrived within {within:?}"))),
+        }
+    }
+
+    /// Reads what the tool process has sent without waiting, so that list pulls the bridge makes
+    /// on demand (BR-HANDSHAKE-09) are answered while host steps wait for the bridge; anything
+    /// else is kept for the next step that reads. Does nothing before `tool_handshake` set
+    /// [`Exec::lists`] or while a step's result is already kept.
+    pub(crate) async fn poll_pulls(&mut self) {
+        if self.lists.is_none() || !self.stash.is_empty() || self.conn.as_ref().is_none_or(|c| c.rx.is_none()) {
+            return;
+        }
+        match self.next(Instant::now(), &[]).await {
+            Ok(Got::Timeout) => {}
+            got => self.stash.push_back(got),
         }
     }
 
@@ -716,6 +774,8 @@ impl<'a> Exec<'a> {
     pub(crate) fn forget_conn(&mut self) {
         self.close();
         self.accepted = false;
+        self.lists = None;
+        self.stash.clear();
         if let Some(pid) = self.peer_pid.take() {
             self.ended_peers.push(pid);
         }
