@@ -103,6 +103,12 @@ enum Command {
         #[arg(long)]
         native: bool,
     },
+    /// Run the reference proto-mcp server (profile proto-mcp) on stdio: binary MCPMessage
+    /// frames, or JSON-RPC lines when the first byte is `{`.
+    ///
+    /// Exit status: 0 after stdin ended at a frame boundary, 1 after a first byte that selects no
+    /// protocol, an oversize frame or a stream that ended inside a frame.
+    ProtoMcpServer(proto_mcp::ServerArgs),
     /// Run the reference testee: a tool process that serves the whole fixture contract
     /// (harness/testees/README.md) over the socket named by PROTOMCP_SOCKET.
     ///
@@ -110,12 +116,6 @@ enum Command {
     /// framing was lost, 2 when PROTOMCP_SOCKET is unset or empty, 3 for --misbehave
     /// crash-mid-call. PROTOMCP_CHUNK_THRESHOLD and PROTOMCP_COMPRESS_THRESHOLD move the
     /// sideband and compression thresholds.
-    /// Run the reference proto-mcp server (profile proto-mcp) on stdio: binary MCPMessage
-    /// frames, or JSON-RPC lines when the first byte is `{`.
-    ///
-    /// Exit status: 0 after stdin ended at a frame boundary, 1 after a first byte that selects no
-    /// protocol, an oversize frame or a stream that ended inside a frame.
-    ProtoMcpServer(proto_mcp::ServerArgs),
     Testee {
         /// The middleware variant: also register guard (1), mirror (10) and broken (20).
         #[arg(long)]
