@@ -1,15 +1,20 @@
-//! Latency benchmark of the reference bridge (issue 5): a `tools/call` of `echo` through the
-//! bridge over stdio, against the same call sent directly over the socket to the same testee.
+//! Latency and throughput benchmark of the reference bridge (issues 5 and 14): a `tools/call`
+//! of `echo` to the reference testee, through every path in one run, with the same call mix.
 //! Ignored by default; run it with
 //!
 //! ```text
-//! cargo test --release --test bridge_bench -- --ignored --nocapture
+//! PMCP_BIN=target/pmcp/bin/protomcp cargo test --release --test bridge_bench -- --ignored --nocapture
 //! ```
 //!
-//! Both paths include their client: the direct path the harness's Envelope connection, the
-//! bridge path the hand-rolled JSON-RPC host (JSON encode/decode, two pipes). A third path, the
-//! floor, sends the direct path's Envelopes through a process that only copies bytes
-//! ([`relay_process`]): what it adds is what any process in the middle costs on the machine.
+//! Paths: the direct socket (the harness's Envelope connection to the testee); the floor, the
+//! same Envelopes through a process that only copies bytes ([`relay_process`]): what it adds is
+//! what any process in the middle costs on the machine; the reference bridge over stdio (the
+//! harness's JSON-RPC host on two pipes) and over Streamable HTTP (a keep-alive client in this
+//! file, [`KeepAlive`]); and with `PMCP_BIN` set (pmcp v0.3.0, built by
+//! `harness/bridges/pmcp/install.sh` into `target/pmcp/bin/protomcp`) pmcp over stdio and HTTP,
+//! started the way the catalogue's pmcp manifests start it (`run FILE --socket PATH`). Both
+//! bridges start the same tool file, a script that runs the reference testee. The bench prints
+//! a table and the ratios issue 14 sets as goals, each marked met or not; it asserts no time.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,7 +26,7 @@ use protomcp_harness::host::StdioHost;
 use protomcp_proto::EnvelopeExt;
 use protomcp_proto::envelopes as env;
 use protomcp_proto::pb::{self, Envelope, envelope::Msg};
-use serde_json::json;
+use serde_json::{Value, json};
 
 const SEQUENTIAL: usize = 3000;
 const WARMUP: usize = 300;
@@ -53,12 +58,16 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 struct Stats {
     p50: Duration,
     p99: Duration,
+    /// Sequential calls per second (one at a time, back to back).
+    seq_per_sec: f64,
+    /// Calls per second with [`IN_FLIGHT`] in flight.
     per_sec: f64,
 }
 
-fn summarize(mut samples: Vec<Duration>, per_sec: f64) -> Stats {
+fn summarize(mut samples: Vec<Duration>, seq: Duration, per_sec: f64) -> Stats {
+    let seq_per_sec = samples.len() as f64 / seq.as_secs_f64();
     samples.sort();
-    Stats { p50: percentile(&samples, 0.5), p99: percentile(&samples, 0.99), per_sec }
+    Stats { p50: percentile(&samples, 0.5), p99: percentile(&samples, 0.99), seq_per_sec, per_sec }
 }
 
 /// The Envelope path: the harness's connection to `argv`, which connects to the socket (the
@@ -83,11 +92,13 @@ async fn direct(argv: &[String]) -> Stats {
         }
     };
     let mut samples = Vec::with_capacity(SEQUENTIAL);
+    let mut seq = Duration::ZERO;
     for i in 0..WARMUP + SEQUENTIAL {
         let t = Instant::now();
         call(&link, rid()).await;
         if i >= WARMUP {
             samples.push(t.elapsed());
+            seq += t.elapsed();
         }
     }
     let start = Instant::now();
@@ -112,21 +123,31 @@ async fn direct(argv: &[String]) -> Stats {
     let per_sec = (per_worker * IN_FLIGHT) as f64 / start.elapsed().as_secs_f64();
     link.close("done".into());
     tp.terminate().await;
-    summarize(samples, per_sec)
+    summarize(samples, seq, per_sec)
 }
 
-async fn through_bridge() -> Stats {
-    let argv = [bin(), "bridge".into(), "--".into(), bin(), "testee".into()];
-    let host = Arc::new(StdioHost::spawn(&argv, &[]).unwrap());
+/// Whether `response` is the echo tool's answer (pmcp leaves out `isError` when false).
+fn echoed(response: &Value) -> bool {
+    let r = &response["result"];
+    r["isError"] != true && r["content"][0]["text"] == "bench"
+}
+
+/// A bridge over stdio: the harness's JSON-RPC host on the bridge's stdin/stdout (`argv`).
+/// Sequential calls, then [`IN_FLIGHT`] tasks that each wait for their answer before the next
+/// call, all on the one pipe pair (the host matches answers to requests by id).
+async fn stdio_bridge(argv: &[String]) -> Stats {
+    let host = Arc::new(StdioHost::spawn_with_stderr(argv, &[], std::process::Stdio::null()).unwrap());
     host.initialize("2025-06-18", json!({})).await.unwrap();
     let params = json!({"name": "echo", "arguments": {"text": "bench"}});
     let mut samples = Vec::with_capacity(SEQUENTIAL);
+    let mut seq = Duration::ZERO;
     for i in 0..WARMUP + SEQUENTIAL {
         let t = Instant::now();
         let r = host.request("tools/call", Some(params.clone())).await.unwrap();
-        assert_eq!(r["result"]["isError"], false, "{r}");
+        assert!(echoed(&r), "{r}");
         if i >= WARMUP {
             samples.push(t.elapsed());
+            seq += t.elapsed();
         }
     }
     let start = Instant::now();
@@ -138,7 +159,7 @@ async fn through_bridge() -> Stats {
             tokio::spawn(async move {
                 for _ in 0..per_worker {
                     let r = host.request("tools/call", Some(params.clone())).await.unwrap();
-                    assert_eq!(r["result"]["isError"], false);
+                    assert!(echoed(&r), "{r}");
                 }
             })
         })
@@ -147,7 +168,194 @@ async fn through_bridge() -> Stats {
         w.await.unwrap();
     }
     let per_sec = (per_worker * IN_FLIGHT) as f64 / start.elapsed().as_secs_f64();
-    summarize(samples, per_sec)
+    summarize(samples, seq, per_sec)
+}
+
+/// One HTTP/1.1 keep-alive connection to a Streamable HTTP endpoint at `/mcp`: each POST is one
+/// write, its response is read up to the end of its own framing (`Content-Length` or the last
+/// chunk of a chunked body, such as an SSE stream that ends after the answer), and the
+/// connection stays open for the next. One request at a time per connection (no pipelining).
+struct KeepAlive {
+    stream: tokio::net::TcpStream,
+    addr: String,
+    buf: Vec<u8>,
+}
+
+/// One response on a [`KeepAlive`] connection.
+struct HttpReply {
+    status: u16,
+    session: Option<String>,
+    body: Vec<u8>,
+}
+
+impl HttpReply {
+    /// The JSON-RPC message in the body: a JSON body, or the last `data:` line of an event stream.
+    fn message(&self) -> Value {
+        let text = String::from_utf8_lossy(&self.body);
+        if let Ok(v) = serde_json::from_str::<Value>(&text) {
+            return v;
+        }
+        let data = text.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim).filter(|d| !d.is_empty());
+        data.filter_map(|d| serde_json::from_str::<Value>(d).ok()).next_back().unwrap_or(Value::Null)
+    }
+}
+
+impl KeepAlive {
+    async fn connect(addr: std::net::SocketAddr) -> KeepAlive {
+        let stream = protomcp_harness::host::http::connect(addr).await.unwrap();
+        KeepAlive { stream, addr: addr.to_string(), buf: Vec::new() }
+    }
+
+    async fn post(&mut self, session: Option<&str>, body: &str) -> HttpReply {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut req = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+            self.addr,
+            body.len()
+        );
+        if let Some(s) = session {
+            req.push_str(&format!("Mcp-Session-Id: {s}\r\nMCP-Protocol-Version: 2025-06-18\r\n"));
+        }
+        req.push_str("\r\n");
+        req.push_str(body);
+        self.stream.write_all(req.as_bytes()).await.unwrap();
+        loop {
+            if let Some((reply, used)) = parse_reply(&self.buf) {
+                self.buf.drain(..used);
+                return reply;
+            }
+            let mut chunk = [0u8; 16 * 1024];
+            let n = self.stream.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the server closed a keep-alive connection: {:?}", String::from_utf8_lossy(&self.buf));
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
+/// A complete response at the start of `raw` and how many bytes it took, or `None` while
+/// incomplete.
+fn parse_reply(raw: &[u8]) -> Option<(HttpReply, usize)> {
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = String::from_utf8_lossy(&raw[..end - 4]);
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    let (mut length, mut chunked, mut session) = (None, false, None);
+    for (n, v) in lines.filter_map(|l| l.split_once(':')) {
+        let (n, v) = (n.trim().to_ascii_lowercase(), v.trim());
+        match n.as_str() {
+            "content-length" => length = v.parse::<usize>().ok(),
+            "transfer-encoding" => chunked = v.eq_ignore_ascii_case("chunked"),
+            "mcp-session-id" => session = Some(v.to_owned()),
+            _ => {}
+        }
+    }
+    let rest = &raw[end..];
+    if !chunked {
+        let l = length.unwrap_or(0);
+        return (rest.len() >= l).then(|| (HttpReply { status, session, body: rest[..l].to_vec() }, end + l));
+    }
+    let (mut at, mut body) = (0, Vec::new());
+    loop {
+        let eol = rest[at..].windows(2).position(|w| w == b"\r\n")?;
+        let size =
+            usize::from_str_radix(String::from_utf8_lossy(&rest[at..at + eol]).split(';').next()?.trim(), 16).ok()?;
+        at += eol + 2;
+        if size == 0 {
+            // The last chunk, then the (empty) trailer section.
+            let trailer = rest[at..].windows(2).position(|w| w == b"\r\n")?;
+            return Some((HttpReply { status, session, body }, end + at + trailer + 2));
+        }
+        if rest.len() < at + size + 2 {
+            return None;
+        }
+        body.extend_from_slice(&rest[at..at + size]);
+        at += size + 2;
+    }
+}
+
+/// A free TCP port on the loopback interface (bound, read, released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A bridge over Streamable HTTP: `argv` (with its port) started, one session initialized,
+/// [`SEQUENTIAL`] calls on one keep-alive connection, then [`IN_FLIGHT`] keep-alive connections
+/// of the same session, each a task that sends its next call when the answer to its last one
+/// arrived (HTTP/1.1 answers in order on a connection, so 16 in flight takes 16 connections).
+async fn http_bridge(argv: &[String], port: u16) -> Stats {
+    let mut child = tokio::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(addr).await.is_err() {
+        assert!(Instant::now() < deadline, "{argv:?} does not listen on {addr}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut conn = KeepAlive::connect(addr).await;
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}});
+    let r = conn.post(None, &init.to_string()).await;
+    assert_eq!(r.status, 200, "{:?}", String::from_utf8_lossy(&r.body));
+    assert!(r.message()["result"]["protocolVersion"].is_string(), "{}", r.message());
+    let session = r.session.clone();
+    let r = conn.post(session.as_deref(), r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await;
+    assert!(r.status == 202 || r.status == 200, "{}", r.status);
+    let call = |id: u64| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"bench"}}}}}}"#
+        )
+    };
+    let check = |r: &HttpReply, id: u64| {
+        let m = r.message();
+        assert!(r.status == 200 && m["id"] == id && echoed(&m), "{} {m}", r.status);
+    };
+    let mut samples = Vec::with_capacity(SEQUENTIAL);
+    let mut seq = Duration::ZERO;
+    for i in 0..WARMUP + SEQUENTIAL {
+        let id = i as u64 + 1;
+        let t = Instant::now();
+        let r = conn.post(session.as_deref(), &call(id)).await;
+        check(&r, id);
+        if i >= WARMUP {
+            samples.push(t.elapsed());
+            seq += t.elapsed();
+        }
+    }
+    let per_worker = THROUGHPUT_CALLS / IN_FLIGHT;
+    let mut conns = Vec::with_capacity(IN_FLIGHT);
+    for _ in 0..IN_FLIGHT {
+        conns.push(KeepAlive::connect(addr).await);
+    }
+    let start = Instant::now();
+    let workers: Vec<_> = conns
+        .into_iter()
+        .enumerate()
+        .map(|(w, mut conn)| {
+            let session = session.clone();
+            tokio::spawn(async move {
+                for k in 0..per_worker {
+                    let id = 1_000_000 + (w * per_worker + k) as u64;
+                    let r = conn.post(session.as_deref(), &call(id)).await;
+                    check(&r, id);
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.await.unwrap();
+    }
+    let per_sec = (per_worker * IN_FLIGHT) as f64 / start.elapsed().as_secs_f64();
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+    summarize(samples, seq, per_sec)
 }
 
 /// The floor path's relay, started by the benchmark as a process of its own (this test binary,
@@ -191,33 +399,159 @@ fn relay_argv() -> Vec<String> {
     [me.as_str(), "relay_process", "--exact", "--ignored", "--nocapture", "-q"].map(str::to_owned).to_vec()
 }
 
+/// A private directory for the bench's sockets and the testee's entry file; removed on drop.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new() -> Scratch {
+        let d = std::env::temp_dir().join(format!("bridge-bench-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Scratch(d)
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+
+    /// An executable without extension that runs the reference testee: the tool file both
+    /// bridges start (pmcp runs such a file as it is, like the catalogue's `{mock}`).
+    fn testee(&self) -> String {
+        use std::os::unix::fs::PermissionsExt;
+        let p = self.0.join("testee");
+        std::fs::write(&p, format!("#!/bin/sh\nexec '{}' testee \"$@\"\n", bin())).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p.display().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn strs(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// "met" / "NOT met" for a ratio against its goal.
+fn verdict(ok: bool) -> &'static str {
+    if ok { "met" } else { "NOT met" }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark: run with --release -- --ignored --nocapture"]
 async fn bridge_latency_benchmark() {
-    let d = direct(&[bin(), "testee".into()]).await;
-    let b = through_bridge().await;
-    let r = direct(&relay_argv()).await;
+    let scratch = Scratch::new();
+    let testee = scratch.testee();
+    let me = bin();
+    let pmcp = std::env::var("PMCP_BIN").ok().filter(|p| !p.is_empty());
+    let mut rows: Vec<(String, Stats)> = Vec::new();
+    rows.push(("direct socket".into(), direct(&[me.clone(), "testee".into()]).await));
+    rows.push(("copy-only relay (floor)".into(), direct(&relay_argv()).await));
+    let sock = scratch.path("ref.sock");
+    let argv = strs(&[&me, "bridge", "--socket", &sock, "--", &testee]);
+    rows.push(("reference, stdio".into(), stdio_bridge(&argv).await));
+    let port = free_port();
+    let p = port.to_string();
+    let argv = strs(&[
+        &me,
+        "bridge",
+        "--transport",
+        "http",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &p,
+        "--socket",
+        &sock,
+        "--",
+        &testee,
+    ]);
+    rows.push(("reference, HTTP".into(), http_bridge(&argv, port).await));
+    if let Some(pmcp) = &pmcp {
+        let sock = scratch.path("pmcp.sock");
+        let argv = strs(&[pmcp, "run", &testee, "--socket", &sock]);
+        rows.push(("pmcp, stdio".into(), stdio_bridge(&argv).await));
+        let port = free_port();
+        let p = port.to_string();
+        let argv = strs(&[
+            pmcp,
+            "run",
+            &testee,
+            "--socket",
+            &sock,
+            "--transport",
+            "http",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &p,
+        ]);
+        rows.push(("pmcp, HTTP".into(), http_bridge(&argv, port).await));
+    }
     let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let direct_p50 = us(rows[0].1.p50);
+    let added = |name: &str| rows.iter().find(|(n, _)| n == name).map(|(_, s)| us(s.p50) - direct_p50);
+    let stat = |name: &str| rows.iter().find(|(n, _)| n == name).map(|(_, s)| s);
+
     println!(
-        "tools/call echo, {SEQUENTIAL} sequential calls after {WARMUP} warm-up; throughput with {IN_FLIGHT} in flight"
-    );
-    println!("{:<16} {:>10} {:>10} {:>14}", "path", "p50 µs", "p99 µs", "calls/s @16");
-    println!("{:<16} {:>10.1} {:>10.1} {:>14.0}", "direct socket", us(d.p50), us(d.p99), d.per_sec);
-    println!("{:<16} {:>10.1} {:>10.1} {:>14.0}", "through bridge", us(b.p50), us(b.p99), b.per_sec);
-    println!(
-        "added at p50: {:.1} µs; ratios bridge/direct: p50 {:.2}, p99 {:.2}, throughput {:.2}",
-        us(b.p50) - us(d.p50),
-        us(b.p50) / us(d.p50),
-        us(b.p99) / us(d.p99),
-        b.per_sec / d.per_sec
+        "tools/call echo, reference testee behind every path; {SEQUENTIAL} sequential calls after {WARMUP} warm-up \
+         (p50, p99, sequential calls/s), then {THROUGHPUT_CALLS} calls with {IN_FLIGHT} in flight"
     );
     println!(
-        "floor: through a process that only copies bytes (relay_process): p50 {:.1} µs, p99 {:.1} µs, {:.0} calls/s @16; \
-         it adds {:.1} µs at p50, the bridge {:.1} µs more than that",
-        us(r.p50),
-        us(r.p99),
-        r.per_sec,
-        us(r.p50) - us(d.p50),
-        us(b.p50) - us(r.p50)
+        "HTTP: one keep-alive connection for the sequential calls; {IN_FLIGHT} keep-alive connections of the same session, one call in flight on each, for the throughput"
+    );
+    println!(
+        "{:<26} {:>9} {:>9} {:>12} {:>14} {:>15}",
+        "path", "p50 µs", "p99 µs", "seq calls/s", "calls/s @16", "added p50 µs"
+    );
+    for (name, s) in &rows {
+        println!(
+            "{:<26} {:>9.1} {:>9.1} {:>12.0} {:>14.0} {:>15.1}",
+            name,
+            us(s.p50),
+            us(s.p99),
+            s.seq_per_sec,
+            s.per_sec,
+            us(s.p50) - direct_p50
+        );
+    }
+    let relay = added("copy-only relay (floor)").unwrap();
+    for t in ["stdio", "HTTP"] {
+        let r = added(&format!("reference, {t}")).unwrap();
+        let x = r / relay;
+        println!(
+            "goal: reference {t} added p50 / relay added p50 = {r:.1} / {relay:.1} = {x:.2} (≤ 1.5): {}",
+            verdict(x <= 1.5)
+        );
+    }
+    if pmcp.is_none() {
+        println!(
+            "pmcp: not run (set PMCP_BIN to pmcp v0.3.0, e.g. target/pmcp/bin/protomcp from harness/bridges/pmcp/install.sh)"
+        );
+        return;
+    }
+    for t in ["stdio", "HTTP"] {
+        let (r, p) = (stat(&format!("reference, {t}")).unwrap(), stat(&format!("pmcp, {t}")).unwrap());
+        let x = r.per_sec / p.per_sec;
+        println!(
+            "goal: {t} calls/s @{IN_FLIGHT} reference / pmcp = {:.0} / {:.0} = {x:.2} (≥ 3.0): {}",
+            r.per_sec,
+            p.per_sec,
+            verdict(x >= 3.0)
+        );
+        let (ra, pa) = (added(&format!("reference, {t}")).unwrap(), added(&format!("pmcp, {t}")).unwrap());
+        let x = ra / pa;
+        println!("goal: {t} added p50 reference / pmcp = {ra:.1} / {pa:.1} = {x:.2} (≤ 0.3): {}", verdict(x <= 0.3));
+    }
+    let (r, p) = (stat("reference, HTTP").unwrap(), stat("pmcp, HTTP").unwrap());
+    let x = r.seq_per_sec / p.seq_per_sec;
+    println!(
+        "goal: HTTP keep-alive sequential calls/s reference / pmcp = {:.0} / {:.0} = {x:.2} (≥ 2.0): {}",
+        r.seq_per_sec,
+        p.seq_per_sec,
+        verdict(x >= 2.0)
     );
 }
