@@ -33,6 +33,11 @@ pub struct MatrixArgs {
     /// Write the matrix as JSON here.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Write an HTML report here: one self-contained file with a column per target (summary,
+    /// per-area bars, requirement × verdict filterable by verdict, level and area, every scenario
+    /// not passing with its transcript).
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     /// Scenarios run in parallel per target (default: four per core, at most 8).
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     jobs: Option<u32>,
@@ -121,6 +126,12 @@ pub fn matrix(a: MatrixArgs) -> Result<ExitCode> {
     if let Some(p) = &a.json {
         std::fs::write(p, serde_json::to_string_pretty(&m)? + "\n")
             .with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(p) = &a.html {
+        let sides: Vec<runner::html::Side<'_>> =
+            runs.iter().map(|(t, r)| runner::html::Side { target: t, results: r }).collect();
+        let title = format!("matrix: {}", m.targets.join(", "));
+        std::fs::write(p, runner::html::report(&title, &sides)).with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(ExitCode::from(worst))
 }

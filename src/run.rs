@@ -74,6 +74,14 @@ pub struct RunArgs {
     /// Write a JUnit XML report here.
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
+    /// Write an HTML report here: one self-contained file (summary, per-area bars, requirement ×
+    /// verdict filterable by verdict, level and area, every scenario not passing with its
+    /// transcript).
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Print a line for every skipped scenario too (otherwise one line per reason, with a count).
+    #[arg(short = 'v', long)]
+    verbose: bool,
     /// Write the normalized transcript of every scenario to DIR/<scenario id>.txt (created if
     /// missing): every frame both ways, request ids renamed, times, paths and PIDs bracketed.
     #[arg(long, value_name = "DIR")]
@@ -304,27 +312,120 @@ pub(crate) fn target(a: &RunArgs) -> Result<Target> {
     Ok(t)
 }
 
+/// One side of a run: a target and the scenarios it runs.
+struct Side {
+    /// What the side is, in a run with more than one (`tool-process side: the TP catalogue`).
+    label: &'static str,
+    target: Arc<Target>,
+    scenarios: Arc<Vec<Scenario>>,
+}
+
+/// The reference bridge as the default run drives it over stdio, with the bundled mock: the same
+/// bridge as `--bridge harness/bridges/reference` (a test checks the two agree), with the known
+/// failures of harness/data/reference-bridge-known-failures.yaml (bundled).
+const REFERENCE_BRIDGE: &str = "{exe} bridge --call-timeout 3s --watch {dir}/watched --socket {socket} -- {mock}";
+const REFERENCE_BRIDGE_NAME: &str = "reference bridge (stdio)";
+const REFERENCE_BRIDGE_FEATURES: &[&str] = &["subscribe", "watch", "socket"];
+const REFERENCE_BRIDGE_KNOWN_FAILURES: &str = include_str!("../harness/data/reference-bridge-known-failures.yaml");
+
+/// The bridge side of the default run.
+pub(crate) fn reference_bridge_target(exe: PathBuf) -> Result<Target> {
+    let argv = REFERENCE_BRIDGE.split_whitespace().map(String::from).collect();
+    let mut t = Target::bridge(argv, exe);
+    t.name = REFERENCE_BRIDGE_NAME.into();
+    t.features = REFERENCE_BRIDGE_FEATURES.iter().map(|f| f.to_string()).collect();
+    t.known_failures = runner::target::parse_known_failures(
+        Path::new("harness/data/reference-bridge-known-failures.yaml"),
+        REFERENCE_BRIDGE_KNOWN_FAILURES,
+    )
+    .map_err(anyhow::Error::msg)?;
+    Ok(t)
+}
+
+/// The sides of the run: the target given, or by default the tool-process scenarios against
+/// the reference testee and the bridge scenarios against the reference bridge.
+fn sides(a: &RunArgs, selected: Vec<Scenario>) -> Result<Vec<Side>> {
+    if a.sdk.is_some() || a.testee.is_some() || a.bridge.is_some() {
+        return Ok(vec![Side { label: "", target: Arc::new(target(a)?), scenarios: Arc::new(selected) }]);
+    }
+    let testee = target(a)?;
+    let exe = std::env::current_exe().context("locating this binary")?;
+    let mut bridge = reference_bridge_target(exe)?;
+    if a.known_failures.is_some() {
+        bridge.known_failures = testee.known_failures.clone();
+    }
+    let (br, tp): (Vec<Scenario>, Vec<Scenario>) = selected.into_iter().partition(|s| s.role == scenario::Role::Bridge);
+    let mut out = Vec::new();
+    if !tp.is_empty() {
+        out.push(Side {
+            label: "tool-process side: the TP catalogue",
+            target: Arc::new(testee),
+            scenarios: Arc::new(tp),
+        });
+    }
+    if !br.is_empty() {
+        out.push(Side { label: "bridge side: the BR catalogue", target: Arc::new(bridge), scenarios: Arc::new(br) });
+    }
+    Ok(out)
+}
+
+/// The skipped scenarios, one line per reason (the first line of the message) with a count,
+/// most frequent first: a reason of one scenario is its usual line, one of two or three names
+/// them.
+fn folded_skips(results: &[CaseResult], tty: bool) -> Vec<String> {
+    let mut by_reason: Vec<(&str, Vec<&CaseResult>)> = Vec::new();
+    for r in results.iter().filter(|r| r.verdict == runner::Verdict::Skip) {
+        let reason = r.message.lines().next().unwrap_or("");
+        match by_reason.iter_mut().find(|(x, _)| *x == reason) {
+            Some((_, rs)) => rs.push(r),
+            None => by_reason.push((reason, vec![r])),
+        }
+    }
+    by_reason.sort_by_key(|(_, rs)| std::cmp::Reverse(rs.len()));
+    by_reason
+        .into_iter()
+        .map(|(reason, rs)| match rs.as_slice() {
+            [one] => report::line(one, tty),
+            _ => {
+                let skip = if tty { "\x1b[2mSKIP \x1b[0m" } else { "SKIP " };
+                let mut s = format!("{skip} {} scenarios: {reason}", rs.len());
+                if rs.len() <= 3 {
+                    let ids: Vec<&str> = rs.iter().map(|r| r.id.as_str()).collect();
+                    s.push_str(&format!(" [{}]", ids.join(", ")));
+                }
+                s
+            }
+        })
+        .collect()
+}
+
 pub fn run(a: RunArgs) -> Result<ExitCode> {
     let selected = match load(&a.sel) {
         Ok(s) => s,
         Err(code) => return Ok(code),
     };
-    let target = match target(&a) {
-        Ok(t) => t,
-        Err(e) => return Ok(usage(format!("{e:#}"))),
-    };
-    if let Err(e) = build(&target) {
-        eprintln!("protomcp-conform: {e}");
-        return Ok(ExitCode::from(3));
-    }
-    for id in target.known_failures.keys() {
-        if !selected.iter().any(|(s, _)| &s.id == id) && a.sel.only.is_empty() && a.sel.scenarios.is_empty() {
-            eprintln!("protomcp-conform: warning: known failure `{id}` names no scenario of the catalogue");
-        }
-    }
+    let all_ids: Vec<String> = selected.iter().map(|(s, _)| s.id.clone()).collect();
     if selected.is_empty() {
         eprintln!("protomcp-conform: no scenario selected: a run that executes nothing is an error");
         return Ok(ExitCode::from(3));
+    }
+    let sides = match sides(&a, selected.into_iter().map(|(s, _)| s).collect()) {
+        Ok(s) => s,
+        Err(e) => return Ok(usage(format!("{e:#}"))),
+    };
+    for side in &sides {
+        if let Err(e) = build(&side.target) {
+            eprintln!("protomcp-conform: {e}");
+            return Ok(ExitCode::from(3));
+        }
+    }
+    if a.sel.only.is_empty() && a.sel.scenarios.is_empty() {
+        let mut warned = std::collections::BTreeSet::new();
+        for id in sides.iter().flat_map(|s| s.target.known_failures.keys()) {
+            if !all_ids.contains(id) && warned.insert(id) {
+                eprintln!("protomcp-conform: warning: known failure `{id}` names no scenario of the catalogue");
+            }
+        }
     }
     if !a.timeout_scale.is_finite() || a.timeout_scale <= 0.0 {
         return Ok(usage("--timeout-scale must be a positive number"));
@@ -336,69 +437,150 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     }
     let tty = std::io::stdout().is_terminal();
     let progress = std::io::stderr().is_terminal();
-    let scenarios: Arc<Vec<Scenario>> = Arc::new(selected.into_iter().map(|(s, _)| s).collect());
-    let target = Arc::new(target);
-    let finished: Arc<Mutex<Vec<CaseResult>>> = Arc::new(Mutex::new(Vec::new()));
-    let on_done = {
-        let finished = finished.clone();
-        Arc::new(move |r: &CaseResult, n: usize, total: usize| {
-            let mut out = std::io::stdout().lock();
-            if progress {
-                eprint!("\r\x1b[K");
-            }
-            let _ = writeln!(out, "{}", report::line(r, tty));
-            let _ = out.flush();
-            if progress && n < total {
-                eprint!("[{n}/{total}]");
-            }
-            finished.lock().unwrap_or_else(|e| e.into_inner()).push(r.clone());
-        })
-    };
-    let Some(results) = execute(scenarios.clone(), target.clone(), cfg, on_done)? else {
-        let done = finished.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let s = Summary::of(done.iter().map(|r| r.verdict));
-        eprintln!("protomcp-conform: interrupted after {} of {} scenarios ({s})", done.len(), scenarios.len());
-        return Ok(ExitCode::from(130));
-    };
-    let summary = Summary::of(results.iter().map(|r| r.verdict));
+    let verbose = a.verbose;
     let args = target_args(&a);
-    let bad: Vec<&CaseResult> = results
-        .iter()
-        .filter(|r| {
-            matches!(
-                r.verdict,
-                runner::Verdict::Fail
-                    | runner::Verdict::Warn
-                    | runner::Verdict::Xpass
-                    | runner::Verdict::Error
-                    | runner::Verdict::Flaky
-            )
-        })
-        .collect();
-    let mut out = std::io::stdout().lock();
-    if !bad.is_empty() {
-        writeln!(out)?;
-        for r in &bad {
-            write!(out, "{}", report::details(r, &args))?;
+    let several = sides.len() > 1;
+    let mut done_sides: Vec<(Arc<Target>, Vec<CaseResult>)> = Vec::new();
+    for side in &sides {
+        let mut out = std::io::stdout().lock();
+        if several {
+            writeln!(
+                out,
+                "{}== {}: {} scenarios against the {}",
+                if done_sides.is_empty() { "" } else { "\n" },
+                side.label,
+                side.scenarios.len(),
+                side.target.name
+            )?;
         }
+        drop(out);
+        let finished: Arc<Mutex<Vec<CaseResult>>> = Arc::new(Mutex::new(Vec::new()));
+        let on_done = {
+            let finished = finished.clone();
+            Arc::new(move |r: &CaseResult, n: usize, total: usize| {
+                let mut out = std::io::stdout().lock();
+                if progress {
+                    eprint!("\r\x1b[K");
+                }
+                // Skipped scenarios are counted per reason after the run (each with --verbose).
+                if verbose || r.verdict != runner::Verdict::Skip {
+                    let _ = writeln!(out, "{}", report::line(r, tty));
+                    let _ = out.flush();
+                }
+                if progress && n < total {
+                    eprint!("[{n}/{total}]");
+                }
+                finished.lock().unwrap_or_else(|e| e.into_inner()).push(r.clone());
+            })
+        };
+        let Some(results) = execute(side.scenarios.clone(), side.target.clone(), cfg.clone(), on_done)? else {
+            let done = finished.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let s = Summary::of(done.iter().map(|r| r.verdict));
+            eprintln!(
+                "protomcp-conform: interrupted after {} of {} scenarios ({s}, target: {})",
+                done.len(),
+                side.scenarios.len(),
+                side.target.name
+            );
+            return Ok(ExitCode::from(130));
+        };
+        let summary = Summary::of(results.iter().map(|r| r.verdict));
+        let bad: Vec<&CaseResult> = results
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r.verdict,
+                    runner::Verdict::Fail
+                        | runner::Verdict::Warn
+                        | runner::Verdict::Xpass
+                        | runner::Verdict::Error
+                        | runner::Verdict::Flaky
+                )
+            })
+            .collect();
+        let mut out = std::io::stdout().lock();
+        if !verbose {
+            for l in folded_skips(&results, tty) {
+                writeln!(out, "{l}")?;
+            }
+        }
+        if !bad.is_empty() {
+            writeln!(out)?;
+            for r in &bad {
+                write!(out, "{}", report::details(r, &args))?;
+            }
+        }
+        writeln!(
+            out,
+            "\n{}: {summary} ({} scenarios, target: {})",
+            verdict_word(&summary),
+            results.len(),
+            side.target.name
+        )?;
+        if summary.executed() == 0 {
+            writeln!(out, "no scenario was executed: a vacuous run is an error")?;
+        }
+        done_sides.push((side.target.clone(), results));
     }
-    writeln!(out, "\n{}: {summary} ({} scenarios, target: {})", verdict_word(&summary), results.len(), target.name)?;
-    if summary.executed() == 0 {
-        writeln!(out, "no scenario was executed: a vacuous run is an error")?;
+    let exit = done_sides.iter().map(|(_, r)| Summary::of(r.iter().map(|r| r.verdict)).exit_code()).max().unwrap_or(3);
+    let all: Vec<&CaseResult> = done_sides.iter().flat_map(|(_, r)| r.iter()).collect();
+    let names: Vec<&str> = done_sides.iter().map(|(t, _)| t.name.as_str()).collect();
+    if several {
+        let total = Summary::of(all.iter().map(|r| r.verdict));
+        let word = match exit {
+            0 => "OK",
+            1 => "FAILED",
+            _ => "ERROR",
+        };
+        writeln!(
+            std::io::stdout().lock(),
+            "\nTOTAL {word}: {total} ({} scenarios, targets: {})",
+            all.len(),
+            names.join(", ")
+        )?;
     }
     if let Some(p) = &a.json {
-        let v = report::json_report(&target.name, &results);
+        let v = if let [(t, results)] = done_sides.as_slice() {
+            report::json_report(&t.name, results)
+        } else {
+            // Several targets: every case names its target; the summary is the total.
+            let mut cases = Vec::new();
+            let mut per_side = Vec::new();
+            for (t, results) in &done_sides {
+                let mut v = report::json_report(&t.name, results);
+                if let Some(list) = v.get_mut("cases").and_then(|c| c.as_array_mut()) {
+                    for c in list.iter_mut() {
+                        c["target"] = serde_json::Value::from(t.name.as_str());
+                    }
+                    cases.append(list);
+                }
+                per_side.push(serde_json::json!({"target": t.name, "summary": v["summary"]}));
+            }
+            serde_json::json!({
+                "target": names.join(" + "),
+                "summary": Summary::of(all.iter().map(|r| r.verdict)),
+                "sides": per_side,
+                "cases": cases,
+            })
+        };
         std::fs::write(p, serde_json::to_string_pretty(&v)? + "\n")
             .with_context(|| format!("writing {}", p.display()))?;
     }
     if let Some(dir) = &a.transcripts {
-        write_transcripts(dir, &results)?;
+        write_transcripts(dir, all.iter().copied())?;
     }
     if let Some(p) = &a.junit {
-        let xml = report::junit_report(&target.name, &results).map_err(anyhow::Error::msg)?;
+        let v: Vec<(&str, &[CaseResult])> = done_sides.iter().map(|(t, r)| (t.name.as_str(), r.as_slice())).collect();
+        let xml = report::junit_report_sides(&v).map_err(anyhow::Error::msg)?;
         std::fs::write(p, xml).with_context(|| format!("writing {}", p.display()))?;
     }
-    Ok(ExitCode::from(summary.exit_code()))
+    if let Some(p) = &a.html {
+        let v: Vec<runner::html::Side<'_>> =
+            done_sides.iter().map(|(t, r)| runner::html::Side { target: &t.name, results: r }).collect();
+        std::fs::write(p, runner::html::report(&names.join(" + "), &v))
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(ExitCode::from(exit))
 }
 
 /// Runs `scenarios` against `target`; `None` when SIGINT interrupted the run, after every testee
@@ -425,7 +607,7 @@ pub(crate) fn execute(
     Ok(results)
 }
 
-fn write_transcripts(dir: &Path, results: &[CaseResult]) -> Result<()> {
+fn write_transcripts<'a>(dir: &Path, results: impl Iterator<Item = &'a CaseResult>) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     for r in results {
         let p = dir.join(format!("{}.txt", r.id));
@@ -490,4 +672,59 @@ pub fn explain(sel: &Selection, id: &str) -> Result<ExitCode> {
     }
     writeln!(out, "\nRe-run just this scenario:\n  {rerun} --only {}", shell_quote(id))?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_runs_bridge_is_the_reference_bridge_manifest() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let exe = PathBuf::from("/bin/protomcp-conform");
+        let from_manifest =
+            runner::bridge_manifest::load_target(&root.join("harness/bridges/reference"), exe.clone()).unwrap();
+        let ours = reference_bridge_target(exe).unwrap();
+        assert_eq!(ours.name, from_manifest.name);
+        assert_eq!(format!("{:?}", ours.kind), format!("{:?}", from_manifest.kind));
+        assert_eq!(ours.features, from_manifest.features);
+        let keys = |t: &Target| t.known_failures.keys().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(&ours), keys(&from_manifest));
+        assert!(from_manifest.env.is_empty() && from_manifest.skip.is_empty() && from_manifest.build.is_none());
+    }
+
+    #[test]
+    fn skipped_scenarios_fold_into_one_line_per_reason() {
+        let s = |id: &str, why: &str| CaseResult {
+            id: id.into(),
+            title: String::new(),
+            file: String::new(),
+            requirements: Vec::new(),
+            broken: Vec::new(),
+            held: Vec::new(),
+            level: protomcp_harness::requirements::Level::Must,
+            verdict: runner::Verdict::Skip,
+            message: why.into(),
+            duration: std::time::Duration::ZERO,
+            transcript_tail: Vec::new(),
+            transcript: Default::default(),
+            stderr_tail: String::new(),
+            command: Vec::new(),
+            runs: Vec::new(),
+            intermittent: false,
+        };
+        let mut rs: Vec<CaseResult> = (0..5).map(|i| s(&format!("bridge.x{i}"), "a bridge scenario")).collect();
+        rs.push(s("calls.a", "feature not claimed: x\nmore"));
+        rs.push(s("calls.b", "feature not claimed: x"));
+        rs.push(s("calls.c", "cannot"));
+        let lines = folded_skips(&rs, false);
+        assert_eq!(
+            lines,
+            [
+                "SKIP  5 scenarios: a bridge scenario",
+                "SKIP  2 scenarios: feature not claimed: x [calls.a, calls.b]",
+                "SKIP  calls.c (0 ms): cannot",
+            ]
+        );
+    }
 }

@@ -589,3 +589,53 @@ fn a_write_to_a_peer_that_is_gone_is_judged_by_the_next_step_that_reads() {
     assert_eq!(code(&o), 1, "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("writing to the peer failed"), "{}", text(&o));
 }
+
+#[test]
+fn the_default_run_drives_both_sides_with_a_summary_each_a_total_and_the_worst_exit_status() {
+    let sb = Sandbox::new();
+    let json = sb.dir.path().join("r.json");
+    let junit = sb.dir.path().join("r.xml");
+    let only = ["--only", "calls.echo", "--only", "bridge.mcp.ping-before-initialize", "--only", "bridge.http.*"];
+    let o = sb.cmd().args(only).arg("--json").arg(&json).arg("--junit").arg(&junit).output().unwrap();
+    let out = text(&o);
+    assert_eq!(code(&o), 0, "{out}");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("== tool-process side: the TP catalogue: 1 scenarios against the reference testee"),
+        "{out}"
+    );
+    assert!(stdout.contains("== bridge side: the BR catalogue:"), "{out}");
+    assert!(stdout.contains("PASS  calls.echo") && stdout.contains("PASS  bridge.mcp.ping-before-initialize"), "{out}");
+    assert!(stdout.contains("(1 scenarios, target: reference testee)"), "{out}");
+    assert!(stdout.contains("target: reference bridge (stdio))"), "{out}");
+    // The HTTP-only scenarios are skipped over stdio: one line with their count, not one each.
+    let skips: Vec<&str> = stdout.lines().filter(|l| l.starts_with("SKIP")).collect();
+    assert_eq!(skips.len(), 1, "{out}");
+    assert!(skips[0].contains(" scenarios: ") && !skips[0].contains("(0 ms)"), "{out}");
+    let total =
+        stdout.lines().find(|l| l.starts_with("TOTAL OK: 2 pass, 0 fail, 0 warn, ")).unwrap_or_else(|| panic!("{out}"));
+    assert!(total.ends_with("targets: reference testee, reference bridge (stdio))"), "{total}");
+    // JSON: every case names its target, one summary per side and the total; JUnit: a suite per side.
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["sides"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["summary"]["pass"], 2, "{v}");
+    let echo = v["cases"].as_array().unwrap().iter().find(|c| c["id"] == "calls.echo").unwrap();
+    assert_eq!(echo["target"], "reference testee");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let suites: Vec<&str> =
+        doc.descendants().filter(|n| n.has_tag_name("testsuite")).filter_map(|n| n.attribute("name")).collect();
+    assert_eq!(suites, ["reference testee", "reference bridge (stdio)"]);
+    // --verbose prints a line for each skipped scenario.
+    let o = sb.cmd().args(only).arg("--verbose").output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.lines().filter(|l| l.starts_with("SKIP  bridge.http.")).count() > 1, "{stdout}");
+    // A stale known failure on the bridge side fails the whole run (XPASS: 1), the TP side being clean.
+    let kf = sb.file("kf.yaml", "bridge.mcp.ping-before-initialize: \"stale\"\n");
+    let o = sb.cmd().args(only).arg("--known-failures").arg(&kf).output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(stdout.contains("\nOK: 1 pass") && stdout.contains("\nFAILED: 0 pass, 0 fail, 0 warn, "), "{stdout}");
+    assert!(stdout.contains("TOTAL FAILED: 1 pass"), "{stdout}");
+    sb.assert_clean();
+}

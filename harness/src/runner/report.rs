@@ -96,8 +96,21 @@ pub fn json_report(target: &str, results: &[CaseResult]) -> serde_json::Value {
 
 /// The JUnit XML report.
 pub fn junit_report(target: &str, results: &[CaseResult]) -> Result<String, String> {
-    use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+    junit_report_sides(&[(target, results)])
+}
+
+/// The JUnit XML report of a run against several targets: one test suite per target.
+pub fn junit_report_sides(sides: &[(&str, &[CaseResult])]) -> Result<String, String> {
+    use quick_junit::Report;
     let mut report = Report::new("protomcp-conform");
+    for (target, results) in sides {
+        report.add_test_suite(junit_suite(target, results));
+    }
+    report.to_string().map_err(|e| e.to_string())
+}
+
+fn junit_suite(target: &str, results: &[CaseResult]) -> quick_junit::TestSuite {
+    use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
     let mut suite = TestSuite::new(target);
     for r in results {
         let status = match r.verdict {
@@ -134,6 +147,5 @@ pub fn junit_report(target: &str, results: &[CaseResult]) -> Result<String, Stri
         }
         suite.add_test_case(case);
     }
-    report.add_test_suite(suite);
-    report.to_string().map_err(|e| e.to_string())
+    suite
 }

@@ -338,10 +338,15 @@ enum OneOrMany {
 /// reason). Every requirement must exist in the spec.
 pub fn load_known_failures(path: &Path) -> Result<KnownFailures, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse_known_failures(path, &text)
+}
+
+/// Parses the text of a known-failures file; `path` names it in errors.
+pub fn parse_known_failures(path: &Path, text: &str) -> Result<KnownFailures, String> {
     if text.trim().is_empty() {
         return Ok(KnownFailures::new());
     }
-    let raw = serde_saphyr::from_str::<BTreeMap<String, RawKnown>>(&text).map_err(|e| {
+    let raw = serde_saphyr::from_str::<BTreeMap<String, RawKnown>>(text).map_err(|e| {
         format!(
             "{}: {e}\n  each entry is `scenario.id: {{requirement: ID, reason: \"what the target does instead\"}}`",
             path.display()
