@@ -18,6 +18,8 @@ fn a_target_that_breaks_a_rule_shows_in_its_column_and_as_a_disagreement() {
         .arg(scenario("calls/echo.yaml"))
         .args(["--testee", &format!("{EXE} testee --misbehave wrong-rid"), "--json"])
         .arg(&json)
+        .arg("--html")
+        .arg(dir.path().join("m.html"))
         .env("PROTOMCP_CONFORM_TMPDIR", dir.path())
         .stdin(Stdio::null())
         .output()
@@ -34,6 +36,12 @@ fn a_target_that_breaks_a_rule_shows_in_its_column_and_as_a_disagreement() {
     assert_eq!(m["targets"][0], "reference testee");
     assert_eq!(m["disagreements"][0]["verdicts"]["reference testee"], "PASS");
     assert_eq!(m["disagreements"][0]["verdicts"][col.as_str()], "FAIL");
+    // The HTML report: a column per target; the failing one's cell names the scenario that broke it.
+    let html = std::fs::read_to_string(dir.path().join("m.html")).unwrap();
+    assert!(html.contains(&format!("<th>reference testee</th><th>{col}</th>")), "{html}");
+    let row = html.lines().find(|l| l.starts_with("<tr id=\"req-TP-CALL-01\"")).unwrap();
+    assert!(row.contains("data-verdicts=\"FAIL PASS\""), "{row}");
+    assert!(row.contains("broken in <a href=\"#case-calls.echo\">calls.echo</a>"), "{row}");
 }
 
 #[test]
