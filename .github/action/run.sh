@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The logic of the protomcp-conform GitHub Action (action.yml at the repository root); .ci/run and
+# tests/action_script.rs run it locally with a fake GITHUB_STEP_SUMMARY and GITHUB_OUTPUT.
+#
+#   run.sh install   installs the binary: from INPUT_VERSION (a git tag or commit of
+#                    INPUT_REPOSITORY) when set, else from the action's own checkout
+#                    (GITHUB_ACTION_PATH); into CARGO_HOME/bin.
+#   run.sh run       runs protomcp-conform against the target the inputs name, writes JSON, JUnit
+#                    and HTML into OUT_DIR, a job summary (counts, then the unexpected cases) to
+#                    GITHUB_STEP_SUMMARY and outputs to GITHUB_OUTPUT; exits with the run's status.
+#
+# Inputs (environment): INPUT_SDK (a directory: a manifest or an SDK checkout), INPUT_TESTEE (a
+# command line), INPUT_BRIDGE (a command line or a manifest directory), none of them: the default
+# run (both sides, reference testee and reference bridge); INPUT_KNOWN_FAILURES (a file);
+# INPUT_ARGS (more arguments, split on whitespace); PROTOMCP_CONFORM_BIN (the binary; default
+# protomcp-conform on PATH); OUT_DIR (default RUNNER_TEMP/protomcp-conform).
+set -euo pipefail
+
+mode=${1:-run}
+
+fail() {
+  echo "protomcp-conform action: $*" >&2
+  exit 2
+}
+
+install() {
+  local repo=${INPUT_REPOSITORY:-}
+  if [ -n "${INPUT_VERSION:-}" ]; then
+    [ -n "$repo" ] || fail "version needs the repository to install from (input repository)"
+    local rev=(--tag "$INPUT_VERSION")
+    # A commit id is given as --rev.
+    if [[ $INPUT_VERSION =~ ^[0-9a-f]{7,40}$ ]]; then rev=(--rev "$INPUT_VERSION"); fi
+    cargo install --locked --git "$repo" "${rev[@]}" protomcp-conform
+  else
+    [ -n "${GITHUB_ACTION_PATH:-}" ] || fail "GITHUB_ACTION_PATH is unset: set INPUT_VERSION or run inside the action"
+    cargo install --locked --path "$GITHUB_ACTION_PATH"
+  fi
+}
+
+run() {
+  local bin=${PROTOMCP_CONFORM_BIN:-protomcp-conform}
+  command -v "$bin" >/dev/null || fail "no binary $bin (the install step installs it)"
+  local out=${OUT_DIR:-${RUNNER_TEMP:-/tmp}/protomcp-conform}
+  mkdir -p "$out"
+  local json=$out/report.json junit=$out/report.xml html=$out/report.html
+  local argv=()
+  local targets=0
+  if [ -n "${INPUT_SDK:-}" ]; then argv+=(--sdk "$INPUT_SDK"); targets=$((targets + 1)); fi
+  if [ -n "${INPUT_TESTEE:-}" ]; then argv+=(--testee "$INPUT_TESTEE"); targets=$((targets + 1)); fi
+  if [ -n "${INPUT_BRIDGE:-}" ]; then argv+=(--bridge "$INPUT_BRIDGE"); targets=$((targets + 1)); fi
+  [ "$targets" -le 1 ] || fail "give at most one of sdk, testee, bridge"
+  if [ -n "${INPUT_KNOWN_FAILURES:-}" ]; then argv+=(--known-failures "$INPUT_KNOWN_FAILURES"); fi
+  # shellcheck disable=SC2206 # split on whitespace, as documented
+  if [ -n "${INPUT_ARGS:-}" ]; then argv+=($INPUT_ARGS); fi
+  rm -f "$json" "$junit" "$html"
+  local status=0
+  "$bin" "${argv[@]}" --json "$json" --junit "$junit" --html "$html" || status=$?
+  local cmd
+  cmd=$(printf '%q ' protomcp-conform "${argv[@]}")
+  summary "$json" "$status" "${cmd% }"
+  if [ -n "${GITHUB_OUTPUT:-}" ]; then
+    {
+      echo "exit-code=$status"
+      echo "dir=$out"
+      if [ -f "$json" ]; then echo "json=$json"; fi
+      if [ -f "$junit" ]; then echo "junit=$junit"; fi
+      if [ -f "$html" ]; then echo "html=$html"; fi
+      if [ -f "$json" ]; then
+        jq -r '.summary | to_entries[] | "\(.key)=\(.value)"' "$json"
+      fi
+    } >>"$GITHUB_OUTPUT"
+  fi
+  return "$status"
+}
+
+# The job summary: the result, counts per side, then every unexpected case (FAIL, WARN, XPASS,
+# ERROR, FLAKY) with the requirements it broke and its first message line.
+summary() {
+  local json=$1 status=$2 cmd=$3
+  local dest=${GITHUB_STEP_SUMMARY:-/dev/stdout}
+  if [ ! -f "$json" ]; then
+    printf '## protomcp-conform: no report (exit status %s)\n\n`%s` wrote no JSON report: see the log.\n' \
+      "$status" "$cmd" >>"$dest"
+    return
+  fi
+  local word
+  case $status in
+    0) word="OK" ;;
+    1) word="FAILED" ;;
+    *) word="ERROR (exit status $status)" ;;
+  esac
+  {
+    printf '## protomcp-conform: %s\n\n' "$word"
+    printf '| target | pass | fail | warn | skip | xfail | xpass | error | flaky |\n|---|---|---|---|---|---|---|---|---|\n'
+    jq -r '
+      def row(t; s): "| \(t) | \(s.pass) | \(s.fail) | \(s.warn) | \(s.skip) | \(s.xfail) | \(s.xpass) | \(s.error) | \(s.flaky) |";
+      if .sides then (.sides[] | row(.target; .summary)), row("**total**"; .summary)
+      else row(.target; .summary) end' "$json"
+    local unexpected
+    unexpected=$(jq -r '
+      [.cases[] | select(.verdict | IN("FAIL", "WARN", "XPASS", "ERROR", "FLAKY"))] as $u
+      | if ($u | length) == 0 then empty else
+          "\n### Unexpected (\($u | length))\n",
+          ($u[] | "- **\(.verdict)** `\(.id)`"
+            + (if (.broken | length) > 0 then " (broken: \(.broken | join(", ")))" else "" end)
+            + ": " + ((.message | split("\n")[0]) | gsub("\\|"; "\\|")))
+        end' "$json")
+    if [ -n "$unexpected" ]; then
+      printf '%s\n' "$unexpected"
+    else
+      printf '\nNo unexpected case.\n'
+    fi
+    printf '\nThe JSON, JUnit and HTML reports are in the artifact; re-run locally: `%s`\n' "$cmd"
+  } >>"$dest"
+}
+
+case $mode in
+  install) install ;;
+  run) run ;;
+  *) fail "unknown mode $mode (install, run)" ;;
+esac
