@@ -53,6 +53,11 @@ pub struct BridgeArgs {
     /// that a host follows cursors). Default: everything in one answer.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     page_size: Option<u32>,
+    /// How `--watch` reloads (BR-RELOAD-01 allows both): `restart` ends the tool process and
+    /// starts a new one (calls in flight finish first); `request` sends ReloadRequest to the
+    /// running one and takes its registration burst as the new lists.
+    #[arg(long, value_name = "HOW", default_value = "restart", value_parser = ["restart", "request"])]
+    reload: String,
     /// The tool process: `-- CMD ARGS…`, or one entry FILE whose runtime follows from its
     /// extension (`.py` → python3, `.js` → node, anything else is executed itself).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
@@ -163,6 +168,7 @@ pub fn run(args: BridgeArgs) -> Result<ExitCode> {
         socket: args.socket,
         trace: args.trace,
         page_size: args.page_size.map(|n| n as usize),
+        reload_by_request: args.reload == "request",
     };
     // One thread: the bridge's work per message is small and every hand-off between worker
     // threads is a futex wake. tests/bridge_bench.rs on 2 cores: p50 the same within noise,

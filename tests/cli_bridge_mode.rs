@@ -271,3 +271,40 @@ steps:
     }
     sb.assert_clean();
 }
+
+#[test]
+fn reload_scenarios_accept_both_forms_of_reload_and_skip_the_ones_about_the_other_form() {
+    // BR-RELOAD-01: a bridge may reload by restart or by ReloadRequest. The reference bridge does
+    // either (`--reload`); each form passes the scenarios about reloads in general, runs the
+    // ones about its form and SKIPs (never FAILs) the ones about the other.
+    let sb = Sandbox::new();
+    let run = |manifest: &str| {
+        let out = sb
+            .cmd()
+            .arg("--bridge")
+            .arg(root().join("harness/bridges").join(manifest))
+            .arg("--scenarios")
+            .arg(root().join("scenarios/bridge/reload"))
+            .output()
+            .unwrap();
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{manifest}: {t}");
+        t
+    };
+    let request = run("reference-reload-request");
+    let restart = run("reference");
+    for id in ["lists-follow", "within-a-second", "unchanged-no-notification"] {
+        assert!(request.contains(&format!("PASS  bridge.reload.{id}")), "{id}: {request}");
+        assert!(restart.contains(&format!("PASS  bridge.reload.{id}")), "{id}: {restart}");
+    }
+    for id in ["request-burst-is-the-new-list", "request-refused-keeps-lists"] {
+        assert!(request.contains(&format!("PASS  bridge.reload.{id}")), "{id}: {request}");
+        assert!(restart.contains(&format!("SKIP  bridge.reload.{id}")), "{id}: {restart}");
+    }
+    for id in ["in-flight-call-answered", "failed-start-keeps-bridge-up", "triggers-during-reload-fold"] {
+        assert!(request.contains(&format!("SKIP  bridge.reload.{id}")), "{id}: {request}");
+        assert!(restart.contains(&format!("PASS  bridge.reload.{id}")), "{id}: {restart}");
+    }
+    assert!(request.contains("reloads by sending ReloadRequest, which BR-RELOAD-01 allows"), "{request}");
+    sb.assert_clean();
+}

@@ -28,6 +28,8 @@ pub type Reply = Result<Msg, String>;
 pub enum HsEvent {
     Registration,
     Marker,
+    /// The ToolListResponse (empty rid) of a reload's burst ([`Link::begin_reload`]).
+    BurstToolList,
 }
 
 /// Everything the reader hands to the bridge (dispatched by message type).
@@ -60,6 +62,9 @@ pub struct Link {
     /// Middleware registered on this connection, in arrival order (BR-MIDDLEWARE-07).
     pub middleware: Mutex<Vec<(String, i32)>>,
     hs: Mutex<Option<mpsc::UnboundedSender<HsEvent>>>,
+    /// A reload's burst is under way ([`Link::begin_reload`]): an empty-rid ToolListResponse
+    /// is its new tool list, not a stray one.
+    burst: AtomicBool,
     /// Why the connection ended, once it has.
     pub end: Mutex<Option<String>>,
     ended: tokio::sync::Notify,
@@ -87,6 +92,7 @@ impl Link {
             staging: Mutex::new(Some(ToolSet::default())),
             middleware: Mutex::new(Vec::new()),
             hs: Mutex::new(Some(hs_tx)),
+            burst: AtomicBool::new(false),
             end: Mutex::new(None),
             ended: tokio::sync::Notify::new(),
             reader_done: AtomicBool::new(false),
@@ -260,6 +266,31 @@ impl Link {
     /// The handshake is over: the reader stops reporting markers.
     pub fn end_handshake(&self) {
         self.hs.lock().unwrap().take();
+        self.burst.store(false, Ordering::SeqCst);
+    }
+
+    /// A reload by ReloadRequest begins (BR-RELOAD-01): a fresh tool set is staged from the
+    /// burst's ToolListResponse, registrations start over, and the reader reports the burst as
+    /// it reports a handshake. Returns the registrations before it, for [`Link::abort_reload`].
+    pub fn begin_reload(&self) -> (mpsc::UnboundedReceiver<HsEvent>, Vec<(String, i32)>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        *self.staging.lock().unwrap() = Some(ToolSet::default());
+        *self.hs.lock().unwrap() = Some(tx);
+        self.burst.store(true, Ordering::SeqCst);
+        (rx, std::mem::take(&mut *self.middleware.lock().unwrap()))
+    }
+
+    /// A reload that failed: the previous registrations are back (BR-RELOAD-03) and nothing
+    /// staged is kept.
+    pub fn abort_reload(&self, middleware: Vec<(String, i32)>) {
+        self.end_handshake();
+        self.staging.lock().unwrap().take();
+        *self.middleware.lock().unwrap() = middleware;
+    }
+
+    /// Whether a reload's burst is under way.
+    fn in_burst(&self) -> bool {
+        self.burst.load(Ordering::SeqCst)
     }
 
     fn sideband(&self, sb: protomcp_proto::frame::Sideband) {
@@ -360,6 +391,15 @@ impl Link {
             Msg::RawHeader(_) => {}
             // BR-TASK-01: ignored.
             Msg::CreateTask(_) | Msg::TaskStatusResponse(_) => {}
+            // The burst of a reload by ReloadRequest (BR-RELOAD-02): the new tool list.
+            Msg::ToolList(t) if rid.is_empty() && self.in_burst() => {
+                if let Some(set) = self.staging.lock().unwrap().as_mut() {
+                    for r in set.register(&t.tools) {
+                        dispatch.diag(format!("tool {:?} left out of tools/list: {}", r.name, r.reason));
+                    }
+                }
+                self.handshake_event(HsEvent::BurstToolList);
+            }
             // A tool list with empty rid outside a reload (BR-HANDSHAKE-14): ignored.
             Msg::ToolList(_) if rid.is_empty() => {}
             other => {

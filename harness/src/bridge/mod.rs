@@ -66,11 +66,21 @@ pub struct Config {
     pub trace: Option<PathBuf>,
     /// Items per page of the list methods (`--page-size`); `None`: one page.
     pub page_size: Option<usize>,
+    /// Reload by sending ReloadRequest to the running tool process (`--reload request`)
+    /// instead of restarting it.
+    pub reload_by_request: bool,
 }
 
 impl Config {
     pub fn new(command: Vec<String>) -> Self {
-        Config { command, call_timeout: DEFAULT_CALL_TIMEOUT, socket: None, trace: None, page_size: None }
+        Config {
+            command,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            socket: None,
+            trace: None,
+            page_size: None,
+            reload_by_request: false,
+        }
     }
 }
 
@@ -273,29 +283,7 @@ impl Bridge {
         let (link, hs) = Link::start(stream, generation, self.clone());
         match self.handshake(&link, hs).await {
             Ok(lists) => {
-                let mut changed = Vec::new();
-                {
-                    let mut g = self.inner.lock().unwrap();
-                    let new_tools = link.staging.lock().unwrap().take().unwrap_or_default();
-                    if g.tools.snapshot() != new_tools.snapshot() {
-                        changed.push(ListKind::Tools);
-                    }
-                    if g.lists.resources != lists.resources || g.lists.templates != lists.templates {
-                        changed.push(ListKind::Resources);
-                    }
-                    if g.lists.prompts != lists.prompts {
-                        changed.push(ListKind::Prompts);
-                    }
-                    g.tools = new_tools;
-                    g.lists = lists;
-                    g.link = Some(link.clone());
-                    g.status = Status::Ready;
-                    g.process = Some(proc);
-                }
-                self.served.send_modify(|n| *n += 1);
-                for kind in changed {
-                    self.broadcast_list_changed(kind);
-                }
+                self.install(&link, lists, Some(proc));
                 Ok(())
             }
             Err(e) => {
@@ -303,6 +291,36 @@ impl Bridge {
                 proc.terminate().await;
                 Err(e)
             }
+        }
+    }
+
+    /// Serves `link` with the tool set it staged and `lists` (and `proc`, after a start), and
+    /// sends `list_changed` for every list that differs from what was served (BR-RELOAD-05).
+    fn install(&self, link: &Arc<Link>, lists: Lists, proc: Option<process::ToolProcess>) {
+        let mut changed = Vec::new();
+        {
+            let mut g = self.inner.lock().unwrap();
+            let new_tools = link.staging.lock().unwrap().take().unwrap_or_default();
+            if g.tools.snapshot() != new_tools.snapshot() {
+                changed.push(ListKind::Tools);
+            }
+            if g.lists.resources != lists.resources || g.lists.templates != lists.templates {
+                changed.push(ListKind::Resources);
+            }
+            if g.lists.prompts != lists.prompts {
+                changed.push(ListKind::Prompts);
+            }
+            g.tools = new_tools;
+            g.lists = lists;
+            g.link = Some(link.clone());
+            g.status = Status::Ready;
+            if let Some(p) = proc {
+                g.process = Some(p);
+            }
+        }
+        self.served.send_modify(|n| *n += 1);
+        for kind in changed {
+            self.broadcast_list_changed(kind);
         }
     }
 
@@ -348,6 +366,7 @@ impl Bridge {
             match tokio::time::timeout(HANDSHAKE_QUIET, hs.recv()).await {
                 Ok(Some(HsEvent::Registration)) => continue,
                 Ok(Some(HsEvent::Marker)) => break,
+                Ok(Some(HsEvent::BurstToolList)) => continue,
                 Ok(None) => {
                     return Err(link.end.lock().unwrap().clone().unwrap_or_else(|| "connection ended".into()));
                 }
@@ -355,7 +374,11 @@ impl Bridge {
             }
         }
         link.end_handshake();
-        // Step (7), concurrently; an unanswered list counts as empty (BR-HANDSHAKE-10).
+        self.pull_lists(link).await
+    }
+
+    /// Step (7) of §5, concurrently; an unanswered list counts as empty (BR-HANDSHAKE-10).
+    async fn pull_lists(&self, link: &Arc<Link>) -> Result<Lists, String> {
         let (r, t, p) = tokio::join!(
             self.request(link, env::list_resources()),
             self.request(link, env::list_resource_templates()),
@@ -462,6 +485,17 @@ impl Bridge {
     /// A failed start keeps the bridge up and waits for the next trigger (BR-RELOAD-08).
     pub async fn reload(&self) {
         let _one = self.reload_lock.lock().await;
+        if self.cfg.reload_by_request {
+            let link = self.inner.lock().unwrap().link.clone().filter(|l| !l.is_closed());
+            if let Some(link) = link {
+                diag("reloading the tool process (ReloadRequest)");
+                match self.reload_in_place(&link).await {
+                    Ok(()) => diag("tool process reloaded"),
+                    Err(e) => diag(&format!("reload failed, the previous lists stay: {e}")),
+                }
+                return;
+            }
+        }
         self.reloading.store(true, Ordering::SeqCst);
         let link = {
             let mut g = self.inner.lock().unwrap();
@@ -495,6 +529,53 @@ impl Bridge {
             }
         }
         self.reloading.store(false, Ordering::SeqCst);
+    }
+
+    /// A reload by ReloadRequest (`--reload request`, BR-RELOAD-01): the running tool process
+    /// answers, sends its burst (BR-RELOAD-02: the ToolListResponse with empty rid is the new
+    /// list, registrations are acknowledged, nothing else is sent before the marker or
+    /// `HANDSHAKE_QUIET` of silence), then the lists are pulled again and served. Calls in
+    /// flight go on (TP-RELOAD-04); calls that arrive meanwhile get an error. A refusal keeps
+    /// the previous lists and registrations (BR-RELOAD-03).
+    async fn reload_in_place(&self, link: &Arc<Link>) -> Result<(), String> {
+        let (mut hs, before) = link.begin_reload();
+        self.inner.lock().unwrap().status = Status::Starting;
+        let fail = |e: String| {
+            link.abort_reload(before.clone());
+            let mut g = self.inner.lock().unwrap();
+            if !link.is_closed() {
+                g.status = Status::Ready;
+            }
+            Err(e)
+        };
+        match self.request(link, env::reload()).await {
+            Ok(Msg::ReloadResponse(r)) if r.success => {}
+            Ok(Msg::ReloadResponse(r)) => return fail(format!("the tool process refused: {}", r.error)),
+            Ok(other) => {
+                return fail(format!(
+                    "the tool process answered ReloadRequest with {}",
+                    protomcp_proto::Arm::of(&other).name()
+                ));
+            }
+            Err(e) => return fail(e),
+        }
+        let mut list = false;
+        loop {
+            match tokio::time::timeout(HANDSHAKE_QUIET, hs.recv()).await {
+                Ok(Some(HsEvent::BurstToolList)) => list = true,
+                Ok(Some(HsEvent::Registration)) => {}
+                Ok(Some(HsEvent::Marker)) => break,
+                Ok(None) => return fail("the connection ended during the reload".into()),
+                Err(_) => break,
+            }
+        }
+        link.end_handshake();
+        if !list {
+            return fail("the burst had no ToolListResponse".into());
+        }
+        let lists = self.pull_lists(link).await?;
+        self.install(link, lists, None);
+        Ok(())
     }
 
     /// Ends the bridge: the connection closed, the tool process gone, the socket removed

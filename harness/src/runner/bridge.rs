@@ -35,7 +35,9 @@ use crate::host::StdioHost;
 use crate::host::session::{Endpoint, Event, HttpSession, Outgoing};
 use crate::mock::{ENV_CONTROL, ENV_PIDFILE, ENV_REPORT};
 use crate::scenario::template::substitute;
-use crate::scenario::{Action, HostLine, HostStream, Pattern, Scenario, ToolHandshake, Transport, match_value};
+use crate::scenario::{
+    Action, HostLine, HostStream, Pattern, ReloadBegins, ReloadForm, Scenario, ToolHandshake, Transport, match_value,
+};
 use crate::transcript::{Dir, Item, compact};
 
 /// The placeholders of a `--bridge` command line, each replaced inside any argument.
@@ -114,6 +116,7 @@ fn step_err(e: StepError, at: &str, kw: &str) -> StepError {
     match e {
         StepError::Fail(m) => StepError::Fail(format!("{at}: {kw}: {m}")),
         StepError::Error(m) => StepError::Error(format!("{at}: {kw}: {m}")),
+        StepError::NotApplicable(m) => StepError::NotApplicable(format!("{at}: {kw}: {m}")),
     }
 }
 
@@ -177,6 +180,9 @@ struct Run<'a> {
     others: Vec<(String, Other)>,
     /// The current host session's list requests and their pages.
     pages: Pages,
+    /// The rid of a ReloadRequest that `reload_begins` answered with success: the next
+    /// `tool_handshake` plays the reload's burst on the same connection.
+    reload_rid: Option<Value>,
 }
 
 impl Run<'_> {
@@ -677,6 +683,7 @@ impl Run<'_> {
                 Ok(())
             }
             Action::ToolHandshake(h) => self.tool_handshake(h).await,
+            Action::ReloadBegins(r) => self.reload_begins(r).await,
             Action::Signal(sig) => {
                 let n = match sig {
                     crate::scenario::Signal::Term => libc::SIGTERM,
@@ -778,8 +785,96 @@ impl Run<'_> {
             .ok_or_else(|| StepError::Error(format!("the mock (pid {pid}) wrote no report into {REPORT}")))
     }
 
+    /// `reload_begins` ([`ReloadBegins`]): waits for the end of the tool process's connection
+    /// or a ReloadRequest, passing over anything else (a CancelRequest for a call in flight, a
+    /// pull), as `expect_close` does.
+    async fn reload_begins(&mut self, r: &ReloadBegins) -> Result<(), StepError> {
+        let within = self.ex.t(r.within);
+        let deadline = Instant::now() + within;
+        loop {
+            let v = match self.ex.next_or_end(deadline, within).await {
+                Ok(v) => v,
+                Err(StepError::Fail(_)) => {
+                    return Err(StepError::Fail(format!(
+                        "no reload began within {within:?}: the tool process's connection is still open and no ReloadRequest came"
+                    )));
+                }
+                Err(e) => return Err(e),
+            };
+            match v {
+                None if r.form == ReloadForm::Request => {
+                    return Err(StepError::NotApplicable(
+                        "the bridge reloads by restarting the tool process, which BR-RELOAD-01 allows; this scenario is about reloads by ReloadRequest".into(),
+                    ));
+                }
+                None => {
+                    self.ex.forget_conn();
+                    return Ok(());
+                }
+                Some(v) if arm_of(&v) == Some("reload") => {
+                    if r.form == ReloadForm::Restart {
+                        return Err(StepError::NotApplicable(
+                            "the bridge reloads by sending ReloadRequest, which BR-RELOAD-01 allows; this scenario is about reloads by restart".into(),
+                        ));
+                    }
+                    let rid = v.get("request_id").cloned().unwrap_or(json!(""));
+                    return match &r.refuse {
+                        Some(error) => {
+                            let reply =
+                                json!({"request_id": rid, "reload_response": {"success": false, "error": error}});
+                            self.ex.send_value(reply).await
+                        }
+                        None => {
+                            self.reload_rid = Some(rid);
+                            Ok(())
+                        }
+                    };
+                }
+                Some(_) => continue,
+            }
+        }
+    }
+
+    /// The burst that answers a ReloadRequest (spec §21, TP-RELOAD-01/02): ReloadResponse with
+    /// its rid, ToolListResponse with empty rid, each registration acknowledged, the marker, the
+    /// hidden-tool DisableToolsRequest. Until the marker the bridge sends nothing but
+    /// acknowledgements (BR-RELOAD-02). Later list pulls are answered as they come.
+    async fn reload_burst(&mut self, rid: Value, h: &ToolHandshake) -> Result<(), StepError> {
+        let within = self.ex.t(h.within);
+        let deadline = Instant::now() + within;
+        self.ex.send_value(json!({"request_id": rid, "reload_response": {"success": true}})).await?;
+        self.ex.send_value(json!({"request_id": "", "tool_list": {"tools": h.tools}})).await?;
+        self.ex.found = &["BR-RELOAD-02"];
+        for m in &h.middleware {
+            self.ex.send_value(json!({"request_id": "", "register_middleware": m})).await?;
+            let v = self.ex.next_required(deadline, within, &[]).await?;
+            if arm_of(&v) != Some("register_middleware_response") {
+                return Err(StepError::Fail(format!(
+                    "during the reload's burst, expected the RegisterMiddlewareResponse for {}, got {}",
+                    compact(m),
+                    compact(&v)
+                )));
+            }
+        }
+        if h.marker {
+            self.ex.send_value(json!({"request_id": "", "reload_response": {"success": true}})).await?;
+        }
+        if !h.hidden.is_empty() {
+            self.ex.send_value(json!({"request_id": "", "disable_tools": {"tool_names": h.hidden}})).await?;
+        }
+        self.ex.lists = Some(PullAnswers {
+            resources: json!(h.resources),
+            templates: json!(h.resource_templates),
+            prompts: json!(h.prompts),
+        });
+        Ok(())
+    }
+
     /// The tool side of the startup (see [`ToolHandshake`]).
     async fn tool_handshake(&mut self, h: &ToolHandshake) -> Result<(), StepError> {
+        if let Some(rid) = self.reload_rid.take() {
+            return self.reload_burst(rid, h).await;
+        }
         let within = self.ex.t(h.within);
         let deadline = Instant::now() + within;
         self.ex.found = &["BR-HANDSHAKE-01"];
@@ -992,6 +1087,7 @@ pub(crate) async fn execute(
         bridge_env: env.iter().cloned().collect(),
         others: Vec::new(),
         pages: Pages::default(),
+        reload_rid: None,
     };
     if s.stale_socket {
         run.ex.transcript.push(Item::Touch { path: "tp.sock".into() });
@@ -999,10 +1095,11 @@ pub(crate) async fn execute(
     let outcome = match tokio::time::timeout(budget, run.steps()).await {
         Ok(Ok(())) => match run.stdout_clean() {
             Ok(()) => Outcome::Passed,
-            Err(StepError::Fail(m) | StepError::Error(m)) => Outcome::Failed(m),
+            Err(StepError::Fail(m) | StepError::Error(m) | StepError::NotApplicable(m)) => Outcome::Failed(m),
         },
         Ok(Err(StepError::Fail(m))) => Outcome::Failed(m),
         Ok(Err(StepError::Error(m))) => Outcome::Error(m),
+        Ok(Err(StepError::NotApplicable(m))) => Outcome::Skipped(m),
         Err(_) => Outcome::Error(format!("the scenario exceeded its budget of {budget:?}")),
     };
     // Messages no step looked at, for the report.

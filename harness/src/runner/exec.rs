@@ -37,6 +37,10 @@ pub enum StepError {
     Fail(String),
     /// The harness could not judge.
     Error(String),
+    /// The target took a path that a MAY requirement allows and the scenario does not cover
+    /// (a bridge reloading by restart in a scenario about ReloadRequest, BR-RELOAD-01): the
+    /// scenario is skipped with this reason, never failed.
+    NotApplicable(String),
 }
 
 /// The process under test: a real child, or (for tests of the harness) a task in this process.
@@ -484,6 +488,21 @@ impl<'a> Exec<'a> {
         }
     }
 
+    /// The next frame before `deadline`, or `None` when the connection ends (end of file, or it
+    /// broke, as `expect_close` counts it); nothing within the time is a failure.
+    pub(crate) async fn next_or_end(
+        &mut self,
+        deadline: Instant,
+        within: Duration,
+    ) -> Result<Option<Value>, StepError> {
+        match self.next(deadline, &[]).await {
+            Ok(Got::Value(v)) => Ok(Some(v)),
+            Ok(Got::Eof) | Err(StepError::Fail(_)) => Ok(None),
+            Ok(Got::Timeout) => Err(StepError::Fail(format!("nothing arrived within {within:?}"))),
+            Err(e) => Err(e),
+        }
+    }
+
     pub(crate) async fn next_required(
         &mut self,
         deadline: Instant,
@@ -759,6 +778,7 @@ impl<'a> Exec<'a> {
             | Action::HostHttp(_)
             | Action::HostClose
             | Action::ToolHandshake(_)
+            | Action::ReloadBegins(_)
             | Action::Touch(_)
             | Action::ExpectSocket { .. }
             | Action::ExpectSocketPrivate
@@ -819,6 +839,7 @@ fn prefix(e: StepError, at: &str, kw: &str) -> StepError {
     match e {
         StepError::Fail(m) => StepError::Fail(format!("{at}: {kw}: {m}")),
         StepError::Error(m) => StepError::Error(format!("{at}: {kw}: {m}")),
+        StepError::NotApplicable(m) => StepError::NotApplicable(format!("{at}: {kw}: {m}")),
     }
 }
 

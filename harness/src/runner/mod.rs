@@ -322,6 +322,7 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
         Ok(Ok(())) => Outcome::Passed,
         Ok(Err(StepError::Fail(m))) => Outcome::Failed(m),
         Ok(Err(StepError::Error(m))) => Outcome::Error(m),
+        Ok(Err(StepError::NotApplicable(m))) => Outcome::Skipped(m),
         Err(_) => Outcome::Error(format!("the scenario exceeded its budget of {budget:?}")),
     };
     ex.close();

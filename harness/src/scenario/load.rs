@@ -61,6 +61,10 @@ pub fn scenario_files(root: &Path) -> Result<Vec<PathBuf>, ScenarioError> {
                 continue;
             }
             let kind = entry.file_type().map_err(io)?;
+            if kind.is_dir() && depth == 0 && entry.file_name() == "proto-mcp" {
+                // Another profile's catalogue, in its own language (harness::proto_mcp).
+                continue;
+            }
             if kind.is_dir() {
                 walk(&path, depth + 1, out)?;
             } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") && path.is_file() {
@@ -485,6 +489,7 @@ impl Checker<'_> {
                     | Action::HostHttp(_)
                     | Action::HostClose
                     | Action::ToolHandshake(_)
+                    | Action::ReloadBegins(_)
                     | Action::Touch(_)
                     | Action::ExpectSocket { .. }
                     | Action::ExpectSocketPrivate
@@ -1029,6 +1034,30 @@ impl Checker<'_> {
             }
             RawStep::ExpectToolExit(w) => {
                 Action::ExpectToolExit { within: self.within(w.within_ms.as_ref(), T_PROMPT) }
+            }
+            RawStep::ReloadBegins(r) => {
+                let form = match &r.form {
+                    None => ReloadForm::Any,
+                    Some(f) => match f.value.as_str() {
+                        "any" => ReloadForm::Any,
+                        "restart" => ReloadForm::Restart,
+                        "request" => ReloadForm::Request,
+                        other => {
+                            self.error(loc(f), format!("form {other:?}: one of any, restart, request"));
+                            ReloadForm::Any
+                        }
+                    },
+                };
+                if let Some(x) = &r.refuse
+                    && form != ReloadForm::Request
+                {
+                    self.error(loc(x), "`refuse` answers a ReloadRequest: it needs `form: request`");
+                }
+                Action::ReloadBegins(ReloadBegins {
+                    form,
+                    refuse: r.refuse.as_ref().map(|x| x.value.clone()),
+                    within: self.within(r.within_ms.as_ref(), T_START),
+                })
             }
             RawStep::ToolHandshake(h) => {
                 let mut list = |node: &Option<Node>, arm: &str, field: &str| -> Option<Vec<serde_json::Value>> {

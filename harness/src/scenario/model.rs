@@ -301,8 +301,12 @@ pub enum Action {
     HostHttp(HostHttp),
     /// Bridge scenarios, host side: close the bridge's stdin.
     HostClose,
-    /// Bridge scenarios, tool side: the tool process's part of the startup (spec §5).
+    /// Bridge scenarios, tool side: the tool process's part of the startup (spec §5), or of a
+    /// reload that [`Action::ReloadBegins`] saw begin with a ReloadRequest (the burst, §21).
     ToolHandshake(ToolHandshake),
+    /// Bridge scenarios, tool side: the bridge begins a reload within the time, in either form
+    /// BR-RELOAD-01 allows ([`ReloadBegins`]).
+    ReloadBegins(ReloadBegins),
     /// Bridge scenarios: create or modify a file, given relative to the scenario's temp dir
     /// (a watch-mode trigger, BR-RELOAD-09).
     Touch(std::path::PathBuf),
@@ -358,6 +362,7 @@ impl Action {
             Action::HostHttp(_) => "host_http",
             Action::HostClose => "host_close",
             Action::ToolHandshake(_) => "tool_handshake",
+            Action::ReloadBegins(_) => "reload_begins",
             Action::Touch(_) => "touch",
             Action::Check { .. } => "check",
             Action::ExpectSocket { .. } => "expect_socket",
@@ -397,6 +402,7 @@ impl Action {
                 | Action::SendFrame(_)
                 | Action::ExpectAlive { .. }
                 | Action::ToolHandshake(_)
+                | Action::ReloadBegins(_)
         )
     }
 }
@@ -498,6 +504,27 @@ pub struct ToolHandshake {
     pub hidden: Vec<String>,
     pub marker: bool,
     pub within: Duration,
+}
+
+/// `reload_begins`: the bridge begins a reload within `within`, by ending the tool process's
+/// connection (a restart: a later tool-side step waits for the next process) or by sending a
+/// ReloadRequest (answered with success, or with `refuse` as the failure; after success the next
+/// `tool_handshake` plays the burst instead of a startup). BR-RELOAD-01 lets a bridge choose; a
+/// scenario about one form names it in `form`, and a bridge that takes the other is SKIPped, not
+/// failed.
+#[derive(Debug, Clone)]
+pub struct ReloadBegins {
+    pub form: ReloadForm,
+    pub refuse: Option<String>,
+    pub within: Duration,
+}
+
+/// Which reloads a `reload_begins` step accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReloadForm {
+    Any,
+    Restart,
+    Request,
 }
 
 /// A frame with a prefix that may lie.

@@ -175,6 +175,7 @@ pub(super) enum RawStep {
     HostClose(RawHostClose),
     HostHttp(RawHostHttp),
     ToolHandshake(RawToolHandshake),
+    ReloadBegins(RawReloadBegins),
     Touch(RawTouch),
     Check(RawCheck),
     ExpectSocket(RawExpectSocket),
@@ -275,6 +276,17 @@ pub(super) struct RawToolHandshake {
     pub hidden: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     pub marker: Option<Spanned<bool>>,
+    #[serde(default)]
+    pub within_ms: Option<Spanned<Ms>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawReloadBegins {
+    #[serde(default)]
+    pub form: Option<Spanned<String>>,
+    #[serde(default)]
+    pub refuse: Option<Spanned<String>>,
     #[serde(default)]
     pub within_ms: Option<Spanned<Ms>>,
 }
