@@ -143,6 +143,9 @@ enum Sender {
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = proto_mcp::dispatch() {
+        return code;
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,

@@ -25,3 +25,297 @@ pub fn serve(args: ServerArgs) -> Result<ExitCode> {
     let code = protomcp_harness::proto_mcp::server::run(args.misbehave, args.max_frame);
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
 }
+
+use std::collections::BTreeSet;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, anyhow, bail};
+use clap::{Parser, Subcommand};
+use protomcp_harness::proto_mcp::run::{self as pmrun, SafeTool, Target};
+use protomcp_harness::proto_mcp::scenario::{self as pmscenario, Scenario};
+use protomcp_harness::proto_mcp::{self as pm, requirements as pmreq};
+use protomcp_harness::runner::{Summary, glob_match, report};
+
+/// `protomcp-conform --profile proto-mcp …`: judge a proto-mcp server (buf.mcp.v1 over stdio);
+/// the harness is the client. Without a subcommand it runs the catalogue (scenarios/proto-mcp)
+/// against `--server` (the bundled reference server by default).
+#[derive(Parser)]
+#[command(name = "protomcp-conform --profile proto-mcp", args_conflicts_with_subcommands = true)]
+struct ProfileCli {
+    #[command(subcommand)]
+    command: Option<ProfileCommand>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand)]
+enum ProfileCommand {
+    /// List the proto-mcp scenarios: id, level, requirements, title.
+    List {
+        #[arg(long)]
+        only: Vec<String>,
+        #[arg(long)]
+        scenarios: Option<PathBuf>,
+    },
+    /// Show one scenario, the texts of the requirements it cites, and how to re-run it.
+    Explain {
+        id: String,
+        #[arg(long)]
+        scenarios: Option<PathBuf>,
+    },
+    /// The PM MUST/SHOULD requirements without a scenario and without a reason in
+    /// harness/data/untestable/proto-mcp.yaml, with counts per area. Exit 1 when any.
+    Coverage {
+        #[arg(long)]
+        scenarios: Option<PathBuf>,
+        /// Also list every covered requirement with its scenarios.
+        #[arg(long)]
+        verbose: bool,
+    },
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// The server: a command line (split on whitespace), or a directory holding proto-mcp.toml
+    /// (command, features, safe_tool, known_failures). Default: the bundled reference server.
+    #[arg(long, value_name = "CMD|DIR")]
+    server: Option<String>,
+    /// Run only scenarios whose id matches (glob, `*` any run of characters); repeatable.
+    #[arg(long)]
+    only: Vec<String>,
+    /// Scenarios run in parallel.
+    #[arg(short = 'j', long, default_value_t = 4)]
+    jobs: usize,
+    /// The safe tool (feature call): NAME=TYPE_URL=HEX.
+    #[arg(long, value_name = "NAME=TYPE_URL=HEX")]
+    safe_tool: Option<String>,
+    /// Declare a feature the probe cannot see (grpc, ws); repeatable.
+    #[arg(long)]
+    feature: Vec<String>,
+    /// The catalogue directory (default scenarios/proto-mcp).
+    #[arg(long)]
+    scenarios: Option<PathBuf>,
+    /// Write the JSON report here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write the JUnit XML report here.
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Write the HTML report here.
+    #[arg(long)]
+    html: Option<PathBuf>,
+    /// Write each scenario's full transcript to DIR/<id>.txt.
+    #[arg(long, value_name = "DIR")]
+    transcripts: Option<PathBuf>,
+}
+
+/// Whether the command line selects the proto-mcp profile (`--profile proto-mcp` anywhere);
+/// returns the remaining arguments.
+fn profile_args() -> Option<Vec<String>> {
+    let args: Vec<String> = std::env::args().collect();
+    let at = args
+        .iter()
+        .position(|a| a == "--profile=proto-mcp")
+        .map(|i| (i, 1))
+        .or_else(|| args.windows(2).position(|w| w[0] == "--profile" && w[1] == "proto-mcp").map(|i| (i, 2)))?;
+    let mut rest = args.clone();
+    rest.drain(at.0..at.0 + at.1);
+    Some(rest)
+}
+
+/// Runs the profile when the command line selects it; `None` otherwise (the protomcp CLI).
+pub fn dispatch() -> Option<ExitCode> {
+    let args = profile_args()?;
+    let cli = ProfileCli::parse_from(args);
+    Some(match profile(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("protomcp-conform: {e:#}");
+            ExitCode::from(2)
+        }
+    })
+}
+
+fn catalogue_dir(given: Option<&Path>) -> PathBuf {
+    if let Some(d) = given {
+        return d.to_owned();
+    }
+    let here = PathBuf::from(pm::CATALOGUE_DIR);
+    if here.is_dir() { here } else { Path::new(env!("CARGO_MANIFEST_DIR")).join(pm::CATALOGUE_DIR) }
+}
+
+fn load(dir: Option<&Path>) -> Result<Vec<Scenario>> {
+    let dir = catalogue_dir(dir);
+    pmscenario::load_dir(&dir)
+        .map_err(|errors| anyhow!("{}", errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")))
+}
+
+fn selected(scenarios: Vec<Scenario>, only: &[String]) -> Vec<Scenario> {
+    scenarios.into_iter().filter(|s| only.is_empty() || only.iter().any(|g| glob_match(g, &s.id))).collect()
+}
+
+/// The reference server with its safe tool.
+fn reference_target() -> Result<Target> {
+    let exe = std::env::current_exe().context("locating the harness binary")?;
+    Ok(Target {
+        command: vec![exe.display().to_string(), "proto-mcp-server".into()],
+        safe_tool: Some(SafeTool {
+            name: "echo".into(),
+            type_url: "type.googleapis.com/conform.v1.EchoRequest".into(),
+            value: vec![0x0a, 0x02, b'h', b'i'],
+        }),
+        ..Default::default()
+    })
+}
+
+fn profile(cli: ProfileCli) -> Result<ExitCode> {
+    match cli.command {
+        Some(ProfileCommand::List { only, scenarios }) => {
+            for s in selected(load(scenarios.as_deref())?, &only) {
+                let reqs: Vec<&str> = s.requirements.iter().map(|r| r.id).collect();
+                println!("{:<48} {:<6} {:<40} {}", s.id, s.level.to_string(), reqs.join(","), s.title);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(ProfileCommand::Explain { id, scenarios }) => {
+            let all = load(scenarios.as_deref())?;
+            let s = all.iter().find(|s| s.id == id).ok_or_else(|| anyhow!("no proto-mcp scenario `{id}`"))?;
+            println!("{} ({})\n  {}\n  file: {}", s.id, s.level, s.title, s.file.display());
+            if !s.features.is_empty() {
+                println!("  features: {}", s.features.join(", "));
+            }
+            if !s.notes.is_empty() {
+                println!("  notes: {}", s.notes.trim());
+            }
+            for r in &s.requirements {
+                println!("\n  {r}");
+            }
+            println!("\n  re-run: protomcp-conform --profile proto-mcp --server '…' --only '{}'", s.id);
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(ProfileCommand::Coverage { scenarios, verbose }) => {
+            let all = load(scenarios.as_deref())?;
+            let untestable = pm::untestable().map_err(|e| anyhow!(e))?;
+            let (entries, stale) = pm::coverage(&all, &untestable);
+            let mut areas: std::collections::BTreeMap<&str, (usize, usize, usize, usize)> = Default::default();
+            for e in &entries {
+                let a = areas.entry(e.requirement.area()).or_default();
+                a.0 += 1;
+                if !e.scenarios.is_empty() {
+                    a.1 += 1;
+                } else if e.untestable.is_some() {
+                    a.2 += 1;
+                } else {
+                    a.3 += 1;
+                }
+            }
+            println!("{:<10} {:>6} {:>8} {:>10} {:>8}", "area", "MUST+SHOULD", "covered", "untestable", "missing");
+            for (area, (n, c, u, m)) in &areas {
+                println!("{area:<10} {n:>11} {c:>8} {u:>10} {m:>8}");
+            }
+            let missing: Vec<_> = entries.iter().filter(|e| e.missing()).collect();
+            let covered = entries.iter().filter(|e| !e.scenarios.is_empty()).count();
+            let untest = entries.iter().filter(|e| e.scenarios.is_empty() && e.untestable.is_some()).count();
+            println!(
+                "\n{} PM MUST/SHOULD: {covered} with a scenario, {untest} listed as not testable here, {} missing",
+                entries.len(),
+                missing.len()
+            );
+            for e in &missing {
+                println!("MISSING {} [{}] {}", e.requirement.id, e.requirement.level, e.requirement.text);
+            }
+            for id in &stale {
+                println!("STALE untestable entry {id}: a scenario cites it");
+            }
+            if verbose {
+                for e in &entries {
+                    println!(
+                        "{} {}",
+                        e.requirement.id,
+                        if e.scenarios.is_empty() {
+                            format!("untestable: {}", e.untestable.clone().unwrap_or_default())
+                        } else {
+                            e.scenarios.join(", ")
+                        }
+                    );
+                }
+            }
+            Ok(if missing.is_empty() && stale.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        None => run(cli.run),
+    }
+}
+
+fn run(a: RunArgs) -> Result<ExitCode> {
+    let scenarios = selected(load(a.scenarios.as_deref())?, &a.only);
+    if scenarios.is_empty() {
+        bail!("no proto-mcp scenario selected");
+    }
+    let exe = std::env::current_exe().context("locating the harness binary")?;
+    let (mut target, label) = match &a.server {
+        None => (reference_target()?, "reference proto-mcp-server".to_owned()),
+        Some(s) if Path::new(s).is_dir() => (pmrun::load_manifest(Path::new(s), &exe)?, s.clone()),
+        Some(s) => {
+            let command: Vec<String> = s.split_whitespace().map(str::to_owned).collect();
+            if command.is_empty() {
+                bail!("--server is empty");
+            }
+            (Target { command, ..Default::default() }, s.clone())
+        }
+    };
+    if let Some(t) = &a.safe_tool {
+        target.safe_tool = Some(pmrun::parse_safe_tool(t).map_err(|e| anyhow!("--safe-tool: {e}"))?);
+    }
+    for f in &a.feature {
+        if !pmreq::FEATURES.contains(&f.as_str()) {
+            bail!("--feature {f}: not a proto-mcp feature ({})", pmreq::FEATURES.join(", "));
+        }
+        target.declared.insert(f.clone());
+    }
+    target.transcripts = a.transcripts.clone();
+    let stale = pmrun::stale_entries(&target, &load(a.scenarios.as_deref())?);
+    if !stale.is_empty() {
+        bail!("known failures name scenarios that do not exist: {}", stale.join(", "));
+    }
+    let features = pmrun::detect_features(&target);
+    eprintln!("proto-mcp server: {}", target.command.join(" "));
+    for n in &features.notes {
+        eprintln!("  feature {n}");
+    }
+    let on: BTreeSet<String> = features.on.clone();
+    let tty = std::io::stdout().is_terminal();
+    let results = pmrun::run_all(&scenarios, &target, &on, a.jobs, &|r| println!("{}", report::line(r, tty)));
+    let target_args = format!("--profile proto-mcp --server '{label}'");
+    for r in &results {
+        if matches!(r.verdict.name(), "FAIL" | "WARN" | "XPASS" | "ERROR") {
+            print!("{}", report::details(r, &target_args));
+        }
+    }
+    let summary = Summary::of(results.iter().map(|r| r.verdict));
+    println!(
+        "\nproto-mcp: {} scenarios: {} PASS, {} FAIL, {} WARN, {} SKIP, {} XFAIL, {} XPASS, {} ERROR",
+        results.len(),
+        summary.pass,
+        summary.fail,
+        summary.warn,
+        summary.skip,
+        summary.xfail,
+        summary.xpass,
+        summary.error
+    );
+    if let Some(p) = &a.json {
+        let v = report::json_report(&label, &results);
+        std::fs::write(p, serde_json::to_string_pretty(&v)?).with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(p) = &a.junit {
+        let x = report::junit_report(&label, &results).map_err(|e| anyhow!(e))?;
+        std::fs::write(p, x).with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(p) = &a.html {
+        let sides = [protomcp_harness::runner::html::Side { target: &label, results: &results }];
+        std::fs::write(p, protomcp_harness::runner::html::report(&label, &sides))
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(ExitCode::from(summary.exit_code()))
+}

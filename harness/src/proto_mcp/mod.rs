@@ -1,8 +1,84 @@
 //! The proto-mcp profile (`buf.mcp.v1`, spec `proto-mcp.md`): the harness is the client, the
 //! implementation under test a server it starts as a child. Beside the protomcp runner, with the
-//! same verdicts and report format ([`crate::runner`]).
+//! same verdicts, known-failure entries and report format ([`crate::runner`]).
 //!
 //! - [`requirements`]: the PM-* table (`harness/data/proto-mcp-requirements.tsv`);
-//! - [`server`]: the reference server's I/O shell;
+//! - [`scenario`]: the scenario files of `scenarios/proto-mcp/`;
+//! - [`build`]: the bytes a step sends;
+//! - [`session`]: the server as a child process, and the rules every answer keeps;
+//! - [`run`]: steps, probes, features, verdicts, manifests;
+//! - [`server`]: the reference server's I/O shell.
 
+pub mod build;
+pub mod requirements;
+pub mod run;
+pub mod scenario;
 pub mod server;
+pub mod session;
+
+use std::collections::BTreeMap;
+
+use crate::requirements::{Level, Requirement};
+
+/// The not-black-box-testable list of the profile (`harness/data/untestable/proto-mcp.yaml`).
+pub const UNTESTABLE: &str = include_str!("../../data/untestable/proto-mcp.yaml");
+
+/// The profile's catalogue directory, relative to the repository root.
+pub const CATALOGUE_DIR: &str = "scenarios/proto-mcp";
+
+/// Parses the untestable list: every ID a PM MUST/SHOULD, every reason non-empty.
+pub fn untestable() -> Result<BTreeMap<String, String>, String> {
+    let map: BTreeMap<String, String> =
+        serde_saphyr::from_str(UNTESTABLE).map_err(|e| format!("proto-mcp.yaml: {e}"))?;
+    for (id, reason) in &map {
+        let r = requirements::get(id).ok_or_else(|| format!("proto-mcp.yaml: `{id}` is not a PM requirement"))?;
+        if r.level == Level::May {
+            return Err(format!("proto-mcp.yaml: `{id}` is a MAY"));
+        }
+        if reason.trim().is_empty() {
+            return Err(format!("proto-mcp.yaml: `{id}` has no reason"));
+        }
+    }
+    Ok(map)
+}
+
+/// One PM requirement and what covers it.
+#[derive(Debug, Clone)]
+pub struct CoverageEntry {
+    pub requirement: &'static Requirement,
+    pub scenarios: Vec<String>,
+    pub untestable: Option<String>,
+}
+
+impl CoverageEntry {
+    pub fn missing(&self) -> bool {
+        self.scenarios.is_empty() && self.untestable.is_none()
+    }
+}
+
+/// Every PM MUST/SHOULD with the scenarios citing it and its untestable reason; plus the
+/// untestable entries a scenario cites anyway (stale).
+pub fn coverage(
+    scenarios: &[scenario::Scenario],
+    untestable: &BTreeMap<String, String>,
+) -> (Vec<CoverageEntry>, Vec<String>) {
+    let entries: Vec<CoverageEntry> = requirements::all()
+        .iter()
+        .filter(|r| r.level != Level::May)
+        .map(|r| CoverageEntry {
+            requirement: r,
+            scenarios: scenarios
+                .iter()
+                .filter(|s| s.requirements.iter().any(|q| q.id == r.id))
+                .map(|s| s.id.clone())
+                .collect(),
+            untestable: untestable.get(r.id).cloned(),
+        })
+        .collect();
+    let stale = entries
+        .iter()
+        .filter(|e| !e.scenarios.is_empty() && e.untestable.is_some())
+        .map(|e| e.requirement.id.to_owned())
+        .collect();
+    (entries, stale)
+}

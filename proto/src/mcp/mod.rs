@@ -121,9 +121,9 @@ impl Arm {
         }
     }
 
-    /// Request arms are 2, 4, 6, 8, 10.
+    /// Request arms are 2, 4, 6, 8, 10 (12, error_response, is an answer).
     pub fn is_request(self) -> bool {
-        self.number() % 2 == 0
+        self.response().is_some()
     }
 
     /// The response arm that pairs with a request arm (2→3, …, 10→11); `None` for responses.
