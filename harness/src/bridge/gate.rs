@@ -70,13 +70,24 @@ impl Gate {
 
     /// Checks one line from the host (stdio).
     pub fn inbound_line(&mut self, line: &str) -> Verdict {
+        self.inbound_parsed(line).0
+    }
+
+    /// [`Gate::inbound_line`], also handing back the message it parsed (when it is JSON), so
+    /// that the caller need not parse the line again.
+    pub fn inbound_parsed(&mut self, line: &str) -> (Verdict, Option<Value>) {
         if line.trim().is_empty() {
-            return Verdict::Drop;
+            return (Verdict::Drop, None);
         }
         match serde_json::from_str::<Value>(line) {
-            Ok(v) => self.inbound(&v),
-            Err(_) => Verdict::Answer(error_response(Value::Null, -32700, "parse error")),
+            Ok(v) => (self.inbound(&v), Some(v)),
+            Err(_) => (Verdict::Answer(error_response(Value::Null, -32700, "parse error")), None),
         }
+    }
+
+    /// The response to the host's request `id` is being sent: the id is free again.
+    pub fn answered(&mut self, id: &Value) {
+        self.in_flight.remove(&key(id));
     }
 
     /// Checks one JSON value from the host.

@@ -109,6 +109,9 @@ struct Session {
     ready: tokio_util::sync::CancellationToken,
     /// The JSON-RPC ids of this session's tools/call requests in flight, oldest first.
     calls: Mutex<Vec<m::RequestId>>,
+    /// Stdio only: notifications go out as lines through the output of [`serve_stdio`], in
+    /// order with the tools/call answers of [`fast_call`], instead of through rmcp's peer.
+    lines: OnceLock<mpsc::UnboundedSender<Out>>,
 }
 
 impl Session {
@@ -124,6 +127,7 @@ impl Session {
             ended: tokio_util::sync::CancellationToken::new(),
             ready: tokio_util::sync::CancellationToken::new(),
             calls: Mutex::new(Vec::new()),
+            lines: OnceLock::new(),
         })
     }
 
@@ -154,6 +158,7 @@ impl Session {
         let bridge = self.bridge.clone();
         let trace = self.trace;
         let ready = self.ready.clone();
+        let lines = self.lines.get().cloned();
         tokio::spawn(async move {
             let mut held: Vec<ListKind> = Vec::new();
             loop {
@@ -184,7 +189,7 @@ impl Session {
                     _ = ready.cancelled(), if !held.is_empty() => held.drain(..).map(Note::ListChanged).collect(),
                 };
                 for note in note {
-                    if !send_note(&peer, &bridge, trace, note).await {
+                    if !send_note(&peer, lines.as_ref(), &bridge, trace, note).await {
                         return;
                     }
                 }
@@ -209,8 +214,15 @@ impl Drop for Session {
     }
 }
 
-/// Sends one note to the host; false when the session is gone.
-async fn send_note(peer: &Peer<RoleServer>, bridge: &Bridge, trace: bool, note: Note) -> bool {
+/// Sends one note to the host, through `lines` when given (stdio) or else rmcp's peer, and
+/// waits until it is written; false when the session is gone.
+async fn send_note(
+    peer: &Peer<RoleServer>,
+    lines: Option<&mpsc::UnboundedSender<Out>>,
+    bridge: &Bridge,
+    trace: bool,
+    note: Note,
+) -> bool {
     let (method, params) = match note {
         Note::Flush(done) => {
             let _ = done.send(());
@@ -231,6 +243,12 @@ async fn send_note(peer: &Peer<RoleServer>, bridge: &Bridge, trace: bool, note: 
         bridge.trace_mcp(false, &msg);
     }
     match serde_json::from_value::<m::ServerNotification>(msg) {
+        Ok(n) if let Some(out) = lines => {
+            let message = m::JsonRpcNotification { jsonrpc: m::JsonRpcVersion2_0, notification: n };
+            let Ok(line) = serde_json::to_string(&message) else { return true };
+            let (written, done) = oneshot::channel();
+            out.send(Out { line, answers: None, written: Some(written) }).is_ok() && done.await.is_ok()
+        }
         Ok(n) => peer.send_notification(n).await.is_ok(),
         Err(e) => {
             eprintln!("protomcp-conform bridge: cannot build {method}: {e}");
@@ -681,9 +699,89 @@ impl ServerHandler for Handler {
     }
 }
 
+/// One line for the host on stdio, written whole by the output task of [`serve_stdio`].
+struct Out {
+    line: String,
+    /// The line answers the host's request with this id: written, the id is free in the gate.
+    answers: Option<Value>,
+    /// Resolved once the line is written (a notification waits for it, as rmcp's peer does).
+    written: Option<oneshot::Sender<()>>,
+}
+
+/// The stdio session's tools/call requests answered by [`fast_call`], by gate key of their id:
+/// a notifications/cancelled for one of them cancels it here (rmcp never saw the request).
+type FastCalls = Arc<Mutex<HashMap<String, tokio_util::sync::CancellationToken>>>;
+
+/// The hot path of stdio: a `tools/call` of an initialized session that the gate passed goes to
+/// the core directly, its answer (or error) straight to the output as a line, in order with the
+/// session's notifications ([`Session::lines`]). rmcp would parse the line again into its
+/// message types and hand the request and its response through a task and a channel each; it
+/// keeps serving initialize, every other method, the notifications from the host and the
+/// bridge's own requests (sampling, roots) and their answers. Returns the message when it is not
+/// such a call.
+///
+/// What rmcp does with such a call, this does too: the progress token of `_meta` (as rmcp reads
+/// it), the call's id in the session's calls in flight, cancellation by the host (no answer,
+/// BR-CANCEL-02) and by the session's end, the result built as rmcp's `CallToolResult` (a result
+/// that does not fit is an internal error) and written as rmcp writes a response.
+fn fast_call(session: &Arc<Session>, calls: &FastCalls, out: &mpsc::UnboundedSender<Out>, v: Value) -> Option<Value> {
+    let fits = session.ready.is_cancelled()
+        && v.get("method").and_then(Value::as_str) == Some("tools/call")
+        && v.get("id").is_some_and(|id| id.is_string() || id.is_i64())
+        && v.get("params").and_then(Value::as_object).is_some_and(|p| {
+            p.get("name").is_some_and(Value::is_string)
+                && p.get("arguments").is_none_or(|a| a.is_object() || a.is_null())
+                && p.get("_meta").is_none_or(Value::is_object)
+                && p.keys().all(|k| k == "name" || k == "arguments" || k == "_meta")
+        });
+    if !fits {
+        return Some(v);
+    }
+    let Value::Object(mut msg) = v else { return None };
+    let id = msg.remove("id").unwrap_or_default();
+    let Some(Value::Object(mut params)) = msg.remove("params") else { return None };
+    let Some(Value::String(name)) = params.remove("name") else { return None };
+    let arguments = params.remove("arguments").filter(|a| !a.is_null());
+    let progress = params
+        .get("_meta")
+        .and_then(|m| m.get("progressToken"))
+        .and_then(|t| serde_json::from_value::<m::ProgressToken>(t.clone()).ok())
+        .map(|t| to_json(&t));
+    let Ok(rid) = serde_json::from_value::<m::RequestId>(id.clone()) else { return None };
+    let ct = tokio_util::sync::CancellationToken::new();
+    let key = id.to_string();
+    calls.lock().unwrap().insert(key.clone(), ct.clone());
+    let (session, calls, out) = (session.clone(), calls.clone(), out.clone());
+    tokio::spawn(async move {
+        let ended = session.ended.clone();
+        let cancel = async move {
+            tokio::select! {
+                _ = ct.cancelled() => {}
+                _ = ended.cancelled() => {}
+            }
+        };
+        session.calls.lock().unwrap().push(rid.clone());
+        let in_flight = InFlight { session: &session, id: rid };
+        let host: Arc<dyn HostSession> = session.clone();
+        let r = session.bridge.call_tool(&host, &name, arguments, progress, cancel).await;
+        drop(in_flight);
+        calls.lock().unwrap().remove(&key);
+        let body = match r.map(from_json::<m::CallToolResult>) {
+            Err(HostError::Cancelled) => return,
+            Ok(Ok(result)) => serde_json::to_string(&result).map(|r| format!("\"result\":{r}")),
+            Ok(Err(e)) => serde_json::to_string(&e).map(|e| format!("\"error\":{e}")),
+            Err(e) => serde_json::to_string(&host_error(e)).map(|e| format!("\"error\":{e}")),
+        };
+        let body = body.unwrap_or_else(|e| format!(r#""error":{{"code":-32603,"message":"writing the answer: {e}"}}"#));
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},{body}}}"#);
+        let _ = out.send(Out { line, answers: Some(id), written: None });
+    });
+    None
+}
+
 /// Serves one MCP session on stdin/stdout until the host closes stdin or `stop` resolves.
-/// Lines pass through [`check_line`] and, with `--trace`, into the trace; stdout gets whole
-/// lines only (the server's and the filter's answers never interleave).
+/// Lines pass through the session's [`Gate`] and, with `--trace`, into the trace; stdout gets
+/// whole lines only (the server's, the gate's answers and the hot path's never interleave).
 pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Output = ()>) -> Result<(), String> {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let handler = Handler::new(bridge.clone(), false);
@@ -691,20 +789,30 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
     let session_id = session.id;
     let (server_in, mut feed) = tokio::io::duplex(1 << 16);
     let (server_out, from_server) = tokio::io::duplex(1 << 16);
-    let (answers, mut answers_rx) = mpsc::unbounded_channel::<String>();
+    let (answers, mut answers_rx) = mpsc::unbounded_channel::<Out>();
+    let _ = session.lines.set(answers.clone());
     let gate = Arc::new(Mutex::new(Gate::new()));
-    // Output: the server's lines and the gate's answers, one whole line at a time.
+    // Output: the server's lines, the gate's answers, the hot path's answers and the session's
+    // notifications, one whole line at a time.
     let out_bridge = bridge.clone();
     let out_gate = gate.clone();
     let output = tokio::spawn(async move {
         let mut stdout = super::stdio::stdout();
         let mut lines = BufReader::new(from_server).lines();
         loop {
-            let (line, from_server) = tokio::select! {
-                l = lines.next_line() => match l { Ok(Some(l)) => (l, true), _ => break },
-                a = answers_rx.recv() => match a { Some(a) => (a, false), None => continue },
+            let (mut line, from_server, written) = tokio::select! {
+                l = lines.next_line() => match l { Ok(Some(l)) => (l, true, None), _ => break },
+                a = answers_rx.recv() => match a {
+                    Some(Out { line, answers, written }) => {
+                        // The gate's own answers never end a request of the server's.
+                        if let Some(id) = answers {
+                            out_gate.lock().unwrap().answered(&id);
+                        }
+                        (line, false, written)
+                    }
+                    None => continue,
+                },
             };
-            // The gate's own answers never end a request of the server's.
             if from_server {
                 out_gate.lock().unwrap().outbound_line(&line);
             }
@@ -713,31 +821,49 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
             {
                 out_bridge.trace_mcp(false, &v);
             }
-            if stdout.write_all(format!("{line}\n").as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+            line.push('\n');
+            if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
                 break;
+            }
+            if let Some(w) = written {
+                let _ = w.send(());
             }
         }
     });
     let in_bridge = bridge.clone();
     let in_session = handler.session.clone();
+    let fast: FastCalls = Arc::default();
     let input = tokio::spawn(async move {
         let mut lines = BufReader::new(super::stdio::stdin()).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
+        while let Ok(Some(mut line)) = lines.next_line().await {
+            let (verdict, parsed) = gate.lock().unwrap().inbound_parsed(&line);
             if in_bridge.tracing() {
-                match serde_json::from_str::<Value>(&line) {
-                    Ok(v) => in_bridge.trace_mcp(true, &v),
-                    Err(_) => in_bridge.trace_host_line(true, &line),
+                match &parsed {
+                    Some(v) => in_bridge.trace_mcp(true, v),
+                    None => in_bridge.trace_host_line(true, &line),
                 }
             }
-            let verdict = gate.lock().unwrap().inbound_line(&line);
             match verdict {
                 Verdict::Pass => {
-                    if feed.write_all(format!("{line}\n").as_bytes()).await.is_err() {
+                    let Some(v) = parsed else { continue };
+                    // The host cancels a call of the hot path: rmcp never saw it.
+                    if v.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+                        && let Some(rid) = v.get("params").and_then(|p| p.get("requestId"))
+                        && let Some(ct) = fast.lock().unwrap().remove(&rid.to_string())
+                    {
+                        ct.cancel();
+                        continue;
+                    }
+                    if fast_call(&in_session, &fast, &answers, v).is_none() {
+                        continue;
+                    }
+                    line.push('\n');
+                    if feed.write_all(line.as_bytes()).await.is_err() {
                         break;
                     }
                 }
                 Verdict::Answer(v) => {
-                    let _ = answers.send(v.to_string());
+                    let _ = answers.send(Out { line: v.to_string(), answers: None, written: None });
                 }
                 Verdict::Drop => {}
             }
