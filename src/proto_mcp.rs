@@ -210,7 +210,7 @@ fn profile(cli: ProfileCli) -> Result<ExitCode> {
                     a.3 += 1;
                 }
             }
-            println!("{:<10} {:>6} {:>8} {:>10} {:>8}", "area", "MUST+SHOULD", "covered", "untestable", "missing");
+            println!("{:<10} {:>11} {:>8} {:>10} {:>8}", "area", "MUST+SHOULD", "covered", "untestable", "missing");
             for (area, (n, c, u, m)) in &areas {
                 println!("{area:<10} {n:>11} {c:>8} {u:>10} {m:>8}");
             }

@@ -59,10 +59,10 @@ pub fn extract(markdown: &str) -> Result<Vec<Extracted>, ExtractError> {
             "MAY" => Level::May,
             other => return Err(bad(format!("{id}: unknown level `{other}`"))),
         };
-        if let Some(f) = feature {
-            if let Some(unknown) = f.split(", ").find(|f| !FEATURES.contains(f)) {
-                return Err(bad(format!("{id}: unknown feature `{unknown}`")));
-            }
+        if let Some(f) = feature
+            && let Some(unknown) = f.split(", ").find(|f| !FEATURES.contains(f))
+        {
+            return Err(bad(format!("{id}: unknown feature `{unknown}`")));
         }
         if text.contains('\t') {
             return Err(bad(format!("{id}: the text holds a tab")));

@@ -562,7 +562,7 @@ fn probe_tools(s: &mut Session, ctx: &mut Ctx, args: &Value) -> Result<(), StepF
             }
         }
     }
-    let caps = ctx.init.as_ref().and_then(|i| i.capabilities.clone());
+    let caps = ctx.init.as_ref().and_then(|i| i.capabilities);
     if ctx.wants("PM-INIT-09") && !tools.is_empty() && caps.as_ref().is_none_or(|c| c.tools.is_none()) {
         return Err(fail(
             &["PM-INIT-09"],
@@ -804,7 +804,7 @@ fn probe_version(s: &mut Session, ctx: &mut Ctx, args: &Value) -> Result<(), Ste
 
 fn probe_newer_major(s: &mut Session, ctx: &mut Ctx) -> Result<(), StepFailure> {
     let id = ctx.fresh_id();
-    let (frame, _) = message_frame(&json!({"id": id, "initialize_request": {"protocol_version": "2.0.0", "capabilities": {"supports_bsr_refs": true, "encodings": ["protobuf"]}}}))
+    let (frame, _) = message_frame(&json!({"id": id, "initialize_request": {"protocol_version": "2.0.0", "capabilities": {"supports_bsr_refs": true, "encodings": ["protobuf"]}}, "pad_to": 64}))
         .map_err(|e| fail(&[], e))?;
     s.send(&frame, None, &format!("initialize_request 2.0.0 id={id}"));
     let m = s

@@ -101,10 +101,10 @@ fn json(mut input: impl Read, mut output: impl Write, mut buf: BytesMut, mut eof
             let text =
                 if too_long { "\u{0}too long".to_owned() } else { String::from_utf8_lossy(&line[..nl]).into_owned() };
             too_long = false;
-            if let Some(answer) = session.handle_line(&text) {
-                if writeln!(output, "{answer}").and_then(|()| output.flush()).is_err() {
-                    return EXIT_ABANDONED;
-                }
+            if let Some(answer) = session.handle_line(&text)
+                && writeln!(output, "{answer}").and_then(|()| output.flush()).is_err()
+            {
+                return EXIT_ABANDONED;
             }
         }
         if buf.len() > MAX_LINE {
@@ -112,10 +112,10 @@ fn json(mut input: impl Read, mut output: impl Write, mut buf: BytesMut, mut eof
             too_long = true;
         }
         if eof {
-            if !buf.is_empty() {
-                if let Some(answer) = session.handle_line(&String::from_utf8_lossy(&buf)) {
-                    let _ = writeln!(output, "{answer}").and_then(|()| output.flush());
-                }
+            if !buf.is_empty()
+                && let Some(answer) = session.handle_line(&String::from_utf8_lossy(&buf))
+            {
+                let _ = writeln!(output, "{answer}").and_then(|()| output.flush());
             }
             return EXIT_OK;
         }

@@ -82,7 +82,11 @@ pub fn render(m: &McpMessage) -> String {
         None => "(no payload)".to_owned(),
         Some(p) => {
             let s = format!("{p:?}");
-            if s.len() > 300 { format!("{}… ({} chars)", &s[..s.floor_char_boundary(300)], s.len()) } else { s }
+            if s.len() > 300 {
+                format!("{}… ({} chars)", &s[..(0..=300).rev().find(|i| s.is_char_boundary(*i)).unwrap_or(0)], s.len())
+            } else {
+                s
+            }
         }
     };
     format!("id={} {body}", m.id)
@@ -384,13 +388,14 @@ impl Session {
             }
         }
         let request = request.flatten();
-        if let Some(req) = request.filter(|r| r.is_request()) {
-            if arm != Arm::ErrorResponse && Some(arm) != req.response() {
-                if arm == Arm::CallToolResponse {
-                    self.violation("PM-ERROR-02", format!("{req} (id {}) answered by call_tool_response", m.id));
-                } else {
-                    self.violation("PM-LIFECYCLE-04", format!("{req} (id {}) answered by {arm}", m.id));
-                }
+        if let Some(req) = request.filter(|r| r.is_request())
+            && arm != Arm::ErrorResponse
+            && Some(arm) != req.response()
+        {
+            if arm == Arm::CallToolResponse {
+                self.violation("PM-ERROR-02", format!("{req} (id {}) answered by call_tool_response", m.id));
+            } else {
+                self.violation("PM-LIFECYCLE-04", format!("{req} (id {}) answered by {arm}", m.id));
             }
         }
         let error = match &m.payload {
