@@ -495,7 +495,11 @@ impl Session {
             Extra::UnknownFields => Wire::Body(RawBody::of(&call).varint(1000, 7).bytes(2047, b"unknown").into_bytes()),
         };
         self.send(wire, why);
-        let requirement = if tool == Tool::Unknown { "TP-CALL-04" } else { "TP-CALL-01" };
+        let requirement = match (tool, args) {
+            (Tool::Unknown, _) => "TP-CALL-04",
+            (_, Args::InvalidJson) => "TP-CALL-09",
+            _ => "TP-CALL-01",
+        };
         self.owe(Expected { rid, arm: Arm::CallResult, is_error, text, requirement }, extra_ms);
     }
 
@@ -595,8 +599,10 @@ fn arguments(tool: Tool, args: Args, n: u64, secret: &mut bool) -> (String, Opti
             }
             (valid.clone(), ok(result))
         }
+        // `""` reads as `{}` (TP-CALL-08, a MUST), so a tool with a required member sees a
+        // schema violation, which TP-CALL-12 (a SHOULD) asks to reject: only the reply is owed.
         Args::Empty => match member {
-            Some(_) if tool != Tool::Unknown => (String::new(), (Some(true), None)),
+            Some(_) if tool != Tool::Unknown => (String::new(), (fixed_error, None)),
             _ => (String::new(), ok(result)),
         },
         // TP-CALL-09 is a MUST; the unknown tool is an error whatever the arguments.

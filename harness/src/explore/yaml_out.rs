@@ -98,9 +98,13 @@ fn pattern(e: &Expected) -> Value {
 /// and `notes` (how it was found). `findings` add their requirement IDs to the citation.
 pub fn scenario_yaml(id: &str, title: &str, plan: &Plan, notes: &str, findings: &[Finding]) -> String {
     let mut reqs: Vec<&str> = BASE_REQUIREMENTS.to_vec();
-    for f in findings {
-        if !reqs.contains(&f.requirement) {
-            reqs.push(f.requirement);
+    let replies = plan.steps.iter().flat_map(|s| match s {
+        Step::Await { replies, .. } => replies.iter().map(|r| r.requirement).collect(),
+        _ => Vec::new(),
+    });
+    for r in replies.chain(findings.iter().map(|f| f.requirement)) {
+        if !reqs.contains(&r) {
+            reqs.push(r);
         }
     }
     let ignore = flow(json!(IGNORED));
@@ -143,6 +147,15 @@ pub fn scenario_yaml(id: &str, title: &str, plan: &Plan, notes: &str, findings: 
                 for r in replies {
                     let _ = writeln!(out, "        - {}", flow(pattern(r)));
                 }
+                // What the step checks: the requirement that demands each reply (a failure
+                // names these, not every requirement the scenario cites).
+                let mut checks: Vec<&str> = Vec::new();
+                for r in replies {
+                    if !checks.contains(&r.requirement) {
+                        checks.push(r.requirement);
+                    }
+                }
+                let _ = writeln!(out, "    checks: [{}]", checks.join(", "));
             }
             Step::Quiet { for_ms } => {
                 let _ = writeln!(out, "  - expect_nothing: {{for_ms: {for_ms}, ignore: {ignore}}}");
