@@ -116,6 +116,11 @@ pub(crate) fn load(sel: &Selection) -> std::result::Result<Vec<(Scenario, String
     let mut errors = Vec::new();
     if sel.scenarios.is_empty() {
         for (rel, text) in bundled::SCENARIOS {
+            // Another profile's catalogue, in its own language (harness::proto_mcp), as
+            // scenario::load_dir leaves it out.
+            if rel.starts_with("proto-mcp/") {
+                continue;
+            }
             match scenario::parse_str(&Path::new("scenarios").join(rel), text) {
                 Ok(s) => out.push((s, (*text).to_owned())),
                 Err(ScenarioErrors(e)) => errors.extend(e),
