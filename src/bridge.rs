@@ -29,7 +29,8 @@ pub struct BridgeArgs {
     /// The same as `--auth token:VAR`.
     #[arg(long, value_name = "VAR", action = clap::ArgAction::Append)]
     auth_token_env: Vec<String>,
-    /// Bound on every wait for the tool process (`500ms`, `5s`, `5m`, `1h`).
+    /// Bound on every wait for the tool process (`500ms`, `5s`, `5m` or `5min`, `1h`, or plain
+    /// seconds).
     #[arg(long, value_parser = parse_duration, default_value = "5m")]
     call_timeout: Duration,
     /// Write the decoded traffic of both sides to FILE as it happens, in the harness's transcript
@@ -112,23 +113,9 @@ fn credentials(specs: &[AuthSpec]) -> Result<Vec<Credential>> {
         .collect()
 }
 
-/// `500ms`, `5s`, `5m`, `1h`, or a plain number of seconds.
+/// A duration option ([`protomcp_harness::duration`]: `500ms`, `90s`, `5m`, `1h`; plain seconds).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 500ms, 5s or 5m"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "" | "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h)")),
-    };
-    if !(secs > 0.0 && secs.is_finite()) {
-        return Err(format!("{s:?} must be positive"));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    protomcp_harness::duration::parse(s).map_err(|e| e.to_string())
 }
 
 /// The argv for an entry file (BR-CONN-08): the runtime follows from the extension.
@@ -232,17 +219,6 @@ pub fn run(args: BridgeArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
-        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert!(parse_duration("5x").is_err());
-        assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("").is_err());
-    }
 
     #[test]
     fn auth_options() {

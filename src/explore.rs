@@ -31,8 +31,9 @@ pub struct ExploreArgs {
     /// The run's seed (default: from the clock; always printed).
     #[arg(long, value_name = "S")]
     seed: Option<u64>,
-    /// Stop starting new cases after this long: `90s`, `5m`, `1500ms` or seconds.
-    #[arg(long, value_name = "BUDGET", value_parser = parse_duration)]
+    /// Stop starting new cases after this long: `1500ms`, `90s`, `5m` (or `5min`), `1h`, or plain
+    /// seconds (the same grammar as every duration option).
+    #[arg(long, value_name = "BUDGET", value_parser = crate::bridge::parse_duration)]
     time: Option<Duration>,
     /// Most ops per generated session.
     #[arg(long, value_name = "N", default_value_t = 24)]
@@ -52,23 +53,6 @@ pub struct ExploreArgs {
     /// Delivery schedule of every case and replay: whole, split1, coalesce, random:SEED.
     #[arg(long, value_name = "SCHEDULE", value_parser = runner::schedule::Schedule::parse)]
     schedule: Option<runner::schedule::Schedule>,
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = s.find(|c: char| c.is_ascii_alphabetic()).map_or((s, "s"), |i| (&s[..i], &s[i..]));
-    let n: f64 = num.trim().parse().map_err(|_| format!("not a duration: {s:?} (e.g. 90s, 5m, 1500ms)"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" | "min" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("unknown unit {unit:?} (ms, s, m, h)")),
-    };
-    if !secs.is_finite() || secs <= 0.0 {
-        return Err("a duration must be positive".into());
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 fn targets(a: &ExploreArgs) -> Result<(Vec<Arc<Target>>, Vec<String>)> {

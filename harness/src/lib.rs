@@ -4,6 +4,7 @@
 pub mod bounded;
 pub mod bridge;
 pub mod coverage;
+pub mod duration;
 pub mod dump;
 pub mod explore;
 pub mod fuzzing;
