@@ -471,13 +471,13 @@ fn ask(s: &mut Session, ctx: &mut Ctx, payload: Payload, label: &str) -> Result<
     })
 }
 
-/// Every page of a tool listing.
+/// Every page of a tool listing: the tools, and for each the number of its page (from 1).
 fn list_all_tools(
     s: &mut Session,
     ctx: &mut Ctx,
     base: pb::ListToolsRequest,
-) -> Result<(Vec<pb::Tool>, usize), StepFailure> {
-    let (mut tools, mut pages, mut cursor) = (Vec::new(), 0usize, String::new());
+) -> Result<(Vec<pb::Tool>, Vec<usize>), StepFailure> {
+    let (mut tools, mut page_of, mut pages, mut cursor) = (Vec::new(), Vec::new(), 0usize, String::new());
     loop {
         let req = pb::ListToolsRequest { cursor: cursor.clone(), ..base.clone() };
         let m = ask(s, ctx, Payload::ListToolsRequest(req), "list tools")?;
@@ -485,9 +485,10 @@ fn list_all_tools(
             return Err(fail(&["PM-TOOLS-01"], format!("list_tools_request answered by {}", describe(&m))));
         };
         pages += 1;
+        page_of.extend(std::iter::repeat_n(pages, page.tools.len()));
         tools.extend(page.tools);
         if page.next_cursor.is_empty() {
-            return Ok((tools, pages));
+            return Ok((tools, page_of));
         }
         if pages >= 1000 {
             return Err(fail(&["PM-TOOLS-07"], "the tool listing did not end within 1000 pages"));
@@ -507,17 +508,21 @@ pub fn bsr_ref_ok(r: &str) -> bool {
 
 fn probe_tools(s: &mut Session, ctx: &mut Ctx, args: &Value) -> Result<(), StepFailure> {
     let include_schemas = args.get("include_schemas").and_then(Value::as_bool).unwrap_or(false);
-    let (tools, pages) = list_all_tools(s, ctx, pb::ListToolsRequest { include_schemas, ..Default::default() })?;
-    s.note_harness(&format!("{} tools in {pages} pages", tools.len()));
-    if ctx.wants("PM-TOOLS-02") || ctx.wants("PM-TOOLS-07") {
-        let mut seen = BTreeSet::new();
-        for t in &tools {
-            if t.name.is_empty() && ctx.wants("PM-TOOLS-02") {
-                return Err(fail(&["PM-TOOLS-02"], "a tool with an empty name"));
-            }
-            if !seen.insert(t.name.clone()) {
-                let r = if pages > 1 && ctx.wants("PM-TOOLS-07") { "PM-TOOLS-07" } else { "PM-TOOLS-02" };
-                return Err(fail(&[r], format!("tool name {:?} listed twice in one listing", t.name)));
+    let (tools, page_of) = list_all_tools(s, ctx, pb::ListToolsRequest { include_schemas, ..Default::default() })?;
+    s.note_harness(&format!("{} tools in {} pages", tools.len(), page_of.last().copied().unwrap_or(1)));
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (t, &page) in tools.iter().zip(&page_of) {
+        if t.name.is_empty() && ctx.wants("PM-TOOLS-02") {
+            return Err(fail(&["PM-TOOLS-02"], "a tool with an empty name"));
+        }
+        if let Some(first) = seen.insert(&t.name, page) {
+            // On one page it is a duplicate name; across pages, the chain repeats (PM-TOOLS-07).
+            let r = if first == page { "PM-TOOLS-02" } else { "PM-TOOLS-07" };
+            if ctx.wants(r) || ctx.wants("PM-TOOLS-02") {
+                return Err(fail(
+                    &[r],
+                    format!("tool name {:?} on page {page} was listed before on page {first}", t.name),
+                ));
             }
         }
     }
@@ -616,7 +621,7 @@ fn missing_dependency(fds: &FileDescriptorSet) -> Option<String> {
 
 fn probe_resources(s: &mut Session, ctx: &mut Ctx) -> Result<(), StepFailure> {
     let advertised = ctx.init.as_ref().and_then(|i| i.capabilities.as_ref()).is_some_and(|c| c.resources.is_some());
-    let (mut all, mut cursor, mut pages) = (Vec::new(), String::new(), 0usize);
+    let (mut all, mut page_of, mut cursor, mut pages) = (Vec::new(), Vec::new(), String::new(), 0usize);
     loop {
         let m = ask(
             s,
@@ -627,6 +632,7 @@ fn probe_resources(s: &mut Session, ctx: &mut Ctx) -> Result<(), StepFailure> {
         match m.payload.clone() {
             Some(Payload::ListResourcesResponse(page)) => {
                 pages += 1;
+                page_of.extend(std::iter::repeat_n(pages, page.resources.len()));
                 all.extend(page.resources);
                 if page.next_cursor.is_empty() {
                     break;
@@ -655,14 +661,16 @@ fn probe_resources(s: &mut Session, ctx: &mut Ctx) -> Result<(), StepFailure> {
         }
     }
     s.note_harness(&format!("{} resources in {pages} pages", all.len()));
-    let mut seen = BTreeSet::new();
-    for r in &all {
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (r, &page) in all.iter().zip(&page_of) {
         if r.uri.is_empty() && ctx.wants("PM-RESOURCES-02") {
             return Err(fail(&["PM-RESOURCES-02"], format!("resource {:?} has an empty uri", r.name)));
         }
-        if !seen.insert(r.uri.clone()) && (ctx.wants("PM-RESOURCES-02") || ctx.wants("PM-RESOURCES-03")) {
-            let req = if pages > 1 { "PM-RESOURCES-03" } else { "PM-RESOURCES-02" };
-            return Err(fail(&[req], format!("uri {:?} listed twice", r.uri)));
+        if let Some(first) = seen.insert(&r.uri, page) {
+            let req = if first == page { "PM-RESOURCES-02" } else { "PM-RESOURCES-03" };
+            if ctx.wants(req) || ctx.wants("PM-RESOURCES-02") {
+                return Err(fail(&[req], format!("uri {:?} on page {page} was listed before on page {first}", r.uri)));
+            }
         }
     }
     if ctx.wants("PM-INIT-11") && !all.is_empty() && !advertised {
