@@ -1048,6 +1048,67 @@ impl Drop for Release {
     }
 }
 
+/// The body of the response to a POSTed request, ending with the event that answers it.
+///
+/// rmcp closes a request's event stream after the answer from another task, a little later:
+/// the end of the chunked body then goes out in a write of its own, one more segment and one
+/// more wake-up of the client per call. Nothing follows the answer on that stream, so the body
+/// ends with the answer's frame, and hyper writes the answer and the end together. The request's
+/// id is free in the gate ([`Release`]) from then on (or when the body is dropped unanswered).
+struct UntilAnswer {
+    inner: HttpBody,
+    /// `None` once the answer went out.
+    release: Option<Release>,
+}
+
+impl UntilAnswer {
+    /// Whether `data` (events of the stream) holds the response to request `id`.
+    fn answers(data: &[u8], id: &Value) -> bool {
+        use serde::de::IgnoredAny;
+        #[derive(serde::Deserialize)]
+        struct Head {
+            id: Option<Value>,
+            method: Option<IgnoredAny>,
+            result: Option<IgnoredAny>,
+            error: Option<IgnoredAny>,
+        }
+        let text = String::from_utf8_lossy(data);
+        text.lines().filter_map(|l| l.strip_prefix("data:")).any(|d| {
+            matches!(serde_json::from_str::<Head>(d.trim()),
+                Ok(Head { id: Some(i), method: None, result, error }) if &i == id && (result.is_some() || error.is_some()))
+        })
+    }
+}
+
+impl hyper::body::Body for UntilAnswer {
+    type Data = hyper::body::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        use std::task::Poll;
+        let Some(release) = &self.release else { return Poll::Ready(None) };
+        let id = release.id.clone();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled
+            && frame.data_ref().is_some_and(|d| UntilAnswer::answers(d, &id))
+        {
+            self.release = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.release.is_none() || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// A POST of an established session goes through the session's [`Gate`] (as stdio lines do);
 /// anything else (initialize, a missing or unknown session, an unsupported protocol version,
 /// another media type) is left to rmcp, which answers it as BR-HTTP-08/11/15 want.
@@ -1105,15 +1166,64 @@ async fn gated_post(
                 None => resp,
                 Some(id) => {
                     let release = Release { registry: registry.clone(), session, id };
-                    resp.map(|b| {
-                        b.map_frame(move |f| {
-                            let _ = &release;
-                            f
-                        })
-                        .boxed()
-                    })
+                    resp.map(|b| UntilAnswer { inner: b, release: Some(release) }.boxed())
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+    use hyper::body::{Bytes, Frame};
+
+    /// A response body as rmcp's event stream of one request: `events`, then nothing more and
+    /// no end (rmcp would close it later, from another task).
+    fn stream_of(events: &[&str]) -> HttpBody {
+        let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> =
+            events.iter().map(|e| Ok(Frame::data(Bytes::from(e.to_string())))).collect();
+        let s =
+            futures_util::stream::StreamExt::chain(futures_util::stream::iter(frames), futures_util::stream::pending());
+        http_body_util::StreamBody::new(s).boxed()
+    }
+
+    fn until_answer(events: &[&str], id: Value) -> (UntilAnswer, Registry) {
+        let registry: Registry = Arc::default();
+        let call = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": "ping"})).unwrap();
+        assert_eq!(registry.gates.check("s", &call), (Verdict::Pass, Some(id.clone())));
+        let release = Release { registry: registry.clone(), session: "s".into(), id };
+        (UntilAnswer { inner: stream_of(events), release: Some(release) }, registry)
+    }
+
+    #[tokio::test]
+    async fn a_request_stream_ends_with_its_answer_and_frees_the_id() {
+        let priming = "data: \nid: 0/1\nretry: 3000\n\n";
+        let answer = "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\nid: 1/1\n\n";
+        let (body, registry) = until_answer(&[priming, answer], json!(7));
+        let all = tokio::time::timeout(std::time::Duration::from_secs(5), body.collect()).await;
+        let all = all.expect("the body ends after the answer, without waiting for rmcp").unwrap().to_bytes();
+        assert_eq!(all, format!("{priming}{answer}").as_bytes());
+        // The id is free again.
+        let again = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 7, "method": "ping"})).unwrap();
+        assert_eq!(registry.gates.check("s", &again), (Verdict::Pass, Some(json!(7))));
+    }
+
+    #[tokio::test]
+    async fn a_request_stream_stays_open_until_its_own_answer() {
+        // A progress notification, a request of the bridge's with the same id, another id's answer.
+        let events = [
+            "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":7,\"progress\":1}}\n\n",
+            "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"roots/list\"}\n\n",
+            "data: {\"jsonrpc\":\"2.0\",\"id\":\"7\",\"result\":{}}\n\n",
+        ];
+        let (mut body, _registry) = until_answer(&events, json!(7));
+        for _ in events {
+            assert!(body.frame().await.is_some());
+        }
+        assert!(!hyper::body::Body::is_end_stream(&body));
+        let more = tokio::time::timeout(std::time::Duration::from_millis(100), body.frame()).await;
+        assert!(more.is_err(), "the stream is still open");
     }
 }
