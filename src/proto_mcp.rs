@@ -64,6 +64,22 @@ enum ProfileCommand {
         #[arg(long)]
         scenarios: Option<PathBuf>,
     },
+    /// Run the catalogue against the reference server and every --server, and print
+    /// requirement × server as markdown, with the scenarios on which they disagree.
+    Matrix {
+        /// A server: a command line or a manifest directory; repeatable.
+        #[arg(long, value_name = "CMD|DIR")]
+        server: Vec<String>,
+        #[arg(long)]
+        only: Vec<String>,
+        #[arg(short = 'j', long, default_value_t = 4)]
+        jobs: usize,
+        #[arg(long)]
+        scenarios: Option<PathBuf>,
+        /// Write the markdown here as well.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// The PM MUST/SHOULD requirements without a scenario and without a reason in
     /// harness/data/untestable/proto-mcp.yaml, with counts per area. Exit 1 when any.
     Coverage {
@@ -243,8 +259,55 @@ fn profile(cli: ProfileCli) -> Result<ExitCode> {
             }
             Ok(if missing.is_empty() && stale.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
+        Some(ProfileCommand::Matrix { server, only, jobs, scenarios, out }) => {
+            let all = selected(load(scenarios.as_deref())?, &only);
+            if all.is_empty() {
+                bail!("no proto-mcp scenario selected");
+            }
+            let mut runs = vec![("reference".to_owned(), reference_target()?)];
+            for s in &server {
+                runs.push((s.clone(), target_of(s)?));
+            }
+            let mut results = Vec::new();
+            let mut worst = 0u8;
+            for (name, target) in &runs {
+                let features = pmrun::detect_features(target);
+                eprintln!("matrix: {name} ({} scenarios)", all.len());
+                let r = pmrun::run_all(&all, target, &features.on, jobs, &|_| {});
+                let summary = Summary::of(r.iter().map(|c| c.verdict));
+                eprintln!(
+                    "  {} PASS, {} FAIL, {} WARN, {} SKIP, {} XFAIL, {} XPASS, {} ERROR",
+                    summary.pass, summary.fail, summary.warn, summary.skip, summary.xfail, summary.xpass, summary.error
+                );
+                worst = worst.max(summary.exit_code());
+                results.push((name.clone(), r));
+            }
+            let mut md = protomcp_harness::matrix::Matrix::build(&results).markdown();
+            // The shared matrix knows the levels of TP/BR requirements only.
+            for r in pmreq::all() {
+                md = md.replace(&format!("| {}  |", r.id), &format!("| {} {} |", r.id, r.level));
+            }
+            print!("{md}");
+            if let Some(p) = out {
+                std::fs::write(&p, &md).with_context(|| format!("writing {}", p.display()))?;
+            }
+            Ok(ExitCode::from(worst))
+        }
         None => run(cli.run),
     }
+}
+
+/// The target of `--server`: a manifest directory or a command line.
+fn target_of(s: &str) -> Result<Target> {
+    let exe = std::env::current_exe().context("locating the harness binary")?;
+    if Path::new(s).is_dir() {
+        return Ok(pmrun::load_manifest(Path::new(s), &exe)?);
+    }
+    let command: Vec<String> = s.split_whitespace().map(str::to_owned).collect();
+    if command.is_empty() {
+        bail!("--server is empty");
+    }
+    Ok(Target { command, ..Default::default() })
 }
 
 fn run(a: RunArgs) -> Result<ExitCode> {
@@ -252,17 +315,9 @@ fn run(a: RunArgs) -> Result<ExitCode> {
     if scenarios.is_empty() {
         bail!("no proto-mcp scenario selected");
     }
-    let exe = std::env::current_exe().context("locating the harness binary")?;
     let (mut target, label) = match &a.server {
         None => (reference_target()?, "reference proto-mcp-server".to_owned()),
-        Some(s) if Path::new(s).is_dir() => (pmrun::load_manifest(Path::new(s), &exe)?, s.clone()),
-        Some(s) => {
-            let command: Vec<String> = s.split_whitespace().map(str::to_owned).collect();
-            if command.is_empty() {
-                bail!("--server is empty");
-            }
-            (Target { command, ..Default::default() }, s.clone())
-        }
+        Some(s) => (target_of(s)?, s.clone()),
     };
     if let Some(t) = &a.safe_tool {
         target.safe_tool = Some(pmrun::parse_safe_tool(t).map_err(|e| anyhow!("--safe-tool: {e}"))?);

@@ -399,7 +399,14 @@ fn step(s: &mut Session, ctx: &mut Ctx, st: &Step, scenario: &Scenario) -> Resul
                 return Ok(());
             }
             match s.wait_exit(Instant::now() + Duration::from_millis(x.within_ms)) {
-                Some(_) => Ok(()),
+                Some(status) => {
+                    if let Some(r) = &x.should_exit_zero
+                        && !status.success()
+                    {
+                        ctx.deviate(s, r, format!("the server exited with {status}, not 0"));
+                    }
+                    Ok(())
+                }
                 None => Err(fail(&checks, format!("the server was still running {} ms later", x.within_ms))),
             }
         }

@@ -118,6 +118,9 @@ pub struct ExpectExit {
     /// The operator declared the server accepts frames this large: not exiting is fine.
     #[serde(default)]
     pub unless_feature: Option<String>,
+    /// An exit status other than 0 is a deviation of this requirement (PM-LIFECYCLE-09).
+    #[serde(default)]
+    pub should_exit_zero: Option<String>,
 }
 
 /// A step as written.

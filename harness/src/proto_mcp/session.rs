@@ -513,14 +513,15 @@ impl Session {
         self.pending.len()
     }
 
-    /// Ends the session: kills the process group and reaps the child.
+    /// Ends the session: kills the process group (the server and anything it started, even
+    /// after the server itself exited) and reaps the child.
     pub fn finish(&mut self) {
         self.stdin = None;
+        // SAFETY: as in `signal`.
+        unsafe {
+            libc::kill(-self.pgid, libc::SIGKILL);
+        }
         if self.exit.is_none() {
-            // SAFETY: as in `signal`.
-            unsafe {
-                libc::kill(-self.pgid, libc::SIGKILL);
-            }
             let _ = self.child.wait();
         }
     }
