@@ -98,3 +98,14 @@ pub const HTTP_ANSWERS_IN_FLIGHT: usize = 64;
 /// how many in one `notifications/message` of level `warning` where they were.
 pub const BRIDGE_HOST_QUEUE: Bound =
     Bound { head_items: 1_024, head_bytes: 16 * MIB, tail_items: 1_024, tail_bytes: 16 * MIB };
+
+/// The reference bridge over stdio: the longest line it reads from the host. A longer line is
+/// read past without being kept and answered -32600 with id null; the session goes on. Room for
+/// a `tools/call` whose arguments fill a whole frame (`MAX_FRAME`, 10 MiB) with JSON escapes.
+pub const BRIDGE_HOST_LINE: usize = 16 * MIB;
+
+/// The reference bridge: bytes of Envelopes queued for a tool process that does not read them.
+/// Past it, further requests fail at once ("the tool process is not reading") instead of
+/// queueing; what is queued is written as the tool process reads. Far above what a conforming
+/// session queues (one frame of at most `MAX_FRAME`, 10 MiB, at a time).
+pub const BRIDGE_TOOL_QUEUE_BYTES: usize = 64 * MIB;

@@ -53,7 +53,10 @@ pub trait Dispatch: Send + Sync + 'static {
 pub struct Link {
     /// Incarnation number of the tool process.
     pub generation: u64,
-    out: mpsc::UnboundedSender<Outgoing>,
+    /// Frames for the writer, each with its encoded size.
+    out: mpsc::UnboundedSender<(Outgoing, usize)>,
+    /// Bytes in `out` not yet handed to the socket ([`crate::limits::BRIDGE_TOOL_QUEUE_BYTES`]).
+    queued: std::sync::atomic::AtomicUsize,
     pending: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
     streams: Mutex<StreamAssembler>,
     closed: AtomicBool,
@@ -81,7 +84,7 @@ impl Link {
         dispatch: Arc<dyn Dispatch>,
     ) -> (Arc<Link>, mpsc::UnboundedReceiver<HsEvent>) {
         let (read, write) = stream.into_split();
-        let (out, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
+        let (out, mut out_rx) = mpsc::unbounded_channel::<(Outgoing, usize)>();
         let (hs_tx, hs_rx) = mpsc::unbounded_channel();
         let link = Arc::new(Link {
             generation,
@@ -93,6 +96,7 @@ impl Link {
             middleware: Mutex::new(Vec::new()),
             hs: Mutex::new(Some(hs_tx)),
             burst: AtomicBool::new(false),
+            queued: std::sync::atomic::AtomicUsize::new(0),
             end: Mutex::new(None),
             ended: tokio::sync::Notify::new(),
             reader_done: AtomicBool::new(false),
@@ -116,8 +120,10 @@ impl Link {
                     batch.push(more);
                 }
                 let mut failed = None;
-                for item in batch {
-                    if let Err(e) = sink.feed(item).await {
+                for (item, size) in batch {
+                    let r = sink.feed(item).await;
+                    writer_link.queued.fetch_sub(size, Ordering::Relaxed);
+                    if let Err(e) = r {
                         failed = Some(e.to_string());
                         break;
                     }
@@ -217,7 +223,14 @@ impl Link {
         if self.is_closed() {
             return Err(self.end.lock().unwrap().clone().unwrap_or_else(|| "connection closed".into()));
         }
-        self.out.send(Outgoing::Envelope(envelope)).map_err(|_| "the tool-process writer stopped".to_owned())
+        // A tool process that stops reading does not make the bridge queue without end.
+        let size = prost::Message::encoded_len(&envelope);
+        let queued = self.queued.load(Ordering::Relaxed);
+        if queued > 0 && queued + size > crate::limits::BRIDGE_TOOL_QUEUE_BYTES {
+            return Err(format!("the tool process is not reading: {queued} bytes are queued for it"));
+        }
+        self.queued.fetch_add(size, Ordering::Relaxed);
+        self.out.send((Outgoing::Envelope(envelope), size)).map_err(|_| "the tool-process writer stopped".to_owned())
     }
 
     /// Registers `rid` as pending and sends the request; the receiver gets exactly one answer.
@@ -415,3 +428,58 @@ impl Link {
 
 use protomcp_proto::EnvelopeExt;
 use tokio::io::AsyncWriteExt;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Quiet;
+
+    impl Dispatch for Quiet {
+        fn control(&self, _op: &ToolOp) -> Vec<String> {
+            Vec::new()
+        }
+        fn progress(&self, _p: pb::ProgressNotification) {}
+        fn log(&self, _l: pb::LogMessage) {}
+        fn resource_changed(&self, _uri: String) {}
+        fn reverse(&self, _link: Arc<Link>, _rid: String, _msg: Msg) {}
+        fn diag(&self, _line: String) {}
+        fn trace(&self, _from_tp: bool, _envelope: &Envelope) {}
+    }
+
+    #[tokio::test]
+    async fn a_tool_process_that_does_not_read_makes_requests_fail_once_the_queue_is_full() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let (link, _hs) = Link::start(ours, 1, Arc::new(Quiet));
+        let big = "x".repeat(1 << 20);
+        let mut sent = 0usize;
+        let refused = loop {
+            let call =
+                protomcp_proto::envelopes::call_tool_with_progress("echo", &big, "").with_rid(format!("r{sent}"));
+            match link.send(call) {
+                Ok(()) => sent += 1,
+                Err(e) => break e,
+            }
+            assert!(sent < 1000, "1 GiB queued and still no refusal");
+            tokio::task::yield_now().await;
+        };
+        let limit = crate::limits::BRIDGE_TOOL_QUEUE_BYTES >> 20;
+        assert!((limit - 2..=limit + 2).contains(&sent), "refused after {sent} MiB (limit {limit} MiB)");
+        assert!(refused.contains("not reading"), "{refused}");
+        // Once the tool process reads, the queue drains and requests go through again.
+        let reader = tokio::spawn(async move {
+            use tokio::io::AsyncReadExt;
+            let mut theirs = theirs;
+            let mut buf = vec![0u8; 1 << 20];
+            while theirs.read(&mut buf).await.is_ok_and(|n| n > 0) {}
+        });
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        while link.queued.load(Ordering::Relaxed) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let call = protomcp_proto::envelopes::call_tool_with_progress("echo", "{}", "").with_rid("after");
+        assert_eq!(link.send(call), Ok(()));
+        link.close("done".into());
+        reader.abort();
+    }
+}

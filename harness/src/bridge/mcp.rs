@@ -834,8 +834,30 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
     let in_session = handler.session.clone();
     let fast: FastCalls = Arc::default();
     let input = tokio::spawn(async move {
-        let mut lines = BufReader::new(super::stdio::stdin()).lines();
-        while let Ok(Some(mut line)) = lines.next_line().await {
+        let mut lines = super::host_lines::HostLines::new(super::stdio::stdin(), crate::limits::BRIDGE_HOST_LINE);
+        while let Some(line) = lines.next().await {
+            let mut line = match line {
+                super::host_lines::HostLine::Text(l) => l,
+                bad => {
+                    // BR-MCP-16/17: answered with id null, and the session goes on.
+                    let (code, message) = match bad {
+                        super::host_lines::HostLine::TooLong { len } => (
+                            -32600,
+                            format!(
+                                "a line of {len} bytes, longer than this bridge reads ({} bytes)",
+                                crate::limits::BRIDGE_HOST_LINE
+                            ),
+                        ),
+                        _ => (-32700, "the line is not UTF-8".to_owned()),
+                    };
+                    if in_bridge.tracing() {
+                        in_bridge.trace_host_line(true, &format!("<{message}>"));
+                    }
+                    let v = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+                    let _ = answers.send(Out { line: v.to_string(), answers: None, written: None });
+                    continue;
+                }
+            };
             let (verdict, parsed) = gate.lock().unwrap().inbound_parsed(&line);
             if in_bridge.tracing() {
                 match &parsed {
@@ -1109,6 +1131,61 @@ impl hyper::body::Body for UntilAnswer {
     }
 }
 
+/// How long the head of a request's event stream waits for the answer, so that a quick call
+/// goes out in one write (head, priming event, answer, end of the body) instead of two; a
+/// slower call's stream starts after this as it would have.
+const HOLD_FOR_ANSWER: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// A request's event stream whose first events, those that came within [`HOLD_FOR_ANSWER`]
+/// (up to the answer), go out as one frame with the head.
+struct Held {
+    first: Option<hyper::body::Bytes>,
+    rest: UntilAnswer,
+}
+
+impl Held {
+    async fn gather(mut rest: UntilAnswer) -> Held {
+        use http_body_util::BodyExt;
+        let mut first = Vec::new();
+        let deadline = tokio::time::sleep(HOLD_FOR_ANSWER);
+        tokio::pin!(deadline);
+        while rest.release.is_some() {
+            let frame = tokio::select! {
+                f = rest.frame() => f,
+                _ = &mut deadline => break,
+            };
+            match frame.map(|f| f.map(|f| f.into_data())) {
+                Some(Ok(Ok(data))) => first.extend_from_slice(&data),
+                // rmcp's event streams carry data only; anything else ends the stream here.
+                _ => {
+                    rest.release = None;
+                    break;
+                }
+            }
+        }
+        Held { first: (!first.is_empty()).then(|| first.into()), rest }
+    }
+}
+
+impl hyper::body::Body for Held {
+    type Data = hyper::body::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        if let Some(first) = self.first.take() {
+            return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(first))));
+        }
+        std::pin::Pin::new(&mut self.rest).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.first.is_none() && self.rest.is_end_stream()
+    }
+}
+
 /// A POST of an established session goes through the session's [`Gate`] (as stdio lines do);
 /// anything else (initialize, a missing or unknown session, an unsupported protocol version,
 /// another media type) is left to rmcp, which answers it as BR-HTTP-08/11/15 want.
@@ -1166,7 +1243,14 @@ async fn gated_post(
                 None => resp,
                 Some(id) => {
                     let release = Release { registry: registry.clone(), session, id };
-                    resp.map(|b| UntilAnswer { inner: b, release: Some(release) }.boxed())
+                    let stream = resp
+                        .headers()
+                        .get(http::header::CONTENT_TYPE)
+                        .is_some_and(|c| c.as_bytes().starts_with(b"text/event-stream"));
+                    let (head, body) = resp.into_parts();
+                    let body = UntilAnswer { inner: body, release: Some(release) };
+                    let body = if stream && std::env::var_os("NOHOLD").is_none() { Held::gather(body).await.boxed() } else { body.boxed() };
+                    hyper::Response::from_parts(head, body)
                 }
             }
         }

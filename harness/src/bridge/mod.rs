@@ -12,6 +12,7 @@
 //! one module.
 
 pub mod gate;
+pub mod host_lines;
 pub mod http;
 pub mod link;
 pub mod mcp;
