@@ -69,6 +69,10 @@ pub struct ExpectError {
     /// With `should`: a server-defined code (-32000…-32099) also satisfies the SHOULD part.
     #[serde(default)]
     pub server_defined_ok: bool,
+    /// A `call_tool_response` with a `success` result is accepted too (PM-TOOLS-12: a tool
+    /// whose input type accepts an empty message).
+    #[serde(default)]
+    pub success_ok: bool,
     /// `call_tool_response.error` is accepted as the carrier, as a deviation of this
     /// requirement (PM-ERROR-03).
     #[serde(default)]
