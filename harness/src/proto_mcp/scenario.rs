@@ -69,6 +69,10 @@ pub struct ExpectError {
     /// With `should`: a server-defined code (-32000…-32099) also satisfies the SHOULD part.
     #[serde(default)]
     pub server_defined_ok: bool,
+    /// With `should`: codes that satisfy the SHOULD part only when the session's
+    /// initialize_response did not advertise `capabilities.resources` (PM-RESOURCES-05's -32601).
+    #[serde(default)]
+    pub if_resources_not_advertised: Vec<i32>,
     /// A `call_tool_response` with a `success` result is accepted too (PM-TOOLS-12: a tool
     /// whose input type accepts an empty message).
     #[serde(default)]
