@@ -81,7 +81,7 @@ enum ProfileCommand {
         out: Option<PathBuf>,
     },
     /// The PM MUST/SHOULD requirements without a scenario and without a reason in
-    /// harness/data/untestable/proto-mcp.yaml, with counts per area. Exit 1 when any.
+    /// harness/data/proto-mcp-untestable.yaml, with counts per area. Exit 1 when any.
     Coverage {
         #[arg(long)]
         scenarios: Option<PathBuf>,

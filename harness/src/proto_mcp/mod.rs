@@ -20,8 +20,9 @@ use std::collections::BTreeMap;
 
 use crate::requirements::{Level, Requirement};
 
-/// The not-black-box-testable list of the profile (`harness/data/untestable/proto-mcp.yaml`).
-pub const UNTESTABLE: &str = include_str!("../../data/untestable/proto-mcp.yaml");
+/// The not-black-box-testable list of the profile, `harness/data/proto-mcp-untestable.yaml`
+/// (beside `untestable/`, not in it: the protomcp coverage reads every file there).
+pub const UNTESTABLE: &str = include_str!("../../data/proto-mcp-untestable.yaml");
 
 /// The profile's catalogue directory, relative to the repository root.
 pub const CATALOGUE_DIR: &str = "scenarios/proto-mcp";
