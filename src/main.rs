@@ -21,8 +21,10 @@ mod run;
 
 /// Conformance harness and protocol fuzzer for protomcp tool processes (SDKs) and bridges.
 ///
-/// Without a subcommand it runs the scenario catalogue against a target: the bundled reference
-/// testee by default, `--sdk DIR` (DIR/protomcp-conform.toml) or `--testee 'CMD ARGS…'`.
+/// Without a subcommand it runs the scenario catalogue against a target: `--sdk DIR`
+/// (DIR/protomcp-conform.toml or an SDK checkout), `--testee 'CMD ARGS…'` or `--bridge CMD|DIR`;
+/// by default both sides: the tool-process scenarios against the bundled reference testee and the
+/// bridge scenarios against the reference bridge (with the bundled mock).
 #[derive(Parser)]
 #[command(version, about, long_about = None, after_help = RUN_EXIT_CODES, args_conflicts_with_subcommands = true)]
 struct Cli {
