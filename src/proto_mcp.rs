@@ -109,7 +109,7 @@ struct RunArgs {
     /// Declare a feature the probe cannot see (grpc, ws); repeatable.
     #[arg(long)]
     feature: Vec<String>,
-    /// The catalogue directory (default scenarios/proto-mcp).
+    /// The catalogue directory (default: scenarios/proto-mcp as bundled in the binary).
     #[arg(long)]
     scenarios: Option<PathBuf>,
     /// Write the JSON report here.
@@ -153,18 +153,32 @@ pub fn dispatch() -> Option<ExitCode> {
     })
 }
 
-fn catalogue_dir(given: Option<&Path>) -> PathBuf {
-    if let Some(d) = given {
-        return d.to_owned();
-    }
-    let here = PathBuf::from(pm::CATALOGUE_DIR);
-    if here.is_dir() { here } else { Path::new(env!("CARGO_MANIFEST_DIR")).join(pm::CATALOGUE_DIR) }
-}
-
+/// The catalogue: `--scenarios DIR`, else the one bundled in the binary (scenarios/proto-mcp).
 fn load(dir: Option<&Path>) -> Result<Vec<Scenario>> {
-    let dir = catalogue_dir(dir);
-    pmscenario::load_dir(&dir)
-        .map_err(|errors| anyhow!("{}", errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")))
+    let join = |errors: Vec<pmscenario::ScenarioError>| {
+        anyhow!("{}", errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))
+    };
+    if let Some(dir) = dir {
+        return pmscenario::load_dir(dir).map_err(join);
+    }
+    let (mut out, mut errors) = (Vec::new(), Vec::new());
+    for (rel, text) in crate::run::bundled::SCENARIOS {
+        let Some(name) = rel.strip_prefix("proto-mcp/") else { continue };
+        match pmscenario::parse_str(&Path::new(pm::CATALOGUE_DIR).join(name), text) {
+            Ok(s) => out.push(s),
+            Err(e) => errors.push(e),
+        }
+    }
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    for w in out.windows(2) {
+        if w[0].id == w[1].id {
+            errors.push(pmscenario::ScenarioError {
+                file: w[1].file.display().to_string(),
+                message: format!("duplicate id {}", w[0].id),
+            });
+        }
+    }
+    if errors.is_empty() { Ok(out) } else { Err(join(errors)) }
 }
 
 fn selected(scenarios: Vec<Scenario>, only: &[String]) -> Vec<Scenario> {
