@@ -341,11 +341,13 @@ fn step(s: &mut Session, ctx: &mut Ctx, st: &Step, scenario: &Scenario) -> Resul
             }
             let resources_advertised =
                 ctx.init.as_ref().and_then(|i| i.capabilities.as_ref()).is_some_and(|c| c.resources.is_some());
+            // Codes that satisfy the SHOULD part as well as the preferred ones.
+            let also_fine = (e.server_defined_ok && (-32099..=-32000).contains(&code))
+                || (e.if_resources_not_advertised.contains(&code) && !resources_advertised);
             if let Some(r) = &e.should
                 && !e.should_codes.is_empty()
                 && !e.should_codes.contains(&code)
-                && !(e.server_defined_ok && (-32099..=-32000).contains(&code))
-                && !(e.if_resources_not_advertised.contains(&code) && !resources_advertised)
+                && !also_fine
             {
                 ctx.deviate(s, r, format!("id {}: error code {code}; the profile prefers {:?}", e.id, e.should_codes));
             }
