@@ -145,6 +145,18 @@ enum Sender {
 }
 
 fn main() -> ExitCode {
+    // Started through a link named `mock` (the `{mock}` of a bridge run): `protomcp-conform mock`.
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.first().and_then(|a| std::path::Path::new(a).file_name()).is_some_and(|n| n == "mock") {
+        args.insert(1, "mock".into());
+        return match run(Cli::parse_from(args)) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("protomcp-conform mock: {e:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
     if let Some(code) = proto_mcp::dispatch() {
         return code;
     }

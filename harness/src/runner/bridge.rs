@@ -988,11 +988,13 @@ pub(crate) async fn execute(
         Ok(l) => l,
         Err(e) => return Outcome::Error(format!("cannot bind {}: {e}", control.display())),
     };
+    // `{mock}`: a symbolic link named `mock` to this binary, which runs `mock` when started
+    // under that name (src/main.rs). Not a script written here: a process that another
+    // scenario's thread forks while the script is open for writing would hold it open until its
+    // exec, and the bridge's exec of `{mock}` would fail with ETXTBSY ("Text file busy").
     let mock = d.join("mock");
-    let script = format!("#!/bin/sh\nexec '{}' mock \"$@\"\n", exe.display().to_string().replace('\'', r"'\''"));
     let home = d.join("home");
-    let prepared = std::fs::write(&mock, script)
-        .and_then(|()| std::fs::set_permissions(&mock, std::fs::Permissions::from_mode(0o755)))
+    let prepared = std::os::unix::fs::symlink(exe, &mock)
         .and_then(|()| std::fs::create_dir_all(&home))
         // A bridge in watch mode watches `{dir}/watched` (harness/bridges/reference*): it exists
         // from the start, empty, so the bridge starts as usual; `touch` steps write into it.
