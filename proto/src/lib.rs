@@ -9,6 +9,7 @@
 //! - [`violation`]: protocol rules broken on the wire, with the party at fault;
 //! - [`fuzzing`]: the bodies of the cargo-fuzz targets, also replayed by `cargo test`;
 //! - [`session`]: a model of a session for generated exploration, and its invariant oracle;
+//! - [`spec`]: the specification's constants (times, environment variables);
 //! - `strategies` (feature `proptest`): proptest strategies for Envelopes and session ops.
 
 #![deny(unsafe_code)]
@@ -27,6 +28,7 @@ pub mod mcp;
 pub mod schema;
 pub mod session;
 pub mod sideband;
+pub mod spec;
 #[cfg(feature = "proptest")]
 pub mod strategies;
 pub mod violation;

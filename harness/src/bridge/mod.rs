@@ -42,10 +42,8 @@ use tokio::sync::mpsc;
 use link::{Dispatch, HsEvent, Link, Reply};
 use state::ToolSet;
 
-/// `HANDSHAKE_QUIET` (spec §1.5).
-pub const HANDSHAKE_QUIET: Duration = Duration::from_millis(500);
-/// Default `CALL_TIMEOUT` (BR-LIFECYCLE-12).
-pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(300);
+/// `HANDSHAKE_QUIET` (spec §1.5) and the default `CALL_TIMEOUT` (BR-LIFECYCLE-12).
+pub use protomcp_proto::spec::{DEFAULT_CALL_TIMEOUT, HANDSHAKE_QUIET};
 /// Consecutive restart attempts after a failure (BR-LIFECYCLE-05).
 pub const RESTART_ATTEMPTS: u32 = 3;
 /// How long a shutting-down bridge lets the tool process leave on its own after closing the

@@ -15,14 +15,9 @@ use super::yaml::Loc;
 use crate::requirements::{Level, Requirement};
 use crate::testee::Misbehave;
 
-/// `T_PROMPT` of the spec (§1.5): the default wait of `expect` and friends.
-pub const T_PROMPT: Duration = Duration::from_millis(1000);
-/// `T_START`: the default wait of `handshake`.
-pub const T_START: Duration = Duration::from_millis(10_000);
-/// `T_LISTCHANGE`.
-pub const T_LISTCHANGE: Duration = Duration::from_millis(1000);
-/// `HANDSHAKE_QUIET`.
-pub const HANDSHAKE_QUIET: Duration = Duration::from_millis(500);
+/// The spec's times (§1.5): `T_PROMPT` is the default wait of `expect` and friends, `T_START`
+/// the default wait of `handshake`.
+pub use protomcp_proto::spec::{HANDSHAKE_QUIET, T_LISTCHANGE, T_PROMPT, T_START};
 
 /// The named times a scenario may write instead of milliseconds.
 pub const NAMED_TIMES: &[(&str, Duration)] = &[

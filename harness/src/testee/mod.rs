@@ -30,14 +30,8 @@ use tokio::net::UnixStream;
 
 pub use misbehave::Misbehave;
 
-/// Environment variable holding the socket path (spec §1.5, TP-CONN-01).
-pub const ENV_SOCKET: &str = "PROTOMCP_SOCKET";
-/// Environment variable that moves [`Options::raw_threshold`] (spec §1.5).
-pub const ENV_CHUNK_THRESHOLD: &str = "PROTOMCP_CHUNK_THRESHOLD";
-/// Environment variable that moves [`Options::compress_threshold`] (spec §1.5).
-pub const ENV_COMPRESS_THRESHOLD: &str = "PROTOMCP_COMPRESS_THRESHOLD";
-/// Default of both thresholds: `RAW_THRESHOLD` and `COMPRESS_THRESHOLD` (spec §1.5).
-pub const DEFAULT_THRESHOLD: usize = 65_536;
+/// The socket path variable, the threshold variables and the thresholds' default (spec §1.5).
+pub use protomcp_proto::spec::{DEFAULT_THRESHOLD, ENV_CHUNK_THRESHOLD, ENV_COMPRESS_THRESHOLD, ENV_SOCKET};
 /// Data bytes per StreamChunk of `stream_big`.
 pub const DEFAULT_STREAM_CHUNK: u32 = 65_536;
 /// How long a handler waits for the answer to a reverse request (sampling, roots, tool-list
