@@ -9,6 +9,7 @@
 //! - [`violation`]: protocol rules broken on the wire, with the party at fault;
 //! - [`fuzzing`]: the bodies of the cargo-fuzz targets, also replayed by `cargo test`;
 //! - [`session`]: a model of a session for generated exploration, and its invariant oracle;
+//! - [`bridge_model`]: a model of a bridge under test that checks its invariants from outside;
 //! - [`spec`]: the specification's constants (times, environment variables);
 //! - `strategies` (feature `proptest`): proptest strategies for Envelopes and session ops.
 
@@ -20,6 +21,7 @@ pub mod pb {
     include!(concat!(env!("OUT_DIR"), "/protomcp.rs"));
 }
 
+pub mod bridge_model;
 pub mod dynamic;
 pub mod envelopes;
 pub mod frame;
