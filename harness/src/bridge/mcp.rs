@@ -853,7 +853,8 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
                     if in_bridge.tracing() {
                         in_bridge.trace_host_line(true, &format!("<{message}>"));
                     }
-                    let v = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+                    let v =
+                        serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
                     let _ = answers.send(Out { line: v.to_string(), answers: None, written: None });
                     continue;
                 }
@@ -1249,7 +1250,7 @@ async fn gated_post(
                         .is_some_and(|c| c.as_bytes().starts_with(b"text/event-stream"));
                     let (head, body) = resp.into_parts();
                     let body = UntilAnswer { inner: body, release: Some(release) };
-                    let body = if stream && std::env::var_os("NOHOLD").is_none() { Held::gather(body).await.boxed() } else { body.boxed() };
+                    let body = if stream { Held::gather(body).await.boxed() } else { body.boxed() };
                     hyper::Response::from_parts(head, body)
                 }
             }
@@ -1292,6 +1293,22 @@ mod tests {
         // The id is free again.
         let again = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 7, "method": "ping"})).unwrap();
         assert_eq!(registry.gates.check("s", &again), (Verdict::Pass, Some(json!(7))));
+    }
+
+    #[tokio::test]
+    async fn a_quick_answer_goes_out_in_one_frame_with_the_priming_event() {
+        let priming = "data: \nid: 0/1\nretry: 3000\n\n";
+        let answer = "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\nid: 1/1\n\n";
+        let (body, _registry) = until_answer(&[priming, answer], json!(7));
+        let mut held = Held::gather(body).await;
+        let first = held.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(first, format!("{priming}{answer}").as_bytes());
+        assert!(held.frame().await.is_none());
+        // A slow call: its stream starts with what came, and stays open.
+        let (body, _registry) = until_answer(&[priming], json!(7));
+        let mut held = Held::gather(body).await;
+        assert_eq!(held.frame().await.unwrap().unwrap().into_data().unwrap(), priming.as_bytes());
+        assert!(!hyper::body::Body::is_end_stream(&held));
     }
 
     #[tokio::test]
