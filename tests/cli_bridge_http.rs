@@ -279,7 +279,8 @@ steps:
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(15);
-    while !sb.leftovers().iter().any(|l| l.ends_with("\0mock\0")) {
+    // The mock runs as `{mock}`, a link named `mock` to the binary.
+    while !sb.leftovers().iter().any(|l| l.ends_with("/mock\0") || l.ends_with("\0mock\0")) {
         assert!(Instant::now() < deadline, "the mock never started");
         std::thread::sleep(Duration::from_millis(50));
     }
