@@ -147,6 +147,32 @@ pub struct Exec<'a> {
     pub(crate) lists: Option<PullAnswers>,
     /// What [`Exec::poll_pulls`] read that was not a pull, for the next step that reads.
     stash: std::collections::VecDeque<Result<Got, StepError>>,
+    /// What the testee's process group held when its first connection was accepted.
+    pub(crate) resources_start: Option<crate::io::resources::Figures>,
+    /// While [`Exec::poll_pulls`] reads: the transcript items of a frame that is not a pull go
+    /// to `deferred` and reach the transcript when a step takes the frame from the stash (and
+    /// never, when no step does), so the transcript shows tool-side frames where the steps read
+    /// them, as before polling existed: golden transcripts do not depend on when the harness
+    /// polled.
+    deferring: bool,
+    deferred: Vec<Item>,
+}
+
+/// At most this many items wait in [`Exec::deferred`]; past it they go to the transcript at once
+/// (a peer that floods while a host step waits).
+const MAX_DEFERRED: usize = 64;
+
+/// Records a transcript item of a frame read from the tool process: into `deferred` while
+/// [`Exec::poll_pulls`] reads (see [`Exec::deferred`]), else into the transcript.
+fn record(deferred: &mut Vec<Item>, transcript: &mut Transcript, deferring: bool, item: Item) {
+    if deferring && deferred.len() < MAX_DEFERRED {
+        deferred.push(item);
+    } else {
+        for d in deferred.drain(..) {
+            transcript.push(d);
+        }
+        transcript.push(item);
+    }
 }
 
 /// The tool process's answers to the bridge's list pulls (see [`Exec::lists`]).
@@ -212,6 +238,9 @@ impl<'a> Exec<'a> {
             read_since_lost: false,
             lists: None,
             stash: Default::default(),
+            resources_start: None,
+            deferring: false,
+            deferred: Vec::new(),
         }
         .recording_schedule()
     }
@@ -342,6 +371,11 @@ impl<'a> Exec<'a> {
             }
         };
         self.accepted = true;
+        if self.resources_start.is_none()
+            && let Proc::Child(t) = &self.proc
+        {
+            self.resources_start = crate::io::resources::sample(t.pid, &[]);
+        }
         self.peer_pid = stream.peer_cred().ok().and_then(|c| c.pid());
         self.transcript.push(Item::Connected);
         let (rd, wr) = stream.into_split();
@@ -398,6 +432,7 @@ impl<'a> Exec<'a> {
     async fn next(&mut self, deadline: Instant, ignore: &[Arm]) -> Result<Got, StepError> {
         self.flush_held().await?;
         while let Some(got) = self.stash.pop_front() {
+            self.flush_deferred();
             match got? {
                 Got::Value(v) if arm_of(&v).and_then(Arm::from_name).is_some_and(|a| ignore.contains(&a)) => {}
                 got => return Ok(got),
@@ -413,11 +448,16 @@ impl<'a> Exec<'a> {
             let item = match tokio::time::timeout_at(deadline, rx.next()).await {
                 Err(_) => return Ok(Got::Timeout),
                 Ok(None) => {
-                    self.transcript.push(Item::Eof);
+                    record(&mut self.deferred, &mut self.transcript, self.deferring, Item::Eof);
                     return Ok(Got::Eof);
                 }
                 Ok(Some(Err(e))) => {
-                    self.transcript.push(Item::StreamError { error: e.to_string() });
+                    record(
+                        &mut self.deferred,
+                        &mut self.transcript,
+                        self.deferring,
+                        Item::StreamError { error: e.to_string() },
+                    );
                     return Err(StepError::Fail(format!("the connection broke: {e}")));
                 }
                 Ok(Some(Ok(i))) => i,
@@ -428,7 +468,12 @@ impl<'a> Exec<'a> {
                         protomcp_proto::frame::FrameError::Undecodable { body, .. } => Some(hex(body)),
                         _ => None,
                     };
-                    self.transcript.push(Item::Malformed { error: e.to_string(), hex: body });
+                    record(
+                        &mut self.deferred,
+                        &mut self.transcript,
+                        self.deferring,
+                        Item::Malformed { error: e.to_string(), hex: body },
+                    );
                     return Err(StepError::Fail(format!("the testee sent a malformed frame: {e}")));
                 }
                 Incoming::Frame(Frame::Sideband(sb)) => {
@@ -439,18 +484,23 @@ impl<'a> Exec<'a> {
                     let tree = frame_value(&d).map_err(|e| StepError::Error(e.to_string()))?;
                     if arm_of(&tree) == Some("raw_header") {
                         // The payload follows as a Sideband item, which stands for the result.
-                        self.transcript.push(from(tree, "sideband header"));
+                        record(&mut self.deferred, &mut self.transcript, self.deferring, from(tree, "sideband header"));
                         conn.raw_header_rid = Some(d.envelope.request_id.clone());
                         continue;
                     }
                     match conn.streams.handle(&d.envelope) {
                         None => tree,
                         Some(ev @ StreamEvent::Complete { .. }) => {
-                            self.transcript.push(from(tree.clone(), "stream end"));
+                            record(
+                                &mut self.deferred,
+                                &mut self.transcript,
+                                self.deferring,
+                                from(tree.clone(), "stream end"),
+                            );
                             stream_value(&ev).unwrap_or(tree)
                         }
                         Some(StreamEvent::Progress { .. }) => {
-                            self.transcript.push(from(tree, "stream"));
+                            record(&mut self.deferred, &mut self.transcript, self.deferring, from(tree, "stream"));
                             continue;
                         }
                         Some(StreamEvent::Failed { rid, error, .. }) => {
@@ -476,7 +526,12 @@ impl<'a> Exec<'a> {
             } else {
                 ignored.then(|| "ignored".to_owned())
             };
-            self.transcript.push(Item::Frame { dir: Dir::FromTestee, tree: Some(v.clone()), hex: None, note });
+            let item = Item::Frame { dir: Dir::FromTestee, tree: Some(v.clone()), hex: None, note };
+            if pulled.is_some() {
+                self.transcript.push(item);
+            } else {
+                record(&mut self.deferred, &mut self.transcript, self.deferring, item);
+            }
             if let Some(mut reply) = pulled {
                 reply["request_id"] = v.get("request_id").cloned().unwrap_or(json!(""));
                 self.send_value(reply).await?;
@@ -516,6 +571,12 @@ impl<'a> Exec<'a> {
         }
     }
 
+    fn flush_deferred(&mut self) {
+        for item in std::mem::take(&mut self.deferred) {
+            self.transcript.push(item);
+        }
+    }
+
     /// Reads what the tool process has sent without waiting, so that list pulls the bridge makes
     /// on demand (BR-HANDSHAKE-09) are answered while host steps wait for the bridge; anything
     /// else is kept for the next step that reads. Does nothing before `tool_handshake` set
@@ -524,7 +585,11 @@ impl<'a> Exec<'a> {
         if self.lists.is_none() || !self.stash.is_empty() || self.conn.as_ref().is_none_or(|c| c.rx.is_none()) {
             return;
         }
-        match self.next(Instant::now(), &[]).await {
+        self.deferring = true;
+        let got = self.next(Instant::now(), &[]).await;
+        self.deferring = false;
+        match got {
+            // Chunks of a stream still open stay deferred: they belong to its end.
             Ok(Got::Timeout) => {}
             got => self.stash.push_back(got),
         }
@@ -545,6 +610,8 @@ impl<'a> Exec<'a> {
 
     /// Closes the connection as spec B.4 asks: shutdown(SHUT_RDWR), then drop.
     pub fn close(&mut self) {
+        // What no step read stays out of the transcript, as before polling existed.
+        self.deferred.clear();
         self.shutdown(libc::SHUT_RDWR);
         self.conn = None;
     }
@@ -795,6 +862,7 @@ impl<'a> Exec<'a> {
         self.close();
         self.accepted = false;
         self.lists = None;
+        self.deferred.clear();
         self.stash.clear();
         if let Some(pid) = self.peer_pid.take() {
             self.ended_peers.push(pid);
