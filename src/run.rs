@@ -525,6 +525,11 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         if summary.executed() == 0 {
             writeln!(out, "no scenario was executed: a vacuous run is an error")?;
         }
+        if let Some(line) =
+            protomcp_harness::io::resources::summary(results.iter().filter_map(|r| r.resources.as_ref()))
+        {
+            writeln!(out, "{line}")?;
+        }
         done_sides.push((side.target.clone(), results));
     }
     let exit = done_sides.iter().map(|(_, r)| Summary::of(r.iter().map(|r| r.verdict)).exit_code()).max().unwrap_or(3);
@@ -717,6 +722,7 @@ mod tests {
             command: Vec::new(),
             runs: Vec::new(),
             intermittent: false,
+            resources: None,
         };
         let mut rs: Vec<CaseResult> = (0..5).map(|i| s(&format!("bridge.x{i}"), "a bridge scenario")).collect();
         rs.push(s("calls.a", "feature not claimed: x\nmore"));

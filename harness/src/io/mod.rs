@@ -3,3 +3,4 @@
 pub mod codec;
 
 pub use codec::{CodecError, EnvelopeCodec, Incoming, Outgoing};
+pub mod resources;

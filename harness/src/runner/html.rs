@@ -564,6 +564,7 @@ mod tests {
             command: Vec::new(),
             runs: Vec::new(),
             intermittent: false,
+            resources: None,
         }
     }
 

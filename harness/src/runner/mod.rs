@@ -122,6 +122,9 @@ pub struct CaseResult {
     /// The known-failures entry says the deviation is intermittent (runs that differ only in
     /// PASS and XFAIL fold to XFAIL, not FLAKY).
     pub intermittent: bool,
+    /// What the testee's process group held when it connected and when the steps were done
+    /// (`/proc`, [`crate::io::resources`]); `None` when it was not sampled both times.
+    pub resources: Option<crate::io::resources::Use>,
 }
 
 impl CaseResult {
@@ -156,6 +159,7 @@ impl CaseResult {
             command: Vec::new(),
             runs: Vec::new(),
             intermittent: false,
+            resources: None,
         }
     }
 
@@ -325,6 +329,11 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
         Ok(Err(StepError::NotApplicable(m))) => Outcome::Skipped(m),
         Err(_) => Outcome::Error(format!("the scenario exceeded its budget of {budget:?}")),
     };
+    let end = match &ex.proc {
+        Proc::Child(t) => crate::io::resources::sample(t.pid, &[]),
+        Proc::Task { .. } => None,
+    };
+    res.resources = ex.resources_start.zip(end).map(|(start, end)| crate::io::resources::Use { start, end });
     ex.close();
     res.broken = ex.broken();
     res.held = ex.held();

@@ -88,6 +88,7 @@ pub fn json_report(target: &str, results: &[CaseResult]) -> serde_json::Value {
                 "message": r.message,
                 "duration_ms": u64::try_from(r.duration.as_millis()).unwrap_or(u64::MAX),
                 "runs": r.runs.iter().map(|(v, m)| json!({"verdict": v.name(), "message": m})).collect::<Vec<_>>(),
+                "resources": r.resources,
             })
         })
         .collect();
