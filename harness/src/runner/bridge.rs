@@ -845,12 +845,31 @@ impl Run<'_> {
         self.ex.send_value(json!({"request_id": rid, "reload_response": {"success": true}})).await?;
         self.ex.send_value(json!({"request_id": "", "tool_list": {"tools": h.tools}})).await?;
         self.ex.found = &["BR-RELOAD-02"];
+        self.registrations_and_marker(h, deadline, within, "during the reload's burst, ").await?;
+        self.ex.lists = Some(PullAnswers {
+            resources: json!(h.resources),
+            templates: json!(h.resource_templates),
+            prompts: json!(h.prompts),
+        });
+        Ok(())
+    }
+
+    /// The part a startup and a reload's burst share: each of `h.middleware` registered and its
+    /// acknowledgement awaited (nothing else may come first), the marker unless `h.marker` is
+    /// false, the DisableToolsRequest for `h.hidden`.
+    async fn registrations_and_marker(
+        &mut self,
+        h: &ToolHandshake,
+        deadline: Instant,
+        within: Duration,
+        when: &str,
+    ) -> Result<(), StepError> {
         for m in &h.middleware {
             self.ex.send_value(json!({"request_id": "", "register_middleware": m})).await?;
             let v = self.ex.next_required(deadline, within, &[]).await?;
             if arm_of(&v) != Some("register_middleware_response") {
                 return Err(StepError::Fail(format!(
-                    "during the reload's burst, expected the RegisterMiddlewareResponse for {}, got {}",
+                    "{when}expected the RegisterMiddlewareResponse for {}, got {}",
                     compact(m),
                     compact(&v)
                 )));
@@ -862,11 +881,6 @@ impl Run<'_> {
         if !h.hidden.is_empty() {
             self.ex.send_value(json!({"request_id": "", "disable_tools": {"tool_names": h.hidden}})).await?;
         }
-        self.ex.lists = Some(PullAnswers {
-            resources: json!(h.resources),
-            templates: json!(h.resource_templates),
-            prompts: json!(h.prompts),
-        });
         Ok(())
     }
 
@@ -885,23 +899,7 @@ impl Run<'_> {
         let rid = v.get("request_id").cloned().unwrap_or(json!(""));
         self.ex.send_value(json!({"request_id": rid, "tool_list": {"tools": h.tools}})).await?;
         self.ex.found = &["BR-HANDSHAKE-04"];
-        for m in &h.middleware {
-            self.ex.send_value(json!({"request_id": "", "register_middleware": m})).await?;
-            let v = self.ex.next_required(deadline, within, &[]).await?;
-            if arm_of(&v) != Some("register_middleware_response") {
-                return Err(StepError::Fail(format!(
-                    "expected the RegisterMiddlewareResponse for {}, got {}",
-                    compact(m),
-                    compact(&v)
-                )));
-            }
-        }
-        if h.marker {
-            self.ex.send_value(json!({"request_id": "", "reload_response": {"success": true}})).await?;
-        }
-        if !h.hidden.is_empty() {
-            self.ex.send_value(json!({"request_id": "", "disable_tools": {"tool_names": h.hidden}})).await?;
-        }
+        self.registrations_and_marker(h, deadline, within, "").await?;
         let quiet = self.ex.t(crate::scenario::HANDSHAKE_QUIET);
         // Without the marker the bridge first waits HANDSHAKE_QUIET itself.
         let mut first = !h.marker;
