@@ -4,8 +4,8 @@
 pub mod bounded;
 pub mod bridge;
 pub mod coverage;
-pub mod duration;
 pub mod dump;
+pub mod duration;
 pub mod explore;
 pub mod fuzzing;
 pub mod host;
