@@ -1207,6 +1207,11 @@ async fn teardown(host: &mut StdioHost, pgid: i32, pidfile: &Path) -> bool {
             for &m in &mocks {
                 libc::kill(m, libc::SIGKILL);
                 libc::killpg(m, libc::SIGKILL);
+                // A mock whose bridge died first is this process's child (the subreaper,
+                // `process::become_subreaper`): reap it, so a long run leaves no zombies. A pid
+                // that is not our child gets ECHILD, which changes nothing.
+                let mut st = 0;
+                libc::waitpid(m, &mut st, libc::WNOHANG);
             }
         }
         let _ = host.wait_exit(Duration::from_millis(20)).await;
