@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Rust SDK leg of CI: builds this testee against crates.io protomcp =0.3.1 (pinned by
+# The Rust SDK leg of CI: builds this testee against the published crate protomcp =0.3.1 (pinned by
 # Cargo.lock, fetched by cargo), runs the catalogue against it with known-failures.yaml and
 # writes target/conformance/rust.{json,xml}. Prints only the harness's summary and its
 # unexpected cases (FAIL, WARN, XPASS, ERROR with their details).
