@@ -572,7 +572,10 @@ impl Bridge {
         if !list {
             return fail("the burst had no ToolListResponse".into());
         }
-        let lists = self.pull_lists(link).await?;
+        let lists = match self.pull_lists(link).await {
+            Ok(l) => l,
+            Err(e) => return fail(e),
+        };
         self.install(link, lists, None);
         Ok(())
     }
