@@ -290,11 +290,23 @@ fn own_hwm() -> u64 {
     status_kb(std::process::id(), "VmHWM:").unwrap_or(0)
 }
 
+/// The tests that bound this test process's own peak take turns: the peak is the whole
+/// process's, so two at once count each other's buffers (two 96 MiB lines held at once passed
+/// 250 MB). Each holds the guard for its whole run and starts with the peak reset to what is
+/// resident now (`clear_refs` 5), so it measures only itself and the small tests beside it.
+fn own_peak_alone() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    turn
+}
+
 /// One line of 110 MB on a bridge's stdout, longer than one message
 /// ([`protomcp_harness::limits::MESSAGE_BYTES`]): the host driver drops it as it arrives (keeping
 /// its first bytes for the report) and names the flood.
 #[test]
 fn a_line_longer_than_one_message_is_dropped_as_it_arrives_and_named() {
+    let _alone = own_peak_alone();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
         let argv: Vec<String> =
@@ -319,6 +331,7 @@ fn a_line_longer_than_one_message_is_dropped_as_it_arrives_and_named() {
 /// is: both dropped as they arrive, noted, and named as a flood.
 #[test]
 fn over_http_an_event_or_body_longer_than_one_message_is_dropped_as_it_arrives_and_named() {
+    let _alone = own_peak_alone();
     use protomcp_harness::host::session::{Endpoint, Event, HttpSession};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();

@@ -799,10 +799,20 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
     let output = tokio::spawn(async move {
         let mut stdout = super::stdio::stdout();
         let mut lines = BufReader::new(from_server).lines();
+        // A notification waits for the server's first line, the answer to initialize: before it
+        // the host has no session to take a notification in (a tool process that logs right
+        // after its handshake would otherwise be heard before the bridge's initialize result).
+        // The session's sender waits for each note to be written, so at most one is held here.
+        let mut opened = false;
+        let mut held: Option<Out> = None;
         loop {
-            let (mut line, from_server, written) = tokio::select! {
+            let (line, from_server, written) = tokio::select! {
                 l = lines.next_line() => match l { Ok(Some(l)) => (l, true, None), _ => break },
                 a = answers_rx.recv() => match a {
+                    Some(note @ Out { written: Some(_), .. }) if !opened => {
+                        held = Some(note);
+                        continue;
+                    }
                     Some(Out { line, answers, written }) => {
                         // The gate's own answers never end a request of the server's.
                         if let Some(id) = answers {
@@ -816,17 +826,24 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
             if from_server {
                 out_gate.lock().unwrap().outbound_line(&line);
             }
-            if out_bridge.tracing()
-                && let Ok(v) = serde_json::from_str::<Value>(&line)
-            {
-                out_bridge.trace_mcp(false, &v);
+            let mut batch = vec![(line, written)];
+            if from_server && !opened {
+                opened = true;
+                batch.extend(held.take().map(|o| (o.line, o.written)));
             }
-            line.push('\n');
-            if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
-                break;
-            }
-            if let Some(w) = written {
-                let _ = w.send(());
+            for (mut line, written) in batch {
+                if out_bridge.tracing()
+                    && let Ok(v) = serde_json::from_str::<Value>(&line)
+                {
+                    out_bridge.trace_mcp(false, &v);
+                }
+                line.push('\n');
+                if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+                    return;
+                }
+                if let Some(w) = written {
+                    let _ = w.send(());
+                }
             }
         }
     });
