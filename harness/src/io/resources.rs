@@ -153,6 +153,211 @@ pub fn sample(pgid: i32, extra: &[i32]) -> Option<Figures> {
     (f.processes > 0).then_some(f)
 }
 
+/// One sample of a soak: what the target held after `rounds` rounds of the call mix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Sample {
+    pub rounds: u64,
+    pub figures: Figures,
+}
+
+/// A resource a leak verdict watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resource {
+    Processes,
+    Threads,
+    FdsSocket,
+    FdsPipe,
+    FdsFile,
+    FdsOther,
+    Rss,
+}
+
+impl Resource {
+    pub const ALL: [Resource; 7] = [
+        Resource::Processes,
+        Resource::Threads,
+        Resource::FdsSocket,
+        Resource::FdsPipe,
+        Resource::FdsFile,
+        Resource::FdsOther,
+        Resource::Rss,
+    ];
+
+    /// The figure of this resource in `f` (RSS in KiB).
+    pub fn of(self, f: &Figures) -> f64 {
+        match self {
+            Resource::Processes => f64::from(f.processes),
+            Resource::Threads => f64::from(f.threads),
+            Resource::FdsSocket => f64::from(f.fds_socket),
+            Resource::FdsPipe => f64::from(f.fds_pipe),
+            Resource::FdsFile => f64::from(f.fds_file),
+            Resource::FdsOther => f64::from(f.fds_other),
+            Resource::Rss => f.rss_kib as f64,
+        }
+    }
+
+    /// One unit of it, for a rate: `process`, `thread`, `fd (socket)`, …
+    fn unit(self) -> &'static str {
+        match self {
+            Resource::Processes => "process",
+            Resource::Threads => "thread",
+            Resource::FdsSocket => "fd (socket)",
+            Resource::FdsPipe => "fd (pipe)",
+            Resource::FdsFile => "fd (file)",
+            Resource::FdsOther => "fd (other)",
+            Resource::Rss => "KiB of RSS",
+        }
+    }
+
+    /// How much it must grow over the samples a verdict reads before that growth can be a leak
+    /// (see [`leaks`]); `first` is its figure at the first of those samples.
+    pub fn tolerance(self, first: f64) -> f64 {
+        match self {
+            Resource::Processes => LEAK_MIN_PROCESSES,
+            Resource::Threads => LEAK_MIN_THREADS,
+            Resource::FdsSocket | Resource::FdsPipe | Resource::FdsFile | Resource::FdsOther => LEAK_MIN_FDS,
+            Resource::Rss => LEAK_MIN_RSS_KIB.max(first * LEAK_MIN_RSS_SHARE),
+        }
+    }
+}
+
+/// Growth below these, over the samples after the warm-up, is never a leak: a pool that adds a
+/// worker or two, a lazily opened file, a cache. Fds and threads: 4; processes: 2.
+pub const LEAK_MIN_FDS: f64 = 4.0;
+pub const LEAK_MIN_THREADS: f64 = 4.0;
+pub const LEAK_MIN_PROCESSES: f64 = 2.0;
+/// Resident memory must grow by at least 16 MiB and by at least a quarter of what the target
+/// held at the first sample read: allocators keep freed memory, arenas and heaps grow in steps,
+/// a garbage collector runs when it likes.
+pub const LEAK_MIN_RSS_KIB: f64 = 16.0 * 1024.0;
+pub const LEAK_MIN_RSS_SHARE: f64 = 0.25;
+/// A verdict reads at least this many samples after the warm-up; fewer: no verdict.
+pub const LEAK_MIN_SAMPLES: usize = 4;
+
+/// A resource that grew with the rounds of a soak.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Growth {
+    pub resource: Resource,
+    /// Least-squares slope: units per round.
+    pub per_round: f64,
+    /// The figure at the first and the last sample read.
+    pub first: f64,
+    pub last: f64,
+    /// Rounds between the first and the last sample read.
+    pub rounds: u64,
+}
+
+impl Growth {
+    /// The rate for a person, per `unit` (what one round is: `cancelled call`, `round of the
+    /// mix (1 echo call, 1 cancelled call)`), `per` units making one round:
+    /// `+1 fd (file) per 10 cancelled calls`, `+2.0 threads per echo call`,
+    /// `+5.1 KiB of RSS per sideband-sized result`.
+    pub fn rate(&self, unit: &str, per: u32) -> String {
+        let per_unit = self.per_round / f64::from(per.max(1));
+        let what = self.resource.unit();
+        if self.resource == Resource::Rss {
+            return format!("+{per_unit:.1} {what} per {unit}");
+        }
+        if per_unit >= 0.95 {
+            let n = per_unit;
+            let plural = if (n - 1.0).abs() < 0.05 { what.to_owned() } else { plural(what) };
+            if (n - n.round()).abs() < 0.05 {
+                format!("+{} {plural} per {unit}", n.round())
+            } else {
+                format!("+{n:.1} {plural} per {unit}")
+            }
+        } else {
+            let every = 1.0 / per_unit;
+            format!("+1 {what} per {} {}", every.round(), plural(unit))
+        }
+    }
+
+    /// The whole finding: `fd (file): +1 fd (file) per cancelled call (12 → 212 over 200 rounds)`.
+    pub fn describe(&self, unit: &str, per: u32) -> String {
+        format!(
+            "{}: {} ({} → {} over {} rounds after the warm-up)",
+            self.resource.unit(),
+            self.rate(unit, per),
+            self.first,
+            self.last,
+            self.rounds
+        )
+    }
+}
+
+fn plural(unit: &str) -> String {
+    // `fd (file)` → `fds (file)`; `cancelled call` → `cancelled calls`; `process` → `processes`.
+    let (head, tail) = match unit.find(" (") {
+        Some(i) if !unit.starts_with("round") => unit.split_at(i),
+        _ => match unit.find(" of ") {
+            Some(i) => unit.split_at(i),
+            None => (unit, ""),
+        },
+    };
+    let head = if head.ends_with("ss") { format!("{head}es") } else { format!("{head}s") };
+    format!("{head}{tail}")
+}
+
+/// The least-squares slope of `y` over `x`; `None` when every x is the same.
+pub fn slope(points: &[(f64, f64)]) -> Option<f64> {
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return None;
+    }
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (sxx > 0.0).then(|| sxy / sxx)
+}
+
+/// The resources that grew with the rounds of a soak: over the samples taken at or after
+/// `warmup` rounds (at least [`LEAK_MIN_SAMPLES`] of them, else nothing is judged), a resource
+/// leaks when all three hold:
+///
+/// 1. the least-squares slope over those samples, times the rounds they span, is at least the
+///    resource's tolerance ([`Resource::tolerance`]: 4 fds of a kind, 4 threads, 2 processes,
+///    16 MiB and a quarter of the first figure of RSS);
+/// 2. the last sample is above the first by at least that tolerance too;
+/// 3. the growth persists: the smallest figure of the last quarter of the samples is above the
+///    largest of the first quarter (a burst that is given back is not a leak).
+///
+/// Counts are exact (a process holds an fd or not), so a leak of one fd per call is found after
+/// a handful of calls; the tolerances are for pools, caches and allocators that grow a little
+/// and stop.
+pub fn leaks(samples: &[Sample], warmup: u64) -> Vec<Growth> {
+    let read: Vec<&Sample> = samples.iter().filter(|s| s.rounds >= warmup).collect();
+    if read.len() < LEAK_MIN_SAMPLES {
+        return Vec::new();
+    }
+    let (first, last) = (read[0], read[read.len() - 1]);
+    let span = last.rounds.saturating_sub(first.rounds);
+    if span == 0 {
+        return Vec::new();
+    }
+    let quarter = read.len().div_ceil(4);
+    let mut out = Vec::new();
+    for r in Resource::ALL {
+        let points: Vec<(f64, f64)> = read.iter().map(|s| (s.rounds as f64, r.of(&s.figures))).collect();
+        let Some(k) = slope(&points) else { continue };
+        let tol = r.tolerance(r.of(&first.figures));
+        let grown = r.of(&last.figures) - r.of(&first.figures);
+        let early_max = points[..quarter].iter().map(|p| p.1).fold(f64::MIN, f64::max);
+        let late_min = points[points.len() - quarter..].iter().map(|p| p.1).fold(f64::MAX, f64::min);
+        if k * span as f64 >= tol && grown >= tol && late_min > early_max {
+            out.push(Growth {
+                resource: r,
+                per_round: k,
+                first: r.of(&first.figures),
+                last: r.of(&last.figures),
+                rounds: span,
+            });
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::process::CommandExt;
@@ -201,5 +406,73 @@ mod tests {
             classify(Path::new(t), &mut f);
         }
         assert_eq!((f.fds_socket, f.fds_pipe, f.fds_file, f.fds_other), (1, 1, 1, 2));
+    }
+
+    fn series(f: impl Fn(u64) -> Figures, rounds: &[u64]) -> Vec<Sample> {
+        rounds.iter().map(|&r| Sample { rounds: r, figures: f(r) }).collect()
+    }
+
+    fn base() -> Figures {
+        Figures { processes: 1, threads: 4, fds_socket: 2, fds_pipe: 2, fds_file: 1, fds_other: 3, rss_kib: 20_000 }
+    }
+
+    #[test]
+    fn one_fd_per_ten_rounds_is_a_leak_named_with_its_rate() {
+        let rounds: Vec<u64> = (0..=20).map(|i| i * 10).collect();
+        let s = series(|r| Figures { fds_file: 1 + (r / 10) as u32, ..base() }, &rounds);
+        let found = leaks(&s, 20);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].resource, Resource::FdsFile);
+        assert_eq!(found[0].rate("cancelled call", 1), "+1 fd (file) per 10 cancelled calls");
+        // Five cancelled calls a round, one fd each: one per call.
+        let per_call = Growth { per_round: 5.0, ..found[0] };
+        assert_eq!(per_call.rate("cancelled call", 5), "+1 fd (file) per cancelled call");
+        assert_eq!(Growth { per_round: 2.0, ..found[0] }.rate("echo call", 1), "+2 fds (file) per echo call");
+        assert!(
+            found[0].describe("cancelled call", 1).contains("(3 → 21 over 180 rounds"),
+            "{}",
+            found[0].describe("cancelled call", 1)
+        );
+    }
+
+    #[test]
+    fn flat_figures_noise_and_growth_within_the_warm_up_are_no_leak() {
+        let rounds: Vec<u64> = (0..=20).map(|i| i * 500).collect();
+        // A pool that grows to 8 threads during the warm-up, then stays; RSS that wobbles by
+        // 8 MiB; one socket fd that comes and goes.
+        let s = series(
+            |r| Figures {
+                threads: 4 + (r / 250).min(8) as u32,
+                rss_kib: 40_000 + if (r / 500) % 2 == 0 { 0 } else { 8 * 1024 },
+                fds_socket: 2 + ((r / 500) % 2) as u32,
+                ..base()
+            },
+            &rounds,
+        );
+        assert_eq!(leaks(&s, 2000), Vec::new());
+        // Too few samples after the warm-up: nothing is judged.
+        let steep = series(|r| Figures { fds_pipe: r as u32, ..base() }, &[0, 10, 20, 30]);
+        assert_eq!(leaks(&steep, 10), Vec::new());
+        assert_eq!(leaks(&steep, 0).len(), 1);
+    }
+
+    #[test]
+    fn a_burst_that_is_given_back_is_not_a_leak_but_memory_that_keeps_growing_is() {
+        let rounds: Vec<u64> = (0..=16).map(|i| i * 100).collect();
+        // Threads rise by 10 in the middle and return: the last quarter is not above the first.
+        let burst = series(|r| Figures { threads: if (600..=1000).contains(&r) { 14 } else { 4 }, ..base() }, &rounds);
+        assert_eq!(leaks(&burst, 0), Vec::new());
+        // 64 KiB per round over 1,600 rounds: 100 MiB.
+        let mem = series(|r| Figures { rss_kib: 20_000 + 64 * r, ..base() }, &rounds);
+        let found = leaks(&mem, 0);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].rate("sideband-sized result", 1), "+64.0 KiB of RSS per sideband-sized result");
+    }
+
+    #[test]
+    fn the_slope_is_least_squares() {
+        assert_eq!(slope(&[(0.0, 1.0), (1.0, 3.0), (2.0, 5.0)]), Some(2.0));
+        assert_eq!(slope(&[(1.0, 1.0), (1.0, 3.0)]), None);
+        assert_eq!(slope(&[(0.0, 1.0)]), None);
     }
 }
