@@ -535,6 +535,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     let exit = done_sides.iter().map(|(_, r)| Summary::of(r.iter().map(|r| r.verdict)).exit_code()).max().unwrap_or(3);
     let all: Vec<&CaseResult> = done_sides.iter().flat_map(|(_, r)| r.iter()).collect();
     let names: Vec<&str> = done_sides.iter().map(|(t, _)| t.name.as_str()).collect();
+                        | runner::Verdict::Leak
     if several {
         let total = Summary::of(all.iter().map(|r| r.verdict));
         let word = match exit {

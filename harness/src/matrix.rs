@@ -22,7 +22,7 @@ impl Cell {
     fn add(&mut self, v: Verdict) {
         match v {
             Verdict::Pass => self.pass += 1,
-            Verdict::Fail | Verdict::Xfail => self.fail += 1,
+            Verdict::Fail | Verdict::Xfail | Verdict::Leak => self.fail += 1,
             Verdict::Warn => self.warn += 1,
             Verdict::Skip => self.skip += 1,
             Verdict::Xpass | Verdict::Error | Verdict::Flaky => self.other += 1,
@@ -54,7 +54,7 @@ impl Cell {
     fn class(v: Verdict) -> Option<&'static str> {
         match v {
             Verdict::Pass => Some("pass"),
-            Verdict::Fail | Verdict::Xfail => Some("fail"),
+            Verdict::Fail | Verdict::Xfail | Verdict::Leak => Some("fail"),
             Verdict::Warn => Some("warn"),
             Verdict::Skip => None,
             Verdict::Xpass | Verdict::Error | Verdict::Flaky => Some("error"),

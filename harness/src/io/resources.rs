@@ -43,11 +43,14 @@ impl Figures {
     }
 }
 
-/// What a target held when its scenario's connection was made and when its steps were done.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+/// What a target held when its scenario's connection was made and when its steps were done,
+/// and the samples its `soak` steps took in between.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Use {
     pub start: Figures,
     pub end: Figures,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<Sample>,
 }
 
 /// The largest figures at the end of `uses`, one line for a person; `None` for no samples.

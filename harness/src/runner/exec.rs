@@ -149,6 +149,13 @@ pub struct Exec<'a> {
     stash: std::collections::VecDeque<Result<Got, StepError>>,
     /// What the testee's process group held when its first connection was accepted.
     pub(crate) resources_start: Option<crate::io::resources::Figures>,
+    /// Whose resources are sampled ([`super::soak::Sampler`]); `None`: nothing is (a testee in
+    /// this process).
+    pub sampler: Option<super::soak::Sampler>,
+    /// The samples `soak` steps took, in order.
+    pub samples: Vec<crate::io::resources::Sample>,
+    /// A soak that found resources growing: the step's index and the message of the LEAK.
+    pub leak: Option<(Option<usize>, String)>,
     /// While [`Exec::poll_pulls`] reads: the transcript items of a frame that is not a pull go
     /// to `deferred` and reach the transcript when a step takes the frame from the stash (and
     /// never, when no step does), so the transcript shows tool-side frames where the steps read
@@ -239,6 +246,9 @@ impl<'a> Exec<'a> {
             lists: None,
             stash: Default::default(),
             resources_start: None,
+            sampler: None,
+            samples: Vec::new(),
+            leak: None,
             deferring: false,
             deferred: Vec::new(),
         }
@@ -371,10 +381,8 @@ impl<'a> Exec<'a> {
             }
         };
         self.accepted = true;
-        if self.resources_start.is_none()
-            && let Proc::Child(t) = &self.proc
-        {
-            self.resources_start = crate::io::resources::sample(t.pid, &[]);
+        if self.resources_start.is_none() {
+            self.resources_start = self.sampler.as_ref().and_then(super::soak::Sampler::sample);
         }
         self.peer_pid = stream.peer_cred().ok().and_then(|c| c.pid());
         self.transcript.push(Item::Connected);
@@ -839,6 +847,7 @@ impl<'a> Exec<'a> {
                     ))
                 })
             }
+            Action::Soak(k) => self.soak(k).await,
             Action::HostSend(_)
             | Action::HostExpect(_)
             | Action::HostExpectNothing(_)

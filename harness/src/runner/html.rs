@@ -55,6 +55,7 @@ fn rank(v: Verdict) -> u8 {
         Verdict::Warn => 3,
         Verdict::Fail => 4,
         Verdict::Xpass => 5,
+        Verdict::Leak => 5,
         Verdict::Flaky => 6,
         Verdict::Error => 7,
     }
@@ -70,6 +71,7 @@ fn class(v: Verdict) -> &'static str {
         Verdict::Xpass => "xpass",
         Verdict::Error => "error",
         Verdict::Flaky => "flaky",
+        Verdict::Leak => "leak",
     }
 }
 
@@ -159,7 +161,7 @@ pub fn message_parts(message: &str) -> MessageParts {
 }
 
 const STYLE: &str = r#"
-:root { --pass:#2e7d32; --fail:#c62828; --warn:#ef6c00; --skip:#9e9e9e; --xfail:#558b2f; --xpass:#ad1457; --error:#6a1b9a; --flaky:#00838f; }
+:root { --pass:#2e7d32; --fail:#c62828; --warn:#ef6c00; --skip:#9e9e9e; --xfail:#558b2f; --xpass:#ad1457; --error:#6a1b9a; --flaky:#00838f; --leak:#4e342e; }
 * { box-sizing: border-box; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1200px; padding: 1em 2em; color: #212121; }
 h1 { font-size: 1.6em; margin-bottom: .2em; } h2 { border-bottom: 1px solid #ddd; padding-bottom: .2em; margin-top: 1.6em; }
@@ -172,14 +174,14 @@ tr.total td { font-weight: bold; background: #fafafa; }
 .v { display: inline-block; min-width: 4.2em; padding: 0 .4em; border-radius: 3px; color: #fff; font-weight: 600; font-size: .85em; text-align: center; }
 .v-pass { background: var(--pass); } .v-fail { background: var(--fail); } .v-warn { background: var(--warn); }
 .v-skip { background: var(--skip); } .v-xfail { background: var(--xfail); } .v-xpass { background: var(--xpass); }
-.v-error { background: var(--error); } .v-flaky { background: var(--flaky); }
+.v-error { background: var(--error); } .v-flaky { background: var(--flaky); } .v-leak { background: var(--leak); }
 .result { font-size: 1.3em; font-weight: bold; } .result.ok { color: var(--pass); } .result.failed { color: var(--fail); } .result.error { color: var(--error); }
 .areas { display: grid; grid-template-columns: 11em 1fr 6em; gap: .25em .8em; align-items: center; }
 .bar { display: flex; height: 1.1em; background: #eee; border-radius: 3px; overflow: hidden; }
 .bar span { display: block; height: 100%; }
 .seg-pass { background: var(--pass); } .seg-fail { background: var(--fail); } .seg-warn { background: var(--warn); }
 .seg-skip { background: var(--skip); } .seg-xfail { background: var(--xfail); } .seg-xpass { background: var(--xpass); }
-.seg-error { background: var(--error); } .seg-flaky { background: var(--flaky); }
+.seg-error { background: var(--error); } .seg-flaky { background: var(--flaky); } .seg-leak { background: var(--leak); }
 #filters { display: flex; gap: 1.2em; margin: .6em 0; flex-wrap: wrap; align-items: center; }
 #reqs td.text { color: #424242; font-size: .9em; }
 .broken { display: block; color: var(--fail); font-size: .85em; }
@@ -454,7 +456,7 @@ fn not_passing(h: &mut String, sides: &[Side<'_>]) {
              <code>{}</code> — {}</summary>\n<dl>",
             escape(&anchor(&r.id)),
             r.verdict.name(),
-            if matches!(r.verdict, Verdict::Fail | Verdict::Error | Verdict::Xpass | Verdict::Flaky) {
+            if matches!(r.verdict, Verdict::Fail | Verdict::Error | Verdict::Xpass | Verdict::Flaky | Verdict::Leak) {
                 " open"
             } else {
                 ""

@@ -17,6 +17,7 @@ pub mod process;
 pub mod report;
 pub mod schedule;
 pub mod target;
+pub mod soak;
 pub mod verdict;
 
 use std::collections::BTreeMap;
@@ -244,7 +245,7 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
             execute(s, target, cfg, argv, &mut res).await
         }
     };
-    if !matches!(outcome, Outcome::Failed(_)) {
+    if !matches!(outcome, Outcome::Failed(_) | Outcome::Leaked(_)) {
         res.broken.clear();
         res.held.clear();
     }
@@ -326,19 +327,22 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
         Ok(Ok(())) => Outcome::Passed,
         Ok(Err(StepError::Fail(m))) => Outcome::Failed(m),
         Ok(Err(StepError::Error(m))) => Outcome::Error(m),
+    if let Proc::Child(t) = &ex.proc {
+        ex.sampler = Some(soak::Sampler { pgid: t.pid, pidfile: None });
+    }
         Ok(Err(StepError::NotApplicable(m))) => Outcome::Skipped(m),
         Err(_) => Outcome::Error(format!("the scenario exceeded its budget of {budget:?}")),
     };
-    let end = match &ex.proc {
-        Proc::Child(t) => crate::io::resources::sample(t.pid, &[]),
-        Proc::Task { .. } => None,
-    };
-    res.resources = ex.resources_start.zip(end).map(|(start, end)| crate::io::resources::Use { start, end });
+    let end = ex.sampler.as_ref().and_then(soak::Sampler::sample);
+    let samples = std::mem::take(&mut ex.samples);
+    res.resources =
+        ex.resources_start.zip(end).map(|(start, end)| crate::io::resources::Use { start, end, samples });
     ex.close();
     res.broken = ex.broken();
     res.held = ex.held();
     res.transcript_tail = ex.transcript_tail();
     res.transcript = std::mem::take(&mut ex.transcript);
+    let outcome = leaked(outcome, &mut ex);
     let outcome = match &mut ex.proc {
         Proc::Child(t) => {
             let clean = t.teardown(GRACE, KILL_LIMIT).await;
@@ -363,6 +367,20 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
 pub type OnDone = Arc<dyn Fn(&CaseResult, usize, usize) + Send + Sync>;
 
 /// Runs the scenarios, at most `cfg.jobs` at a time, each `cfg.repeat` times (folded by
+/// A run whose steps all passed but whose soak found resources growing becomes
+/// [`Outcome::Leaked`], judged at the soak step (its `checks:`, else the scenario's
+/// requirements).
+pub(crate) fn leaked(outcome: Outcome, ex: &mut Exec<'_>) -> Outcome {
+    match (outcome, ex.leak.take()) {
+        (Outcome::Passed, Some((step, message))) => {
+            ex.current = step;
+            ex.found = &[];
+            Outcome::Leaked(message)
+        }
+        (o, _) => o,
+    }
+}
+
 /// [`fold_repeats`]); `on_done` sees each scenario's result as it finishes (with the count
 /// finished so far). Results come back in the order of `scenarios`.
 pub async fn run_all(

@@ -12,7 +12,7 @@ fn colour(v: Verdict) -> &'static str {
         Verdict::Pass | Verdict::Xfail => "\x1b[32m",
         Verdict::Skip => "\x1b[2m",
         Verdict::Warn => "\x1b[33m",
-        Verdict::Fail | Verdict::Xpass | Verdict::Error | Verdict::Flaky => "\x1b[31m",
+        Verdict::Fail | Verdict::Xpass | Verdict::Error | Verdict::Flaky | Verdict::Leak => "\x1b[31m",
     }
 }
 
@@ -121,7 +121,7 @@ fn junit_suite(target: &str, results: &[CaseResult]) -> quick_junit::TestSuite {
                 s.set_message(r.message.as_str());
                 s
             }
-            Verdict::Fail | Verdict::Xpass | Verdict::Flaky => {
+            Verdict::Fail | Verdict::Xpass | Verdict::Flaky | Verdict::Leak => {
                 let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
                 s.set_message(r.message.lines().next().unwrap_or(""));
                 s.set_type(r.verdict.name());

@@ -23,10 +23,14 @@ pub enum Verdict {
     /// Run more than once (`--repeat N`), with verdicts that differ: the verdict cannot be trusted
     /// until the cause (the target's or the scenario's) is found. Fails the run.
     Flaky,
+    /// A soak found a resource (fds, threads, processes, memory) that grows with the number of
+    /// calls: the target would run out of it. Fails the run like FAIL, whatever the scenario's
+    /// level, unless the known-failures file lists it (then XFAIL).
+    Leak,
 }
 
 impl Verdict {
-    pub const ALL: [Verdict; 8] = [
+    pub const ALL: [Verdict; 9] = [
         Verdict::Pass,
         Verdict::Fail,
         Verdict::Warn,
@@ -35,6 +39,7 @@ impl Verdict {
         Verdict::Xpass,
         Verdict::Error,
         Verdict::Flaky,
+        Verdict::Leak,
     ];
 
     pub fn name(self) -> &'static str {
@@ -47,6 +52,7 @@ impl Verdict {
             Verdict::Xpass => "XPASS",
             Verdict::Error => "ERROR",
             Verdict::Flaky => "FLAKY",
+            Verdict::Leak => "LEAK",
         }
     }
 
@@ -72,6 +78,9 @@ pub enum Outcome {
     Skipped(String),
     /// The harness could not judge (setup failure, its own timeout).
     Error(String),
+    /// Every step passed, but a soak found resources growing with the calls: what grew, at
+    /// which rate.
+    Leaked(String),
 }
 
 /// An entry of a known-failures file: the requirement(s) the target breaks in the scenario and
@@ -126,6 +135,20 @@ pub fn judge(outcome: &Outcome, level: Level, broken: &[String], known: Option<&
             }
             None => (Verdict::Pass, String::new()),
         },
+        Outcome::Leaked(why) => match (level, known) {
+            (Level::May, _) => (Verdict::Pass, format!("note (MAY, informational): {why}")),
+            (_, Some(k)) if !k.requirement.is_empty() && !same_set(&k.requirement, broken) => (
+                Verdict::Fail,
+                format!(
+                    "the known-failures entry names {} but the run broke {}: correct the entry\n  entry: {}\n{why}",
+                    k.requirement.join(", "),
+                    broken.join(", "),
+                    k.reason
+                ),
+            ),
+            (_, Some(k)) => (Verdict::Xfail, format!("known leak ({}): {why}", k.text())),
+            (_, None) => (Verdict::Leak, why.clone()),
+        },
         Outcome::Failed(why) => {
             let level = failure_level(level, broken);
             match (level, known) {
@@ -168,6 +191,7 @@ pub struct Summary {
     pub xpass: usize,
     pub error: usize,
     pub flaky: usize,
+    pub leak: usize,
 }
 
 impl Summary {
@@ -183,21 +207,22 @@ impl Summary {
                 Verdict::Xpass => &mut s.xpass,
                 Verdict::Error => &mut s.error,
                 Verdict::Flaky => &mut s.flaky,
+                Verdict::Leak => &mut s.leak,
             } += 1;
         }
         s
     }
 
     pub fn executed(&self) -> usize {
-        self.pass + self.fail + self.warn + self.xfail + self.xpass + self.error + self.flaky
+        self.pass + self.fail + self.warn + self.xfail + self.xpass + self.error + self.flaky + self.leak
     }
 
     /// The run's exit status: 3 for an ERROR or a run that executed nothing, 1 for a FAIL, an
-    /// XPASS or a FLAKY, 0 otherwise.
+    /// XPASS, a FLAKY or a LEAK, 0 otherwise.
     pub fn exit_code(&self) -> u8 {
         if self.error > 0 || self.executed() == 0 {
             3
-        } else if self.fail > 0 || self.xpass > 0 || self.flaky > 0 {
+        } else if self.fail > 0 || self.xpass > 0 || self.flaky > 0 || self.leak > 0 {
             1
         } else {
             0
@@ -214,6 +239,9 @@ impl fmt::Display for Summary {
         )?;
         if self.flaky > 0 {
             write!(f, ", {} flaky", self.flaky)?;
+        }
+        if self.leak > 0 {
+            write!(f, ", {} leak", self.leak)?;
         }
         Ok(())
     }
@@ -270,5 +298,26 @@ mod tests {
         assert_eq!(Summary::of([Verdict::Pass, Verdict::Xpass]).exit_code(), 1);
         assert_eq!(Summary::of([Verdict::Fail, Verdict::Error]).exit_code(), 3);
         assert_eq!(Summary::of([Verdict::Pass, Verdict::Flaky]).exit_code(), 1);
+        assert_eq!(Summary::of([Verdict::Pass, Verdict::Leak]).exit_code(), 1);
+        assert_eq!(
+            Summary::of([Verdict::Pass, Verdict::Leak]).to_string(),
+            "1 pass, 0 fail, 0 warn, 0 skip, 0 xfail, 0 xpass, 0 error, 1 leak"
+        );
+    }
+
+    #[test]
+    fn a_leak_fails_the_run_at_any_level_but_may_unless_the_baseline_names_it() {
+        let leaked = Outcome::Leaked("fd (file): +1 fd (file) per cancelled call".into());
+        let broken = vec!["TP-CANCEL-06".to_owned()];
+        assert_eq!(judge(&leaked, Level::Should, &broken, None).0, Verdict::Leak);
+        assert_eq!(judge(&leaked, Level::Must, &broken, None).0, Verdict::Leak);
+        assert_eq!(judge(&leaked, Level::May, &broken, None).0, Verdict::Pass);
+        let known =
+            KnownFailure { requirement: vec!["TP-CANCEL-06".into()], reason: "leaks".into(), intermittent: false };
+        let (v, m) = judge(&leaked, Level::Should, &broken, Some(&known));
+        assert_eq!(v, Verdict::Xfail);
+        assert!(m.starts_with("known leak (TP-CANCEL-06: leaks)"), "{m}");
+        let wrong = KnownFailure { requirement: vec!["TP-CALL-01".into()], ..known };
+        assert_eq!(judge(&leaked, Level::Should, &broken, Some(&wrong)).0, Verdict::Fail);
     }
 }

@@ -751,6 +751,54 @@ impl Checker<'_> {
         ms(d, default)
     }
 
+    /// A `soak` step: its defaults (a sample every 20th of the rounds, a tenth of them as
+    /// warm-up, 5 s a round) and that enough samples follow the warm-up to judge.
+    fn soak(&mut self, k: &super::raw::RawSoak) -> Option<Soak> {
+        let repeat = k.repeat.value;
+        if repeat == 0 {
+            self.error(loc(&k.repeat), "`repeat` must be at least 1");
+            return None;
+        }
+        let mut mix = Vec::new();
+        for m in &k.mix.value {
+            match SoakCall::NAMES.iter().find(|(_, n)| *n == m.value) {
+                Some((c, _)) => mix.push(*c),
+                None => {
+                    let valid: Vec<&str> = SoakCall::NAMES.iter().map(|(_, n)| *n).collect();
+                    self.error(loc(m), format!("unknown call `{}` in a soak's mix; valid: {}", m.value, valid.join(", ")));
+                    return None;
+                }
+            }
+        }
+        if mix.is_empty() {
+            self.error(loc(&k.mix), "a soak's `mix` needs at least one call");
+            return None;
+        }
+        if mix.contains(&SoakCall::Reload) && mix.len() > 1 {
+            self.error(loc(&k.mix), "`reload` stands alone in a soak's mix (a round is one reload and its burst)");
+            return None;
+        }
+        let sample_every = k.sample_every.as_ref().map_or((repeat / 20).max(1), |s| s.value);
+        if sample_every == 0 {
+            self.error(k.sample_every.as_ref().map(loc).unwrap_or(loc(&k.repeat)), "`sample_every` must be at least 1");
+            return None;
+        }
+        let warmup = k.warmup.as_ref().map_or(repeat / 10, |w| w.value);
+        let read = if warmup > repeat { 0 } else { (repeat - warmup) / sample_every + 1 };
+        if read < crate::io::resources::LEAK_MIN_SAMPLES as u64 {
+            self.error(
+                loc(&k.repeat),
+                format!(
+                    "a soak of {repeat} rounds sampled every {sample_every} with a warm-up of {warmup} leaves {read} samples to judge; at least {} are needed",
+                    crate::io::resources::LEAK_MIN_SAMPLES
+                ),
+            );
+            return None;
+        }
+        let within = self.within(k.within_ms.as_ref(), Duration::from_secs(5));
+        Some(Soak { repeat, mix, sample_every, warmup, within })
+    }
+
     fn ignore(&mut self, list: Option<&Vec<Spanned<String>>>) -> Vec<Arm> {
         let mut out = Vec::new();
         for item in list.map(Vec::as_slice).unwrap_or_default() {
@@ -1035,6 +1083,7 @@ impl Checker<'_> {
             RawStep::ExpectToolExit(w) => {
                 Action::ExpectToolExit { within: self.within(w.within_ms.as_ref(), T_PROMPT) }
             }
+            RawStep::Soak(k) => Action::Soak(self.soak(k)?),
             RawStep::ReloadBegins(r) => {
                 let form = match &r.form {
                     None => ReloadForm::Any,

@@ -332,6 +332,79 @@ pub enum Action {
     ExpectToolExit {
         within: Duration,
     },
+    /// Repeats a call mix while sampling the target's process group; a resource that grows with
+    /// the rounds is a leak ([`Soak`], [`crate::io::resources::leaks`]).
+    Soak(Soak),
+}
+
+/// `soak`: `repeat` rounds; in each, every call of `mix` is sent (all in flight together) and
+/// every answer awaited within `within`; the target's process group is sampled before the first
+/// round and after every `sample_every` rounds; the samples at or after `warmup` rounds are
+/// what the leak verdict reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Soak {
+    pub repeat: u64,
+    pub mix: Vec<SoakCall>,
+    pub sample_every: u64,
+    pub warmup: u64,
+    pub within: Duration,
+}
+
+impl Soak {
+    /// What one round is, for a rate, and how many of that unit a round holds: `cancelled
+    /// call` and 5 for a mix of five cancels; `round of the mix (1 echo call, 1 cancelled call)`
+    /// and 1 for a mix of kinds.
+    pub fn unit(&self) -> (String, u32) {
+        let n = u32::try_from(self.mix.len()).unwrap_or(u32::MAX);
+        if self.mix.iter().all(|c| *c == self.mix[0]) {
+            return (self.mix[0].unit().to_owned(), n);
+        }
+        let mut parts: Vec<String> = Vec::new();
+        for (kind, _) in SoakCall::NAMES {
+            let k = self.mix.iter().filter(|c| **c == kind).count();
+            if k > 0 {
+                let unit = kind.unit();
+                parts.push(if k == 1 { format!("1 {unit}") } else { format!("{k} {unit}s") });
+            }
+        }
+        (format!("round of the mix ({})", parts.join(", ")), 1)
+    }
+}
+
+/// One call of a soak's mix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SoakCall {
+    /// `echo` with a text: the result must be that text.
+    Echo,
+    /// `big` with [`SOAK_SIDEBAND_SIZE`] characters, above the sideband threshold: a result of
+    /// that many `x` in any form (frame, sideband, stream).
+    Sideband,
+    /// `slow` with 3 steps, then at once a CancelRequest for it: exactly one result, any
+    /// content (TP-CANCEL-03).
+    Cancel,
+    /// A ReloadRequest: its ReloadResponse and the burst (TP-RELOAD-01/02). Alone in a mix.
+    Reload,
+}
+
+/// The `n` of a sideband-sized call: above `RAW_THRESHOLD` (65,536).
+pub const SOAK_SIDEBAND_SIZE: u64 = 70_000;
+
+impl SoakCall {
+    pub const NAMES: [(SoakCall, &'static str); 4] = [
+        (SoakCall::Echo, "echo"),
+        (SoakCall::Sideband, "sideband"),
+        (SoakCall::Cancel, "cancel"),
+        (SoakCall::Reload, "reload"),
+    ];
+
+    pub fn unit(self) -> &'static str {
+        match self {
+            SoakCall::Echo => "echo call",
+            SoakCall::Sideband => "sideband-sized result",
+            SoakCall::Cancel => "cancelled call",
+            SoakCall::Reload => "reload",
+        }
+    }
 }
 
 impl Action {
@@ -364,6 +437,7 @@ impl Action {
             Action::ExpectSocketPrivate => "expect_socket_private",
             Action::ToolConnectAgain { .. } => "tool_connect_again",
             Action::ExpectToolExit { .. } => "expect_tool_exit",
+            Action::Soak(_) => "soak",
         }
     }
 
@@ -398,6 +472,7 @@ impl Action {
                 | Action::ExpectAlive { .. }
                 | Action::ToolHandshake(_)
                 | Action::ReloadBegins(_)
+                | Action::Soak(_)
         )
     }
 }

@@ -182,6 +182,7 @@ pub(super) enum RawStep {
     ExpectSocketPrivate(RawEmpty),
     ToolConnectAgain(RawWithin),
     ExpectToolExit(RawWithin),
+    Soak(RawSoak),
 }
 
 #[derive(Debug, Deserialize)]
@@ -362,6 +363,19 @@ pub(super) struct RawExpectNothing {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawWithin {
+    #[serde(default)]
+    pub within_ms: Option<Spanned<Ms>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSoak {
+    pub repeat: Spanned<u64>,
+    pub mix: Spanned<Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub sample_every: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub warmup: Option<Spanned<u64>>,
     #[serde(default)]
     pub within_ms: Option<Spanned<Ms>>,
 }

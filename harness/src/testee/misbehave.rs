@@ -43,6 +43,10 @@ pub enum Misbehave {
     /// Starts `sleep 3600` as a child in the testee's own process group and leaves it running
     /// when the testee exits: a leftover companion process (TP-LIFECYCLE-03) that teardown must find.
     Grandchild,
+    /// Opens a file (its own executable) and never closes it for every CancelRequest that names
+    /// a call: one fd leaked per cancelled call, otherwise conforming. The planted leak a soak
+    /// must report as LEAK with its rate.
+    LeakFdPerCancel,
 }
 
 impl Misbehave {
@@ -59,6 +63,7 @@ impl Misbehave {
         (Misbehave::Flood, "flood"),
         (Misbehave::IgnoreSigterm, "ignore-sigterm"),
         (Misbehave::Grandchild, "grandchild"),
+        (Misbehave::LeakFdPerCancel, "leak-fd-per-cancel"),
     ];
 
     /// The command-line names of every kind.
@@ -74,6 +79,7 @@ impl Misbehave {
         "flood",
         "ignore-sigterm",
         "grandchild",
+        "leak-fd-per-cancel",
     ];
 
     /// One line for `--help`.
@@ -90,6 +96,7 @@ impl Misbehave {
             Misbehave::Flood => "send LogMessages without end after the handshake",
             Misbehave::IgnoreSigterm => "ignore SIGTERM",
             Misbehave::Grandchild => "leave `sleep 3600` running in the process group",
+            Misbehave::LeakFdPerCancel => "leak one open file for every cancelled call",
         }
     }
 

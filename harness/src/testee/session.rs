@@ -388,6 +388,12 @@ impl Session {
         if call_rid.is_empty() {
             return;
         }
+        if self.shared.opts.misbehave == Some(Misbehave::LeakFdPerCancel)
+            && let Ok(f) = std::env::current_exe().and_then(std::fs::File::open)
+        {
+            // The planted leak: the descriptor stays open until the process ends.
+            std::mem::forget(f);
+        }
         lock(&self.shared.calls).cancel(call_rid);
         for q in self.queue.iter_mut().filter(|q| q.rid == call_rid && matches!(q.msg, Msg::CallTool(_))) {
             q.cancelled = true;
