@@ -86,6 +86,18 @@ pub struct RunArgs {
     /// missing): every frame both ways, request ids renamed, times, paths and PIDs bracketed.
     #[arg(long, value_name = "DIR")]
     transcripts: Option<PathBuf>,
+    /// Compare each scenario's normalized transcript with DIR/<scenario id>.snap (insta's
+    /// snapshot format) and show CHANGED (with a diff) or NEW beside the verdict; either fails
+    /// the run (exit 1) as a snapshot test does. A new or changed transcript is left as
+    /// DIR/<id>.snap.new for review (`cargo insta review`, or --accept); with CI set in the
+    /// environment nothing is written. Skipped scenarios and the few whose transcript is not
+    /// deterministic are not compared.
+    #[arg(long, value_name = "DIR")]
+    golden: Option<PathBuf>,
+    /// With --golden: write every new or changed transcript as DIR/<id>.snap (and remove its
+    /// .snap.new). Refused when CI is set: CI never writes golden files.
+    #[arg(long, requires = "golden")]
+    accept: bool,
     /// Scenarios run in parallel (default: four per core, at most 8: scenarios mostly wait).
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     jobs: Option<u32>,
@@ -435,6 +447,11 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     if !a.timeout_scale.is_finite() || a.timeout_scale <= 0.0 {
         return Ok(usage("--timeout-scale must be a positive number"));
     }
+    let golden = match golden_dir(&a) {
+        Ok(g) => g,
+        Err(e) => return Ok(usage(e)),
+    };
+    let golden_failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut cfg = Config { timeout_scale: a.timeout_scale, repeat: a.repeat as usize, ..Config::default() };
     runner::schedule::set(a.schedule.unwrap_or_default());
     if let Some(j) = a.jobs {
@@ -462,7 +479,18 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         let finished: Arc<Mutex<Vec<CaseResult>>> = Arc::new(Mutex::new(Vec::new()));
         let on_done = {
             let finished = finished.clone();
+            let golden = golden.clone();
+            let golden_failed = golden_failed.clone();
             Arc::new(move |r: &CaseResult, n: usize, total: usize| {
+                let mut r = r.clone();
+                if let Some(g) = &golden {
+                    r.golden = Some(g.judge(&r).unwrap_or_else(|e| {
+                        golden_failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                        eprintln!("protomcp-conform: golden: {e}");
+                        runner::golden::Golden::NotCompared(e.to_string())
+                    }));
+                }
+                let r = &r;
                 let mut out = std::io::stdout().lock();
                 if progress {
                     eprint!("\r\x1b[K");
@@ -478,7 +506,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
                 finished.lock().unwrap_or_else(|e| e.into_inner()).push(r.clone());
             })
         };
-        let Some(results) = execute(side.scenarios.clone(), side.target.clone(), cfg.clone(), on_done)? else {
+        let Some(mut results) = execute(side.scenarios.clone(), side.target.clone(), cfg.clone(), on_done)? else {
             let done = finished.lock().unwrap_or_else(|e| e.into_inner()).clone();
             let s = Summary::of(done.iter().map(|r| r.verdict));
             eprintln!(
@@ -489,6 +517,13 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             );
             return Ok(ExitCode::from(130));
         };
+        // The golden comparisons were made as each scenario finished (its line shows them).
+        {
+            let done = finished.lock().unwrap_or_else(|e| e.into_inner());
+            for r in results.iter_mut() {
+                r.golden = done.iter().find(|d| d.id == r.id).and_then(|d| d.golden.clone());
+            }
+        }
         let summary = Summary::of(results.iter().map(|r| r.verdict));
         let bad: Vec<&CaseResult> = results
             .iter()
@@ -500,6 +535,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
                         | runner::Verdict::Xpass
                         | runner::Verdict::Error
                         | runner::Verdict::Flaky
+                        | runner::Verdict::Leak
                 )
             })
             .collect();
@@ -513,6 +549,15 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             writeln!(out)?;
             for r in &bad {
                 write!(out, "{}", report::details(r, &args))?;
+            }
+        }
+        if let Some(g) = &golden {
+            let changed: Vec<String> = results.iter().filter_map(|r| report::golden_details(r, &g.dir)).collect();
+            if !changed.is_empty() {
+                writeln!(out)?;
+                for c in changed {
+                    write!(out, "{c}")?;
+                }
             }
         }
         writeln!(
@@ -530,12 +575,39 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         {
             writeln!(out, "{line}")?;
         }
+        if let Some(g) = &golden
+            && let Some(line) = runner::golden::summary(&g.dir, results.iter().filter_map(|r| r.golden.as_ref()))
+        {
+            writeln!(out, "{line}")?;
+        }
         done_sides.push((side.target.clone(), results));
     }
-    let exit = done_sides.iter().map(|(_, r)| Summary::of(r.iter().map(|r| r.verdict)).exit_code()).max().unwrap_or(3);
+    let mut exit =
+        done_sides.iter().map(|(_, r)| Summary::of(r.iter().map(|r| r.verdict)).exit_code()).max().unwrap_or(3);
+    if let Some(g) = &golden {
+        let unaccepted =
+            done_sides.iter().flat_map(|(_, r)| r.iter()).filter(|r| r.golden.as_ref().is_some_and(|g| g.unaccepted()));
+        let n = unaccepted.count();
+        if n > 0 {
+            let hint = match g.mode {
+                runner::golden::Mode::Check => {
+                    format!(
+                        "left as .snap.new: review them, then re-run with --accept to write {}/*.snap",
+                        g.dir.display()
+                    )
+                }
+                runner::golden::Mode::ReadOnly => "nothing written (CI is set)".to_owned(),
+                runner::golden::Mode::Accept => unreachable!("--accept writes them"),
+            };
+            writeln!(std::io::stdout().lock(), "golden: {n} transcript(s) new or changed ({hint})")?;
+            exit = exit.max(1);
+        }
+        if golden_failed.load(std::sync::atomic::Ordering::Relaxed) {
+            exit = exit.max(2);
+        }
+    }
     let all: Vec<&CaseResult> = done_sides.iter().flat_map(|(_, r)| r.iter()).collect();
     let names: Vec<&str> = done_sides.iter().map(|(t, _)| t.name.as_str()).collect();
-                        | runner::Verdict::Leak
     if several {
         let total = Summary::of(all.iter().map(|r| r.verdict));
         let word = match exit {
@@ -616,6 +688,33 @@ pub(crate) fn execute(
     }
     rt.shutdown_background();
     Ok(results)
+}
+
+/// The golden directory of `--golden`, in the mode `--accept` and the environment give.
+fn golden_dir(a: &RunArgs) -> std::result::Result<Option<runner::golden::GoldenDir>, String> {
+    use runner::golden::{GoldenDir, Mode};
+    let Some(dir) = &a.golden else { return Ok(None) };
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
+    let mode = match (a.accept, ci) {
+        (true, true) => {
+            return Err("--accept writes golden files, and CI is set in the environment: CI never writes them \
+                        (run --accept where CI is unset, and commit the files)"
+                .to_owned());
+        }
+        (true, false) => Mode::Accept,
+        (false, true) => Mode::ReadOnly,
+        (false, false) => Mode::Check,
+    };
+    if dir.exists() && !dir.is_dir() {
+        return Err(format!("--golden {}: not a directory", dir.display()));
+    }
+    if mode == Mode::ReadOnly && !dir.is_dir() {
+        return Err(format!(
+            "--golden {}: no such directory, and CI is set, so it would not be written (write it with --accept where CI is unset)",
+            dir.display()
+        ));
+    }
+    Ok(Some(GoldenDir { dir: dir.clone(), mode }))
 }
 
 fn write_transcripts<'a>(dir: &Path, results: impl Iterator<Item = &'a CaseResult>) -> Result<()> {
@@ -724,6 +823,7 @@ mod tests {
             runs: Vec::new(),
             intermittent: false,
             resources: None,
+            golden: None,
         };
         let mut rs: Vec<CaseResult> = (0..5).map(|i| s(&format!("bridge.x{i}"), "a bridge scenario")).collect();
         rs.push(s("calls.a", "feature not claimed: x\nmore"));

@@ -641,3 +641,64 @@ fn the_default_run_drives_both_sides_with_a_summary_each_a_total_and_the_worst_e
     assert!(stdout.contains("TOTAL FAILED: 1 pass"), "{stdout}");
     sb.assert_clean();
 }
+
+/// `--golden DIR`: `--accept` writes one snapshot per scenario; a transcript that then differs
+/// from its snapshot is CHANGED beside its PASS, with a diff, fails the run and is left as
+/// `.snap.new`; with CI set nothing is written and `--accept` is refused; accepting again makes
+/// the run clean and removes the pending file.
+#[test]
+fn golden_transcripts_are_accepted_then_a_change_on_the_wire_shows_beside_the_verdict() {
+    let sb = Sandbox::new();
+    let dir = sb.dir.path().join("golden");
+    let run = |extra: &[&str], ci: bool| {
+        let mut c = sb.cmd();
+        with_examples(&mut c).arg("--golden").arg(&dir).args(extra).env_remove("CI");
+        if ci {
+            c.env("CI", "true");
+        }
+        c.output().unwrap()
+    };
+    // Under CI a missing directory is an error: it would never be written.
+    let o = run(&[], true);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("no such directory, and CI is set"), "{}", text(&o));
+    let o = run(&["--accept"], false);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(text(&o).contains("5 accepted (written)"), "{}", text(&o));
+    let echo = dir.join("calls.echo.snap");
+    let snap = std::fs::read_to_string(&echo).unwrap();
+    assert!(snap.starts_with("---\nsource: protomcp-conform\ndescription: \"calls.echo — "), "{snap}");
+    let o = run(&[], false);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(text(&o).contains("golden ") && text(&o).contains(": 5 same"), "{}", text(&o));
+    // What the target sent before: a different echo result on the wire.
+    let line = snap.lines().find(|l| l.starts_with("testee→harness") && l.contains("call_result")).unwrap();
+    let old = line.replacen("call_result", "call_result_before", 1);
+    std::fs::write(&echo, snap.replace(line, &old)).unwrap();
+    let o = run(&[], false);
+    let out = text(&o);
+    assert_eq!(code(&o), 1, "{out}");
+    assert!(out.contains("PASS  calls.echo") && out.contains("[golden: CHANGED]"), "{out}");
+    assert!(out.contains("── golden CHANGED calls.echo"), "{out}");
+    assert!(out.contains(&format!("   -{old}")) && out.contains(&format!("   +{line}")), "{out}");
+    assert!(out.contains("4 same, 1 CHANGED"), "{out}");
+    let pending = dir.join("calls.echo.snap.new");
+    assert_eq!(std::fs::read_to_string(&pending).unwrap(), snap, "the pending file holds this run's text");
+    // CI: compared, reported, nothing written; --accept refused.
+    std::fs::remove_file(&pending).unwrap();
+    let o = run(&[], true);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(text(&o).contains("nothing written (CI is set)") && !pending.exists(), "{}", text(&o));
+    let o = run(&["--accept"], true);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("CI never writes them"), "{}", text(&o));
+    // Accepted: the snapshot is this run's again, and the next run is clean.
+    let o = run(&["--accept"], false);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(&echo).unwrap(), snap);
+    let o = run(&["--json", sb.dir.path().join("r.json").to_str().unwrap()], false);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(sb.dir.path().join("r.json")).unwrap()).unwrap();
+    assert!(v["cases"].as_array().unwrap().iter().all(|c| c["golden"]["status"] == "same"), "{v}");
+    sb.assert_clean();
+}

@@ -2,7 +2,9 @@
 //! runs the scenario against the reference testee (this package's binary, started by the real
 //! runner as the CLI's default run does) and fails with the runner's message unless the verdict
 //! is PASS (or SKIP). It then checks the normalized transcript against its insta snapshot in
-//! `golden/<id>.snap`, unless the scenario is listed in [`NOT_GOLDEN`] with the reason.
+//! `golden/<id>.snap`, unless its transcript is not deterministic
+//! ([`golden::NOT_DETERMINISTIC`], with the reasons). The CLI's `--golden DIR` compares the same
+//! text ([`golden::golden_text`]) with files in the same format.
 //!
 //! `INSTA_UPDATE=always cargo test --test scenarios` rewrites the snapshots; with `CI=true`
 //! insta never writes them.
@@ -12,50 +14,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use libtest_mimic::{Arguments, Failed, Trial};
-use protomcp_harness::runner::{self, Config, Target, Verdict};
+use protomcp_harness::runner::{self, Config, Target, Verdict, golden};
 use protomcp_harness::scenario::{Role, Scenario, Transport, load_dir};
 
 const EXE: &str = env!("CARGO_BIN_EXE_protomcp-conform");
-
-/// Scenarios whose transcript is not deterministic, so they have no golden file; each with the
-/// reason. They still run (and must pass) as tests.
-const NOT_GOLDEN: &[(&str, &str)] = &[
-    (
-        "sampling.concurrent-asks",
-        "two ask calls run at once: which SamplingRequest arrives first, and so how the \
-         normalizer numbers the two tool-process rids, depends on scheduling",
-    ),
-    (
-        "roots.concurrent",
-        "two roots calls run at once: which call's ListRootsRequest arrives first, and so which \
-         call gets which root list, depends on scheduling (both pairings are correct)",
-    ),
-    (
-        "cancel.immediately-after-call",
-        "the cancel races the start of the handler: the one result is either the handler's \
-         `cancelled` or the runner's `Call cancelled before it started` error, both allowed",
-    ),
-    (
-        "bridge.toollist.control-reply",
-        "the list_changed that follows the set_allowed is not waited for by any step: whether it \
-         reaches the transcript's tail of unread messages before teardown depends on timing",
-    ),
-    (
-        "bridge.toollist.open-mode-and-unregistered",
-        "the last list_changed is not waited for by any step: whether it reaches the transcript's \
-         tail of unread messages before teardown depends on timing",
-    ),
-    (
-        "bridge.cancel.session-end",
-        "after stdin closes the bridge may still write its error for the cancelled call; whether \
-         that line reaches the transcript's tail of unread messages before teardown depends on timing",
-    ),
-    (
-        "progress.nothing-after-result",
-        "two slow calls report progress concurrently (ignored by the expects): how the reports of \
-         the two interleave, and which step's expect sees them, depends on timing",
-    ),
-];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -79,10 +41,10 @@ fn check(s: &Scenario, target: &Target, rt: &tokio::runtime::Runtime) -> Result<
     // Bridge scenarios have golden files too: the transcript lists host and tool-side messages
     // in the order the steps consumed them, and the reference bridge sends its three list pulls
     // in a fixed order. Scenarios that leave messages unread at the end race with teardown.
-    if NOT_GOLDEN.iter().any(|(id, _)| *id == s.id) {
+    if golden::not_deterministic(&s.id).is_some() {
         return Ok(());
     }
-    let text = r.transcript_text();
+    let text = golden::golden_text(&r);
     let id = s.id.clone();
     let golden = root().join("golden");
     std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -157,8 +119,8 @@ fn main() {
         let name = s.id.clone();
         tests.push(Trial::test(name, move || check(&s, &target, &rt)));
     }
-    for (id, _) in NOT_GOLDEN {
-        assert!(tests.iter().any(|t| t.name() == *id), "NOT_GOLDEN names no scenario: {id}");
+    for (id, _) in golden::NOT_DETERMINISTIC {
+        assert!(tests.iter().any(|t| t.name() == *id), "NOT_DETERMINISTIC names no scenario: {id}");
     }
     libtest_mimic::run(&args, tests).exit();
 }

@@ -221,6 +221,7 @@ mod tests {
             runs: Vec::new(),
             intermittent: false,
             resources: None,
+            golden: None,
         }
     }
 

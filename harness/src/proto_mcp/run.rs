@@ -982,6 +982,7 @@ pub fn run_scenario(sc: &Scenario, target: &Target, features: &BTreeSet<String>)
         runs: Vec::new(),
         intermittent: false,
         resources: None,
+        golden: None,
     };
     let known = target.known_failures.get(&sc.id);
     r.intermittent = known.is_some_and(|k| k.intermittent);

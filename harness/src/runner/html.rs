@@ -251,6 +251,7 @@ pub fn report(title: &str, sides: &[Side<'_>]) -> String {
     areas(&mut h, sides);
     requirement_table(&mut h, sides);
     not_passing(&mut h, sides);
+    golden_changes(&mut h, sides);
     let _ = write!(h, "<script>{SCRIPT}</script>\n</body>\n</html>\n");
     h
 }
@@ -438,6 +439,45 @@ fn link(id: &str) -> String {
     format!("<a href=\"#{}\">{}</a>", escape(&anchor(id)), escape(id))
 }
 
+/// With `--golden`: every transcript that differs from its golden file (or has none), beside
+/// its verdict, with the diff.
+fn golden_changes(h: &mut String, sides: &[Side<'_>]) {
+    use super::golden::Golden;
+    let changed: Vec<(&str, &CaseResult, &Golden)> = sides
+        .iter()
+        .flat_map(|s| s.results.iter().map(move |r| (s.target, r)))
+        .filter_map(|(t, r)| {
+            r.golden.as_ref().filter(|g| g.unaccepted() || matches!(g, Golden::Accepted { .. })).map(|g| (t, r, g))
+        })
+        .collect();
+    if sides.iter().all(|s| s.results.iter().all(|r| r.golden.is_none())) {
+        return;
+    }
+    let _ = writeln!(h, "<section id=\"golden\">\n<h2>Golden transcripts changed ({})</h2>", changed.len());
+    if changed.is_empty() {
+        h.push_str("<p>Every transcript compared is the same as its golden file.</p>\n");
+    }
+    for (target, r, g) in changed {
+        let _ = writeln!(
+            h,
+            "<details class=\"golden\" open>\n<summary><span class=\"v v-{}\">{}</span> <code>{}</code> golden {} — {}</summary>",
+            class(r.verdict),
+            r.verdict.name(),
+            escape(&r.id),
+            g.word(),
+            escape(target)
+        );
+        match g {
+            Golden::Changed { diff } | Golden::Accepted { diff } if !diff.is_empty() => {
+                let _ = writeln!(h, "<pre class=\"diff\">{}</pre>", escape(diff));
+            }
+            _ => h.push_str("<p>No golden file before this run.</p>\n"),
+        }
+        h.push_str("</details>\n");
+    }
+    h.push_str("</section>\n");
+}
+
 fn not_passing(h: &mut String, sides: &[Side<'_>]) {
     let bad: Vec<(&str, &CaseResult)> = sides
         .iter()
@@ -567,6 +607,7 @@ mod tests {
             runs: Vec::new(),
             intermittent: false,
             resources: None,
+            golden: None,
         }
     }
 

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use serde_json::json;
 
+use super::golden::Golden;
 use super::{CaseResult, Summary, Verdict};
 
 fn colour(v: Verdict) -> &'static str {
@@ -23,6 +24,9 @@ pub fn line(r: &CaseResult, tty: bool) -> String {
     let mut s = format!("{v} {} ({} ms)", r.id, r.duration.as_millis());
     if !r.broken.is_empty() {
         let _ = write!(s, " [broken: {}]", r.broken.join(", "));
+    }
+    if let Some(g) = r.golden.as_ref().filter(|g| !matches!(g, Golden::Same | Golden::NotCompared(_))) {
+        let _ = write!(s, " [golden: {}]", g.word());
     }
     if matches!(r.verdict, Verdict::Skip | Verdict::Xfail | Verdict::Xpass)
         || (r.verdict == Verdict::Pass && !r.message.is_empty())
@@ -73,6 +77,26 @@ pub fn details(r: &CaseResult, target_args: &str) -> String {
     s
 }
 
+/// The diff of a transcript that changed against its golden file (or that was new), for a
+/// person; `None` for the others.
+pub fn golden_details(r: &CaseResult, dir: &std::path::Path) -> Option<String> {
+    let (word, diff) = match r.golden.as_ref()? {
+        Golden::Changed { diff } => ("CHANGED", diff.as_str()),
+        Golden::New => ("NEW", ""),
+        Golden::Accepted { diff } => ("accepted", diff.as_str()),
+        _ => return None,
+    };
+    let file = dir.join(format!("{}.snap", r.id));
+    let mut s = format!("── golden {word} {} ({}, verdict {})\n", r.id, file.display(), r.verdict);
+    if diff.is_empty() {
+        let _ = writeln!(s, "   no golden file before this run");
+    }
+    for l in diff.lines() {
+        let _ = writeln!(s, "   {l}");
+    }
+    Some(s)
+}
+
 /// The JSON report.
 pub fn json_report(target: &str, results: &[CaseResult]) -> serde_json::Value {
     let summary = Summary::of(results.iter().map(|r| r.verdict));
@@ -89,6 +113,7 @@ pub fn json_report(target: &str, results: &[CaseResult]) -> serde_json::Value {
                 "duration_ms": u64::try_from(r.duration.as_millis()).unwrap_or(u64::MAX),
                 "runs": r.runs.iter().map(|(v, m)| json!({"verdict": v.name(), "message": m})).collect::<Vec<_>>(),
                 "resources": r.resources,
+                "golden": r.golden.as_ref().map(Golden::json),
             })
         })
         .collect();
@@ -145,6 +170,13 @@ fn junit_suite(target: &str, results: &[CaseResult]) -> quick_junit::TestSuite {
         case.set_time(r.duration);
         if !r.stderr_tail.is_empty() {
             case.set_system_err(r.stderr_tail.as_str());
+        }
+        // Beside the verdict: how the transcript compares with its golden file.
+        if let Some(g) = &r.golden {
+            case.add_property(quick_junit::Property::new("golden", g.word().to_lowercase()));
+            if let Golden::Changed { diff } = g {
+                case.set_system_out(diff.as_str());
+            }
         }
         suite.add_test_case(case);
     }
