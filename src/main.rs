@@ -13,6 +13,7 @@ use protomcp_proto::frame::{Limits, MAX_FRAME};
 use protomcp_proto::violation::Party;
 
 mod bridge;
+mod capture;
 mod coverage;
 mod explore;
 mod matrix;
@@ -88,6 +89,15 @@ enum Command {
     /// Exit status: 0 after the host closed stdin or a SIGINT/SIGTERM, 1 when the tool process
     /// failed to start or to hand-shake.
     Bridge(bridge::BridgeArgs),
+    /// Capture a real session (host, bridge, tool process) and write it as two scenarios: the
+    /// harness playing the bridge against the tool process, and playing host and tool process
+    /// against the bridge (`capture --out DIR --tool 'CMD' -- BRIDGE… {tool}…`).
+    ///
+    /// Runs the bridge with the tool process's socket interposed (the bridge starts `{tool}`, a
+    /// launcher that execs --tool on a socket of the capture's) and the host's stdin/stdout
+    /// relayed; records every frame and line with its time in DIR/capture.txt.
+    #[command(after_help = capture::AFTER_HELP)]
+    Capture(capture::CaptureArgs),
     /// Explore a tool process with generated sessions (property-based): each case a fresh
     /// process; a failure is shrunk and written as a scenario that replays through the normal
     /// run. Several targets: differential (DIVERGENT when they answer differently).
@@ -147,6 +157,11 @@ enum Sender {
 fn main() -> ExitCode {
     // Started through a link named `mock` (the `{mock}` of a bridge run): `protomcp-conform mock`.
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // Started through the link `{tool}` of a capture: the launcher (it execs the tool process).
+    let name = args.first().and_then(|a| std::path::Path::new(a).file_name());
+    if name.is_some_and(|n| n == protomcp_harness::capture::LAUNCHER_NAME) {
+        return ExitCode::from(u8::try_from(protomcp_harness::capture::launcher::run(&args[1..])).unwrap_or(1));
+    }
     if args.first().and_then(|a| std::path::Path::new(a).file_name()).is_some_and(|n| n == "mock") {
         args.insert(1, "mock".into());
         return match run(Cli::parse_from(args)) {
@@ -183,6 +198,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Coverage(a) => coverage::coverage(a),
         Command::Matrix(a) => matrix::matrix(a),
         Command::Bridge(args) => bridge::run(args),
+        Command::Capture(args) => capture::run(args),
         Command::ProtoMcpServer(args) => proto_mcp::serve(args),
         Command::Mock { native } => {
             let code = protomcp_harness::mock::run_blocking(native || protomcp_harness::mock::native_from_env());

@@ -3,6 +3,7 @@
 
 pub mod bounded;
 pub mod bridge;
+pub mod capture;
 pub mod coverage;
 pub mod dump;
 pub mod duration;

@@ -30,7 +30,8 @@ pub const IGNORED: &[&str] = &[
 /// Requirements every generated scenario checks.
 pub const BASE_REQUIREMENTS: &[&str] = &["TP-CONCUR-01", "TP-CALL-01", "TP-SECURITY-01", "TP-SECURITY-02"];
 
-fn escape(v: &mut Value) {
+/// Doubles every `$` in the strings of `v`, so that the loader reads no placeholder into them.
+pub fn escape(v: &mut Value) {
     match v {
         Value::String(s) if s.contains('$') => *s = s.replace('$', "$$"),
         Value::Array(a) => a.iter_mut().for_each(escape),
@@ -41,7 +42,13 @@ fn escape(v: &mut Value) {
 
 fn flow(mut v: Value) -> String {
     escape(&mut v);
-    let text = serde_json::to_string(&v).expect("JSON values serialize");
+    flow_verbatim(&v)
+}
+
+/// `v` as one line of flow YAML (JSON), its strings as they are: for a caller that escaped the
+/// literal strings itself ([`escape`]) and put placeholders (`${name}`) in on purpose.
+pub fn flow_verbatim(v: &Value) -> String {
+    let text = serde_json::to_string(v).expect("JSON values serialize");
     // YAML does not allow DEL and the C1 controls printed (JSON does); inside a double-quoted
     // scalar they are escaped the same way in both.
     let mut out = String::with_capacity(text.len());

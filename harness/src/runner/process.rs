@@ -126,9 +126,26 @@ pub struct Testee {
 /// Spawns `argv` in a new process group with stdin at EOF, stdout discarded, stderr kept; in `cwd`
 /// when given.
 pub fn spawn(argv: &[String], env: &BTreeMap<String, Option<String>>, cwd: Option<&Path>) -> std::io::Result<Testee> {
+    spawn_with(argv, env, cwd, [Stdio::null(), Stdio::null(), Stdio::piped()]).map(|(t, _)| t)
+}
+
+/// The pipes of a child started by [`spawn_with`] with `Stdio::piped()` for them.
+pub struct Pipes {
+    pub stdin: Option<tokio::process::ChildStdin>,
+    pub stdout: Option<tokio::process::ChildStdout>,
+}
+
+/// [`spawn`] with stdin, stdout and stderr as given (a piped stderr is kept as by [`spawn`];
+/// piped stdin and stdout are handed back). `capture` uses it for a bridge on stdio.
+pub fn spawn_with(
+    argv: &[String],
+    env: &BTreeMap<String, Option<String>>,
+    cwd: Option<&Path>,
+    [stdin, stdout, stderr]: [Stdio; 3],
+) -> std::io::Result<(Testee, Pipes)> {
     let (prog, args) = argv.split_first().ok_or_else(|| std::io::Error::other("empty testee command"))?;
     let mut cmd = tokio::process::Command::new(prog);
-    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).process_group(0);
+    cmd.args(args).stdin(stdin).stdout(stdout).stderr(stderr).process_group(0);
     if let Some(d) = cwd {
         cmd.current_dir(d);
     }
@@ -141,6 +158,7 @@ pub fn spawn(argv: &[String], env: &BTreeMap<String, Option<String>>, cwd: Optio
     let mut child = cmd.spawn()?;
     let pid = child.id().and_then(|p| i32::try_from(p).ok()).ok_or_else(|| std::io::Error::other("no pid"))?;
     with_registry(|r| r.groups.insert(pid));
+    let pipes = Pipes { stdin: child.stdin.take(), stdout: child.stdout.take() };
     let stderr = StderrTail::read(child.stderr.take());
     let (tx, status) = watch::channel(None);
     tokio::spawn(async move {
@@ -151,7 +169,7 @@ pub fn spawn(argv: &[String], env: &BTreeMap<String, Option<String>>, cwd: Optio
         };
         let _ = tx.send(Some(info));
     });
-    Ok(Testee { pid, status, stderr, sent_signals: Vec::new() })
+    Ok((Testee { pid, status, stderr, sent_signals: Vec::new() }, pipes))
 }
 
 impl Testee {
