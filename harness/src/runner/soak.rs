@@ -8,7 +8,7 @@
 //! of two allowed answers a cancelled call gets is a race): each is checked and dropped. When a
 //! round fails, its frames are added to the transcript after the step's marker.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use protomcp_proto::dynamic::arm_of;
@@ -60,7 +60,6 @@ pub(crate) fn leak_message(k: &Soak, found: &[resources::Growth]) -> String {
 enum Pending {
     Echo(String),
     Sideband,
-    Cancel,
     Reload,
 }
 
@@ -77,9 +76,10 @@ impl Exec<'_> {
         take(0, &mut samples);
         let kept = std::mem::take(&mut self.transcript);
         let mut result = Ok(());
+        let mut cancelled = BTreeSet::new();
         for round in 1..=k.repeat {
             self.transcript = Transcript::default();
-            if let Err(e) = self.soak_round(k, round).await {
+            if let Err(e) = self.soak_round(k, round, &mut cancelled).await {
                 result = Err(match e {
                     StepError::Fail(m) => StepError::Fail(format!("round {round} of {}: {m}", k.repeat)),
                     StepError::Error(m) => StepError::Error(format!("round {round} of {}: {m}", k.repeat)),
@@ -105,7 +105,9 @@ impl Exec<'_> {
         result
     }
 
-    async fn soak_round(&mut self, k: &Soak, round: u64) -> Result<(), StepError> {
+    /// One round; `cancelled` are the cancelled calls (of this round and earlier ones) whose
+    /// result has not come: one may come at any time, a second never.
+    async fn soak_round(&mut self, k: &Soak, round: u64, cancelled: &mut BTreeSet<String>) -> Result<(), StepError> {
         let mut pending: BTreeMap<String, Pending> = BTreeMap::new();
         for (i, call) in k.mix.iter().enumerate() {
             let rid = format!("soak-{round}-{i}");
@@ -124,17 +126,26 @@ impl Exec<'_> {
                     pending.insert(rid, Pending::Sideband);
                 }
                 SoakCall::Cancel => {
-                    let args = json!({"steps": 3}).to_string();
+                    let args = json!({"steps": 1}).to_string();
                     self.send_value(json!({"request_id": rid, "call_tool": {"name": "slow", "arguments_json": args}}))
                         .await?;
                     self.send_value(json!({"request_id": "", "cancel": {"request_id": rid}})).await?;
-                    pending.insert(rid, Pending::Cancel);
+                    cancelled.insert(rid);
                 }
                 SoakCall::Reload => {
                     self.send_value(json!({"request_id": rid, "reload": {}})).await?;
                     pending.insert(rid, Pending::Reload);
                 }
             }
+        }
+        if k.mix.contains(&SoakCall::Cancel) {
+            // The fence: a call that must still be answered after the cancellations
+            // (TP-CANCEL-06); the cancelled calls' own results may come before or after it.
+            let rid = format!("soak-{round}-fence");
+            let text = format!("soak {round} fence");
+            let args = json!({ "text": text }).to_string();
+            self.send_value(json!({"request_id": rid, "call_tool": {"name": "echo", "arguments_json": args}})).await?;
+            pending.insert(rid, Pending::Echo(text));
         }
         let within = self.t(k.within);
         let deadline = Instant::now() + within;
@@ -148,6 +159,15 @@ impl Exec<'_> {
                 e => e,
             })?;
             let rid = v.get("request_id").and_then(Value::as_str).unwrap_or("").to_owned();
+            if cancelled.remove(&rid) {
+                if v.get("call_result").is_none() {
+                    return Err(StepError::Fail(format!(
+                        "the cancelled call {rid} got {} instead of a call_result (TP-CANCEL-03)",
+                        compact(&v)
+                    )));
+                }
+                continue;
+            }
             let Some(what) = pending.remove(&rid) else {
                 return Err(StepError::Fail(format!(
                     "a frame under a rid no call of the round has in flight (a second result?): {}",
@@ -169,14 +189,6 @@ impl Exec<'_> {
                         return Err(StepError::Fail(format!(
                             "big {{n: {want}}} under {rid} got no text of {want} `x` (text lengths {lens:?}, error {})",
                             is_error(&v)
-                        )));
-                    }
-                }
-                Pending::Cancel => {
-                    if v.get("call_result").is_none() {
-                        return Err(StepError::Fail(format!(
-                            "the cancelled call {rid} got {} instead of one call_result (TP-CANCEL-03)",
-                            compact(&v)
                         )));
                     }
                 }

@@ -379,8 +379,10 @@ pub enum SoakCall {
     /// `big` with [`SOAK_SIDEBAND_SIZE`] characters, above the sideband threshold: a result of
     /// that many `x` in any form (frame, sideband, stream).
     Sideband,
-    /// `slow` with 3 steps, then at once a CancelRequest for it: exactly one result, any
-    /// content (TP-CANCEL-03).
+    /// `slow` with 1 step, then at once a CancelRequest for it. Its result may come in this
+    /// round or a later one, or never (whether one comes is TP-CANCEL-03, judged by the cancel
+    /// scenarios), but never twice; a round with cancelled calls ends with an `echo` (the
+    /// fence) that must be answered (TP-CANCEL-06).
     Cancel,
     /// A ReloadRequest: its ReloadResponse and the burst (TP-RELOAD-01/02). Alone in a mix.
     Reload,
