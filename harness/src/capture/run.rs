@@ -169,7 +169,7 @@ impl Tap {
                 Ok(Some(Frame::Envelope(d))) => {
                     let bytes = self.take();
                     let body = bytes.get(4..).unwrap_or_default();
-                    let tree = protomcp_proto::dynamic::from_decoded(&d).ok();
+                    let tree = protomcp_proto::dynamic::from_decoded(&d).ok().map(|t| in_wire_order(t, body));
                     let same =
                         tree.as_ref().and_then(|t| protomcp_proto::dynamic::encode(t).ok()).is_some_and(|b| b == body);
                     let note = if tree.as_ref().and_then(protomcp_proto::dynamic::arm_of) == Some("raw_header") {
@@ -206,6 +206,48 @@ impl Tap {
         }
         items
     }
+}
+
+/// Every order of `items`.
+fn permutations(items: &[String]) -> Vec<Vec<String>> {
+    if items.len() <= 1 {
+        return vec![items.to_vec()];
+    }
+    let mut out = Vec::new();
+    for (i, first) in items.iter().enumerate() {
+        let mut rest = items.to_vec();
+        rest.remove(i);
+        for mut p in permutations(&rest) {
+            p.insert(0, first.clone());
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The tree of a frame whose sender wrote its top-level fields in another order than the
+/// harness would (the Go and Python encoders write `request_id` first): with the `field_order`
+/// that gives the same bytes, so that a scenario can send it as a tree. Unchanged when it
+/// re-encodes as it is, or when no order of its fields does.
+pub fn in_wire_order(tree: Value, body: &[u8]) -> Value {
+    use protomcp_proto::dynamic::{FIELD_ORDER, encode};
+    if encode(&tree).is_ok_and(|b| b == body) {
+        return tree;
+    }
+    let Value::Object(o) = &tree else { return tree };
+    let keys: Vec<String> =
+        o.keys().filter(|k| k.as_str() != FIELD_ORDER && k.as_str() != "unknown_fields").cloned().collect();
+    if keys.len() < 2 || keys.len() > 5 {
+        return tree;
+    }
+    for order in permutations(&keys) {
+        let mut t = tree.clone();
+        t[FIELD_ORDER] = Value::from(order);
+        if encode(&t).is_ok_and(|b| b == body) {
+            return t;
+        }
+    }
+    tree
 }
 
 /// Copies `from` to `to` until the end, recording what `tap` decodes; then shuts `to` down.
@@ -608,6 +650,24 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_frame_written_rid_first_is_kept_as_a_tree_with_its_field_order() {
+        let e = protomcp_proto::envelopes::list_tools().with_rid("req-0");
+        let tree = protomcp_proto::dynamic::from_envelope(&e).unwrap();
+        // As Go and Python write it: request_id (14) first, then the arm.
+        let body = protomcp_proto::dynamic::hex_decode("72057265712d301200").unwrap();
+        let t = in_wire_order(tree.clone(), &body);
+        assert_eq!(t["field_order"], serde_json::json!(["request_id", "list_tools"]));
+        assert_eq!(protomcp_proto::dynamic::encode(&t).unwrap(), body);
+        let items = Tap::new(Dir::FromTestee, Party::Bridge).feed(&[&[0, 0, 0, 9][..], &body].concat());
+        assert!(
+            matches!(&items[0], Item::Frame { tree: Some(t), hex: None, .. } if t.get("field_order").is_some()),
+            "{items:?}"
+        );
+        // Bytes no order explains leave the tree as it was.
+        assert_eq!(in_wire_order(tree.clone(), b"\x00"), tree);
     }
 
     #[test]

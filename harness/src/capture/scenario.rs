@@ -200,6 +200,8 @@ impl Vars {
                     let y = match (k.as_str(), x) {
                         ("request_id" | "envelope_rid", Value::String(_)) => self.expect_id(Kind::Rid, x),
                         ("progress_token", Value::String(_)) => self.expect_id(Kind::Token, x),
+                        // How the peer ordered its fields is no part of what is expected.
+                        (protomcp_proto::dynamic::FIELD_ORDER, _) => continue,
                         (k, Value::String(s)) if k.ends_with("_json") => match serde_json::from_str::<Value>(s) {
                             Ok(j @ (Value::Object(_) | Value::Array(_))) => self.expect_free(&j),
                             _ => literal(x),
@@ -499,6 +501,12 @@ pub fn tool_process(s: &Session, id: &str) -> Result<String, CaptureError> {
     let mut events: Vec<(Duration, Ev)> = Vec::new();
     let mut frames = 0usize;
     let (mut handshake, mut call) = (false, false);
+    let host_eof = s
+        .events
+        .iter()
+        .find(|e| matches!(&e.item, Item::Host { dir: Dir::ToTestee, raw: Some(r), .. } if r == HOST_EOF))
+        .map(|e| e.at);
+    let (mut bridge_closed, mut tool_closed) = (false, false);
     for e in s.events.iter().filter(|e| e.chan == Chan::Tool(first)) {
         let ev = match &e.item {
             Item::Frame { dir: Dir::FromTestee, tree, hex, .. } => {
@@ -535,8 +543,27 @@ pub fn tool_process(s: &Session, id: &str) -> Result<String, CaptureError> {
                     "the tool process sent a frame that does not decode: a replay of it would only show the same error; see the capture file".into(),
                 ));
             }
-            Item::Eof => Ev::Act(Action::Close { write_only: true }),
-            Item::Shutdown { .. } => Ev::Peer(Peer::Closed),
+            Item::Eof if tool_closed => continue,
+            Item::Eof => {
+                bridge_closed = true;
+                Ev::Act(Action::Close { write_only: true })
+            }
+            Item::Shutdown { .. } => {
+                tool_closed = true;
+                if !bridge_closed && host_eof.is_some_and(|t| e.at >= t) {
+                    // The bridge ends its tool process when the host is gone (by a signal,
+                    // which the capture does not see): no part of the tool process's behaviour.
+                    events.push((
+                        e.at,
+                        Ev::Comment(
+                            "the connection ended here, after the host closed stdin: the bridge ended the tool process"
+                                .into(),
+                        ),
+                    ));
+                    break;
+                }
+                Ev::Peer(Peer::Closed)
+            }
             Item::StreamError { error } => Ev::Comment(format!("the connection broke here: {error}")),
             _ => continue,
         };
@@ -591,6 +618,7 @@ pub fn bridge(s: &Session, id: &str) -> Result<String, CaptureError> {
     let mut events: Vec<(Duration, Ev)> = Vec::new();
     let mut open: Option<u32> = None;
     let mut bridge_closed: HashSet<u32> = HashSet::new();
+    let mut tool_closed: HashSet<u32> = HashSet::new();
     let mut host_closed = false;
     let (mut handshake, mut call, mut manual) = (false, false, false);
     for e in &s.events {
@@ -654,15 +682,22 @@ pub fn bridge(s: &Session, id: &str) -> Result<String, CaptureError> {
                 Ev::Act(Action::Frame { tree: tree.clone(), hex: hex.clone() })
             }
             (Chan::Tool(n), Item::Eof) => {
+                if tool_closed.contains(&n) {
+                    continue;
+                }
                 bridge_closed.insert(n);
                 Ev::Peer(Peer::Closed)
             }
             (Chan::Tool(n), Item::Shutdown { .. }) => {
                 open = None;
+                tool_closed.insert(n);
                 if bridge_closed.contains(&n) {
                     continue;
                 }
-                Ev::Act(Action::Close { write_only: false })
+                // After the host closed stdin the bridge ends its tool process (the mock, on
+                // replay): the connection's end is the bridge's doing. Before, the tool process
+                // went away by itself: the harness's tool side closes.
+                if host_closed { Ev::Peer(Peer::Closed) } else { Ev::Act(Action::Close { write_only: false }) }
             }
             (Chan::Tool(n), Item::StreamError { error }) => {
                 open = None;
@@ -877,6 +912,15 @@ mod tests {
     }
 
     #[test]
+    fn the_field_order_of_a_peer_frame_is_not_expected_but_the_harness_sends_its_own() {
+        let mut v = Vars::new(&[]);
+        let t = json!({"request_id": "r", "list_tools": {}, "field_order": ["request_id", "list_tools"]});
+        assert_eq!(v.expect_envelope(&t), json!({"request_id": {"capture": "rid_1"}, "list_tools": {}}));
+        v.end_step();
+        assert_eq!(v.send_envelope(&t)["field_order"], json!(["request_id", "list_tools"]));
+    }
+
+    #[test]
     fn waits_are_three_times_the_delay_seen_plus_a_second_within_bounds() {
         assert_eq!(within(at(0), false), T_PROMPT);
         assert_eq!(within(at(10), false), 1100);
@@ -941,6 +985,29 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("--bridge 'pmcp run {mock}'"), "{text}");
+    }
+
+    #[test]
+    fn a_tool_process_the_bridge_ended_after_the_host_left_is_not_expected_to_close_by_itself() {
+        // pmcp: on the end of stdin it ends the tool process, whose connection closes first.
+        let mut s = session();
+        let n = s.events.len();
+        s.events.swap(n - 3, n - 2);
+        let t = tool_process(&s, "capture.t").unwrap();
+        loads(&t);
+        assert!(!t.contains("expect_close") && !t.contains("close: {mode: write}"), "{t}");
+        assert!(t.contains("# the connection ended here, after the host closed stdin"), "{t}");
+        let b = bridge(&s, "capture.t").unwrap();
+        loads(&b);
+        assert!(b.contains("  - host_close: {}\n  - expect_close: {within_ms: 1100}\n  - expect_exit:"), "{b}");
+        // Before the host left, the tool process's going away is the harness's `close`.
+        let mut s = session();
+        s.events.retain(|e| !matches!(e.item, Item::Eof | Item::Shutdown { .. }));
+        s.events.insert(n - 4, ev(295, Chan::Tool(1), Item::Shutdown { how: "x".into() }));
+        let b = bridge(&s, "capture.t").unwrap();
+        assert!(b.contains("  - close: {}\n  - host_close: {}\n  - expect_exit:"), "{b}");
+        let t = tool_process(&s, "capture.t").unwrap();
+        assert!(t.contains("  - expect_close: {within_ms: 1500}\n"), "{t}");
     }
 
     #[test]
