@@ -96,7 +96,17 @@ impl Chan {
     }
 }
 
-/// One recorded item.
+/// Seconds with up to six decimals, exactly.
+fn parse_time(s: &str) -> Option<Duration> {
+    let (secs, frac) = s.split_once('.').unwrap_or((s, "0"));
+    if frac.is_empty() || frac.len() > 6 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let micros: u32 = format!("{frac:0<6}").parse().ok()?;
+    Some(Duration::from_secs(secs.parse().ok()?) + Duration::from_micros(micros.into()))
+}
+
+/// One recorded item; `at` in whole microseconds (as the capture file keeps it).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
     /// Since the capture started.
@@ -139,7 +149,7 @@ impl Session {
     /// One item as one line of a capture file.
     pub fn render_event(e: &Event) -> String {
         let line = Normalizer::verbatim().line(&e.item);
-        format!("{:>10.3} {:<6} {line}\n", e.at.as_secs_f64(), e.chan.name())
+        format!("{:>6}.{:06} {:<6} {line}\n", e.at.as_secs(), e.at.subsec_micros(), e.chan.name())
     }
 
     /// The whole capture file.
@@ -188,14 +198,11 @@ impl Session {
             }
             let rest = line.trim_start();
             let (at, rest) = rest.split_once(' ').ok_or_else(|| err(i, "no time".into()))?;
-            let secs: f64 = at.parse().map_err(|_| err(i, format!("time {at:?}")))?;
-            if !(secs.is_finite() && secs >= 0.0) {
-                return Err(err(i, format!("time {at:?}")));
-            }
+            let at = parse_time(at).ok_or_else(|| err(i, format!("time {at:?}: seconds with six decimals")))?;
             let (chan, rest) = rest.trim_start().split_once(' ').ok_or_else(|| err(i, "no channel".into()))?;
             let chan = Chan::parse(chan).ok_or_else(|| err(i, format!("channel {chan:?}: host, bridge or tpN")))?;
             let item = parse_line(rest.trim_start()).map_err(|m| err(i, m))?;
-            s.events.push(Event { at: Duration::from_secs_f64(secs), chan, item });
+            s.events.push(Event { at, chan, item });
         }
         if s.bridge.is_empty() || s.tool.is_empty() {
             return Err(err(0, "the header names no bridge or no tool command".into()));
@@ -247,7 +254,7 @@ mod tests {
             dropped: 0,
         };
         let text = s.render();
-        assert!(text.contains("     1.500 tp1    testee→harness {"), "{text}");
+        assert!(text.contains("     1.500000 tp1    testee→harness {"), "{text}");
         assert_eq!(Session::parse(&text).unwrap(), s);
     }
 
@@ -256,10 +263,10 @@ mod tests {
         let e = Session::parse("hello\n").unwrap_err().to_string();
         assert!(e.contains("line 1") && e.contains("not a capture file"), "{e}");
         let text =
-            format!("{MAGIC}\n# bridge: [\"b\",\"{{tool}}\"]\n# tool: [\"t\"]\n     0.100 tp0    -- connected\n");
+            format!("{MAGIC}\n# bridge: [\"b\",\"{{tool}}\"]\n# tool: [\"t\"]\n     0.100000 tp0    -- connected\n");
         let e = Session::parse(&text).unwrap_err().to_string();
         assert!(e.contains("line 4") && e.contains("channel"), "{e}");
-        let text = format!("{MAGIC}\n# bridge: [\"b\"]\n# tool: [\"t\"]\n     0.100 host   what\n");
+        let text = format!("{MAGIC}\n# bridge: [\"b\"]\n# tool: [\"t\"]\n     0.100000 host   what\n");
         assert!(Session::parse(&text).unwrap_err().to_string().contains("line 4"));
     }
 }

@@ -92,7 +92,9 @@ impl Rec {
     fn push(&self, chan: Chan, item: Item) {
         use std::io::Write;
         let mut r = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let e = Event { at: r.start.elapsed(), chan, item };
+        // Whole microseconds: what the capture file keeps, so that `--from` sees the same times.
+        let at = Duration::from_micros(u64::try_from(r.start.elapsed().as_micros()).unwrap_or(u64::MAX));
+        let e = Event { at, chan, item };
         let _ = r.file.write_all(Session::render_event(&e).as_bytes());
         if r.events.len() < MAX_EVENTS {
             r.events.push(e);
@@ -265,11 +267,13 @@ where
                 break;
             }
             Ok(n) => {
-                if writable && to.write_all(&chunk[..n]).await.is_err() {
-                    writable = false;
-                }
+                // Recorded before it is passed on: what the other side does about it comes after
+                // it in the capture.
                 for item in tap.feed(&chunk[..n]) {
                     rec.push(chan, item);
+                }
+                if writable && to.write_all(&chunk[..n]).await.is_err() {
+                    writable = false;
                 }
             }
             Err(e) => {
@@ -406,10 +410,10 @@ async fn host_to_bridge<I: AsyncRead + Unpin>(
         match r.read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => break,
             Ok(_) => {
+                rec.push(Chan::Host, host_item(Dir::ToTestee, &line));
                 if open && (stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err()) {
                     open = false;
                 }
-                rec.push(Chan::Host, host_item(Dir::ToTestee, &line));
             }
         }
     }
@@ -428,10 +432,10 @@ async fn bridge_to_host<O: AsyncWrite + Unpin>(stdout: tokio::process::ChildStdo
         match r.read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => break,
             Ok(_) => {
+                rec.push(Chan::Host, host_item(Dir::FromTestee, &line));
                 if open && (host.write_all(&line).await.is_err() || host.flush().await.is_err()) {
                     open = false;
                 }
-                rec.push(Chan::Host, host_item(Dir::FromTestee, &line));
             }
         }
     }
