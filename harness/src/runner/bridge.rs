@@ -15,6 +15,8 @@
 //! SIGINT over HTTP), a grace period, SIGKILL to the bridge's group and to every mock that
 //! registered its pid, and a check that none of them survived.
 
+mod soak;
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -771,6 +773,7 @@ impl Run<'_> {
                 }
                 Ok(())
             }
+            Action::Soak(k) => self.soak(k).await,
             _ => self.ex.step(action).await,
         }
     }
@@ -1073,7 +1076,12 @@ pub(crate) async fn execute(
     let scale = cfg.timeout_scale.max(1.0);
     let budget = s.timeout.unwrap_or(DEFAULT_SCENARIO_TIMEOUT).mul_f64(scale);
     let proc = Proc::Task { handle: tokio::spawn(std::future::pending::<i32>()), ended: None };
-    let ex = Exec::new(s, scale, &target.features, false, listener, proc);
+    let mut ex = Exec::new(s, scale, &target.features, false, listener, proc);
+    // What the bridge's group and its tool processes hold: when the first tool process
+    // connects, after the steps, and during a soak.
+    if pgid > 0 {
+        ex.sampler = Some(super::soak::Sampler { pgid, pidfile: Some(pidfile.clone()) });
+    }
     let mut run = Run {
         ex,
         host,
@@ -1102,6 +1110,11 @@ pub(crate) async fn execute(
         Ok(Err(StepError::NotApplicable(m))) => Outcome::Skipped(m),
         Err(_) => Outcome::Error(format!("the scenario exceeded its budget of {budget:?}")),
     };
+    let end = run.ex.sampler.as_ref().and_then(super::soak::Sampler::sample);
+    let samples = std::mem::take(&mut run.ex.samples);
+    res.resources =
+        run.ex.resources_start.zip(end).map(|(start, end)| crate::io::resources::Use { start, end, samples });
+    let outcome = super::leaked(outcome, &mut run.ex);
     // Messages no step looked at, for the report.
     for (i, e) in run.inbox() {
         if !run.consumed.contains(&i) {

@@ -399,7 +399,12 @@ impl<'a> Exec<'a> {
 
     /// Writes `bytes`; `tree` is what they encode (if they are one Envelope frame), otherwise
     /// the transcript shows them as hex.
-    async fn write(&mut self, bytes: &[u8], tree: Option<Value>, note: Option<String>) -> Result<(), StepError> {
+    pub(crate) async fn write(
+        &mut self,
+        bytes: &[u8],
+        tree: Option<Value>,
+        note: Option<String>,
+    ) -> Result<(), StepError> {
         let within = self.t(Duration::from_secs(5));
         let raw = if tree.is_none() { Some(hex(bytes)) } else { None };
         self.transcript.push(Item::Frame { dir: Dir::ToTestee, tree, hex: raw, note });

@@ -1,0 +1,236 @@
+//! The `soak` step against a bridge (issue 16): each round sends the mix's calls as the host,
+//! plays the tool process's side of each (the harness answers through the mock), checks what the
+//! host gets, and samples the bridge's process group and its tool process between rounds; the
+//! samples after the warm-up are read by [`crate::io::resources::leaks`], as for a tool process.
+//!
+//! Calls of a round go one after another. `echo`: the tool side answers with the text, the host
+//! must get it. `sideband`: the tool side answers through the sideband (a RawHeader and the
+//! payload, [`SOAK_SIDEBAND_SIZE`] `x`), the host must get the whole text. `cancel`: the host
+//! cancels the call once it reached the tool side, which must see the CancelRequest naming it
+//! (BR-CANCEL-01) and then sends its late result (to be discarded, BR-CANCEL-03); a `ping` after
+//! the round's cancellations must be answered. `reload` is not played against bridges (a
+//! bridge reloads on its own triggers): such a step is SKIP.
+//!
+//! As for tool processes, the rounds stay out of the transcript, except a round that fails.
+
+use std::collections::BTreeSet;
+
+use protomcp_proto::dynamic::arm_of;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::{Event, Run};
+use crate::io::resources::{self, Sample};
+use crate::runner::exec::StepError;
+use crate::runner::soak::{Sampler, leak_message};
+use crate::scenario::{SOAK_SIDEBAND_SIZE, Soak, SoakCall};
+use crate::transcript::{Dir, Item, Transcript, compact};
+
+impl Run<'_> {
+    pub(super) async fn soak(&mut self, k: &Soak) -> Result<(), StepError> {
+        if k.mix.contains(&SoakCall::Reload) {
+            return Err(StepError::NotApplicable(
+                "a soak of reloads plays ReloadRequests as the bridge; against a bridge, reloads come from its own triggers"
+                    .into(),
+            ));
+        }
+        let sampler = self.ex.sampler.clone();
+        let mut samples: Vec<Sample> = Vec::new();
+        let take = |rounds: u64, samples: &mut Vec<Sample>| {
+            if let Some(f) = sampler.as_ref().and_then(Sampler::sample) {
+                samples.push(Sample { rounds, figures: f });
+            }
+        };
+        take(0, &mut samples);
+        let kept = std::mem::take(&mut self.ex.transcript);
+        let mut result = Ok(());
+        for round in 1..=k.repeat {
+            self.ex.transcript = Transcript::default();
+            if let Err(e) = self.soak_round(k, round).await {
+                result = Err(match e {
+                    StepError::Fail(m) => StepError::Fail(format!("round {round} of {}: {m}", k.repeat)),
+                    StepError::Error(m) => StepError::Error(format!("round {round} of {}: {m}", k.repeat)),
+                    StepError::NotApplicable(m) => StepError::NotApplicable(m),
+                });
+                break;
+            }
+            if round % k.sample_every == 0 || round == k.repeat {
+                take(round, &mut samples);
+            }
+        }
+        let round = std::mem::replace(&mut self.ex.transcript, kept);
+        if result.is_err() {
+            for item in round.to_vec() {
+                self.ex.transcript.push(item);
+            }
+        }
+        let found = resources::leaks(&samples, k.warmup);
+        if result.is_ok() && !found.is_empty() && self.ex.leak.is_none() {
+            self.ex.leak = Some((self.ex.current, leak_message(k, &found)));
+        }
+        self.ex.samples.extend(samples);
+        result
+    }
+
+    fn send_host(&mut self, v: Value) {
+        self.ex.transcript.push(Item::Host { dir: Dir::ToTestee, message: Some(v.clone()), raw: None });
+        self.host_send(v.to_string());
+    }
+
+    /// The next CallToolRequest on the tool side (list pulls are answered meanwhile): its rid.
+    async fn tool_call(
+        &mut self,
+        name: &str,
+        deadline: Instant,
+        within: std::time::Duration,
+    ) -> Result<String, StepError> {
+        let v = self.ex.next_required(deadline, within, &[]).await?;
+        if arm_of(&v) != Some("call_tool") || v["call_tool"]["name"] != json!(name) {
+            return Err(StepError::Fail(format!(
+                "expected the CallToolRequest for `{name}` on the tool side (BR-CALL-01), got {}",
+                compact(&v)
+            )));
+        }
+        Ok(v.get("request_id").and_then(Value::as_str).unwrap_or("").to_owned())
+    }
+
+    /// The bridge's response with `id`, read wherever it arrives before `deadline` (as
+    /// [`Run::response_to`], polling every millisecond: a soak waits for thousands of them).
+    async fn soak_response(&mut self, id: &Value, deadline: Instant) -> Result<Value, StepError> {
+        loop {
+            self.http_check().await?;
+            self.ex.poll_pulls().await;
+            let found = self.inbox().into_iter().find(|(n, e)| {
+                !self.consumed.contains(n)
+                    && matches!(e, Event::Message { value, .. } if value.get("id") == Some(id) && value.get("method").is_none())
+            });
+            if let Some((n, Event::Message { value, .. })) = found {
+                self.take(n, &value);
+                return Ok(value);
+            }
+            if Instant::now() >= deadline {
+                return Err(StepError::Fail(format!("no answer to {} within the round's time", compact(id))));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+
+    async fn soak_round(&mut self, k: &Soak, round: u64) -> Result<(), StepError> {
+        let within = self.ex.t(k.within);
+        let deadline = Instant::now() + within;
+        let mut cancelled: BTreeSet<String> = BTreeSet::new();
+        // Echo and sideband calls: all sent at once, answered on the tool side as they arrive,
+        // then every response awaited.
+        let mut sent: Vec<(Value, SoakCall, String)> = Vec::new();
+        for (i, call) in k.mix.iter().enumerate() {
+            let id = json!(format!("soak-{round}-{i}"));
+            let text = format!("soak {round}.{i}");
+            let params = match call {
+                SoakCall::Echo => json!({"name": "echo", "arguments": {"text": text}}),
+                SoakCall::Sideband => json!({"name": "big", "arguments": {"n": SOAK_SIDEBAND_SIZE}}),
+                SoakCall::Cancel | SoakCall::Reload => continue,
+            };
+            self.send_host(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}));
+            sent.push((id, *call, text));
+        }
+        let mut answered = 0;
+        while answered < sent.len() {
+            let v = self.ex.next_required(deadline, within, &[]).await?;
+            let rid = v.get("request_id").and_then(Value::as_str).unwrap_or("").to_owned();
+            let name = v["call_tool"]["name"].as_str().unwrap_or("");
+            let args: Value = v["call_tool"]["arguments_json"]
+                .as_str()
+                .and_then(|a| serde_json::from_str(a).ok())
+                .unwrap_or(Value::Null);
+            match (arm_of(&v), name) {
+                (Some("call_tool"), "echo")
+                    if sent.iter().any(|(_, c, t)| *c == SoakCall::Echo && args["text"] == json!(t)) =>
+                {
+                    let result = json!([{"type": "text", "text": args["text"]}]).to_string();
+                    self.ex.send_value(json!({"request_id": rid, "call_result": {"result_json": result}})).await?;
+                }
+                (Some("call_tool"), "big") if sent.iter().any(|(_, c, _)| *c == SoakCall::Sideband) => {
+                    let n = SOAK_SIDEBAND_SIZE as usize;
+                    let payload = json!([{"type": "text", "text": "x".repeat(n)}]).to_string().into_bytes();
+                    self.ex
+                        .send_value(json!({"request_id": "", "raw_header": {"request_id": rid,
+                            "field_name": "result_json", "size": payload.len()}}))
+                        .await?;
+                    self.ex.write(&payload, None, Some(format!("sideband payload, {} bytes", payload.len()))).await?;
+                }
+                _ => {
+                    return Err(StepError::Fail(format!(
+                        "expected the CallToolRequests of the round's calls on the tool side (BR-CALL-01/02), got {}",
+                        compact(&v)
+                    )));
+                }
+            }
+            answered += 1;
+        }
+        for (id, call, text) in &sent {
+            let r = self.soak_response(id, deadline).await?;
+            let got = r["result"]["content"][0]["text"].as_str().unwrap_or("");
+            let ok = match call {
+                SoakCall::Echo => got == text,
+                _ => got.len() == SOAK_SIDEBAND_SIZE as usize && got.bytes().all(|b| b == b'x'),
+            };
+            if !ok || r.get("error").is_some() || r["result"]["isError"] == json!(true) {
+                let what = match call {
+                    SoakCall::Echo => format!("echo {text:?}"),
+                    _ => format!("big (a text of {SOAK_SIDEBAND_SIZE} `x` sent through the sideband, BR-SIDEBAND-03)"),
+                };
+                let shown = if got.len() > 200 { format!("a text of {} bytes", got.len()) } else { compact(&r) };
+                return Err(StepError::Fail(format!("tools/call {what}: the host got {shown} (BR-CALL-07)")));
+            }
+        }
+        // Cancelled calls: one after another, each once it reached the tool side.
+        for (i, call) in k.mix.iter().enumerate() {
+            if *call != SoakCall::Cancel {
+                continue;
+            }
+            let id = json!(format!("soak-{round}-{i}"));
+            self.send_host(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "slow", "arguments": {"steps": 1}}}));
+            let rid = self.tool_call("slow", deadline, within).await?;
+            self.send_host(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}));
+            let v = self.ex.next_required(deadline, within, &[]).await?;
+            if arm_of(&v) != Some("cancel") || v["cancel"]["request_id"] != json!(rid) {
+                return Err(StepError::Fail(format!(
+                    "expected the CancelRequest for {rid} (BR-CANCEL-01), got {}",
+                    compact(&v)
+                )));
+            }
+            // The tool process's late result, which the bridge throws away.
+            let late = json!([{"type": "text", "text": "cancelled"}]).to_string();
+            self.ex.send_value(json!({"request_id": rid, "call_result": {"result_json": late}})).await?;
+            cancelled.insert(compact(&id));
+        }
+        if !cancelled.is_empty() {
+            let fence = json!(format!("soak-{round}-fence"));
+            self.send_host(json!({"jsonrpc": "2.0", "id": fence, "method": "ping"}));
+            let r = self.soak_response(&fence, deadline).await?;
+            if r.get("error").is_some() {
+                return Err(StepError::Fail(format!(
+                    "the ping after the round's cancellations got {} (BR-CANCEL-03)",
+                    compact(&r)
+                )));
+            }
+            // A response to a cancelled request is BR-CANCEL-02's business (its own scenario):
+            // here it is only read, so that it does not pile up.
+            let stray: Vec<u64> = self
+                .inbox()
+                .into_iter()
+                .filter(|(n, e)| {
+                    !self.consumed.contains(n)
+                        && matches!(e, Event::Message { value, .. }
+                            if value.get("method").is_none() && value.get("id").is_some_and(|i| cancelled.contains(&compact(i))))
+                })
+                .map(|(n, _)| n)
+                .collect();
+            for n in stray {
+                self.mark(n);
+            }
+        }
+        Ok(())
+    }
+}
