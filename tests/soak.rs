@@ -74,10 +74,7 @@ fn a_leak_the_known_failures_name_is_xfail_and_one_naming_another_requirement_fa
             .output()
             .unwrap()
     };
-    let right = sb.file(
-        "kf.yaml",
-        "soak.cancel: {requirement: TP-CANCEL-06, reason: \"an fd per cancelled call\"}\n",
-    );
+    let right = sb.file("kf.yaml", "soak.cancel: {requirement: TP-CANCEL-06, reason: \"an fd per cancelled call\"}\n");
     let o = run(&right);
     assert_eq!(code(&o), 0, "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("XFAIL soak.cancel"), "{}", text(&o));
@@ -117,6 +114,45 @@ fn the_reference_testee_holds_no_more_after_10000_echo_calls_and_200_cancelled_c
             ["fds_socket", "fds_pipe", "fds_file", "fds_other"].iter().map(|k| f[k].as_u64().unwrap()).sum::<u64>()
         };
         assert_eq!(fds(&samples[2]), fds(last), "{}: {samples:?}", case["id"]);
+    }
+    sb.assert_clean();
+}
+
+/// The catalogue's bridge soak scaled down to 40 rounds of ten calls (the 1,000 rounds of
+/// `bridge.soak.echo` take about 20 s in a debug build; `--only 'bridge.soak.*'` runs them).
+#[test]
+fn the_reference_bridge_and_its_tool_process_are_sampled_and_hold_no_more_after_400_calls_and_200_cancellations() {
+    let sb = Sandbox::new();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let echo = std::fs::read_to_string(root.join("scenarios/bridge/soak/echo.yaml"))
+        .unwrap()
+        .replace("repeat: 1000,", "repeat: 40,")
+        .replace("sample_every: 50, warmup: 100", "sample_every: 2, warmup: 4");
+    assert!(echo.contains("repeat: 40,"), "the scenario's soak step changed: {echo}");
+    let echo = sb.file("echo.yaml", &echo);
+    let json = sb.dir.path().join("r.json");
+    let o = sb
+        .cmd()
+        .arg("--bridge")
+        .arg(root.join("harness/bridges/reference"))
+        .arg("--scenarios")
+        .arg(&echo)
+        .arg("--scenarios")
+        .arg(root.join("scenarios/bridge/soak/cancel.yaml"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["summary"]["pass"], 2, "{v}");
+    for case in v["cases"].as_array().unwrap() {
+        let r = &case["resources"];
+        // The bridge and the tool process it started (the mock), at the start and the end.
+        assert_eq!(r["start"]["processes"], 2, "{}: {r}", case["id"]);
+        assert_eq!(r["end"]["processes"], 2, "{}: {r}", case["id"]);
+        let samples = r["samples"].as_array().expect("samples");
+        assert_eq!(samples.len(), 21, "{}: {samples:?}", case["id"]);
     }
     sb.assert_clean();
 }
