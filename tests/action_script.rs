@@ -79,6 +79,32 @@ fn the_action_script_writes_a_summary_and_outputs_and_passes_the_exit_status_on(
     );
     assert_eq!(a.outputs["exit-code"], "1");
     assert_eq!(a.outputs["fail"], "2");
+    // Golden transcripts: written locally, then one edited as if the target had sent another
+    // result before; the action (CI set) shows it with its diff and writes nothing.
+    let golden = sb.dir.path().join("golden");
+    let o = sb
+        .cmd()
+        .args(["--only", "calls.echo", "--golden"])
+        .arg(&golden)
+        .arg("--accept")
+        .env_remove("CI")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let snap = golden.join("calls.echo.snap");
+    let before = std::fs::read_to_string(&snap).unwrap().replacen("\"call_result\"", "\"call_result_before\"", 1);
+    std::fs::write(&snap, before).unwrap();
+    let a = run_action(
+        &sb,
+        "golden",
+        &[("INPUT_GOLDEN", golden.to_str().unwrap()), ("INPUT_ARGS", "--only calls.echo"), ("CI", "true")],
+    );
+    assert_eq!(a.out.status.code(), Some(1), "{}", text(&a.out));
+    assert!(a.summary.contains("No unexpected case."), "{}", a.summary);
+    assert!(a.summary.contains("### Golden transcripts new or changed (1)"), "{}", a.summary);
+    assert!(a.summary.contains("<b>CHANGED</b> <code>calls.echo</code> (verdict PASS)"), "{}", a.summary);
+    assert!(a.summary.contains("```diff\n--- golden\n+++ this run\n"), "{}", a.summary);
+    assert!(!golden.join("calls.echo.snap.new").exists(), "CI wrote a pending file");
     // Two targets at once is a usage error of the action, before anything runs.
     let a = run_action(&sb, "usage", &[("INPUT_TESTEE", &testee), ("INPUT_SDK", ".")]);
     assert_eq!(a.out.status.code(), Some(2), "{}", text(&a.out));

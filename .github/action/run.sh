@@ -12,6 +12,7 @@
 # Inputs (environment): INPUT_SDK (a directory: a manifest or an SDK checkout), INPUT_TESTEE (a
 # command line), INPUT_BRIDGE (a command line or a manifest directory), none of them: the default
 # run (both sides, reference testee and reference bridge); INPUT_KNOWN_FAILURES (a file);
+# INPUT_GOLDEN (a directory of golden transcripts: --golden; never written here, CI is set);
 # INPUT_ARGS (more arguments, split on whitespace); PROTOMCP_CONFORM_BIN (the binary; default
 # protomcp-conform on PATH); OUT_DIR (default RUNNER_TEMP/protomcp-conform).
 set -euo pipefail
@@ -50,6 +51,7 @@ run() {
   if [ -n "${INPUT_BRIDGE:-}" ]; then argv+=(--bridge "$INPUT_BRIDGE"); targets=$((targets + 1)); fi
   [ "$targets" -le 1 ] || fail "give at most one of sdk, testee, bridge"
   if [ -n "${INPUT_KNOWN_FAILURES:-}" ]; then argv+=(--known-failures "$INPUT_KNOWN_FAILURES"); fi
+  if [ -n "${INPUT_GOLDEN:-}" ]; then argv+=(--golden "$INPUT_GOLDEN"); fi
   # shellcheck disable=SC2206 # split on whitespace, as documented
   if [ -n "${INPUT_ARGS:-}" ]; then argv+=($INPUT_ARGS); fi
   rm -f "$json" "$junit" "$html"
@@ -74,7 +76,8 @@ run() {
 }
 
 # The job summary: the result, counts per side, then every unexpected case (FAIL, WARN, XPASS,
-# ERROR, FLAKY) with the requirements it broke and its first message line.
+# ERROR, FLAKY, LEAK) with the requirements it broke and its first message line, then (with
+# golden) every transcript new or changed against its golden file, with its diff.
 summary() {
   local json=$1 status=$2 cmd=$3
   local dest=${GITHUB_STEP_SUMMARY:-/dev/stdout}
@@ -91,14 +94,14 @@ summary() {
   esac
   {
     printf '## protomcp-conform: %s\n\n' "$word"
-    printf '| target | pass | fail | warn | skip | xfail | xpass | error | flaky |\n|---|---|---|---|---|---|---|---|---|\n'
+    printf '| target | pass | fail | warn | skip | xfail | xpass | error | flaky | leak |\n|---|---|---|---|---|---|---|---|---|---|\n'
     jq -r '
-      def row(t; s): "| \(t) | \(s.pass) | \(s.fail) | \(s.warn) | \(s.skip) | \(s.xfail) | \(s.xpass) | \(s.error) | \(s.flaky) |";
+      def row(t; s): "| \(t) | \(s.pass) | \(s.fail) | \(s.warn) | \(s.skip) | \(s.xfail) | \(s.xpass) | \(s.error) | \(s.flaky) | \(s.leak // 0) |";
       if .sides then (.sides[] | row(.target; .summary)), row("**total**"; .summary)
       else row(.target; .summary) end' "$json"
     local unexpected
     unexpected=$(jq -r '
-      [.cases[] | select(.verdict | IN("FAIL", "WARN", "XPASS", "ERROR", "FLAKY"))] as $u
+      [.cases[] | select(.verdict | IN("FAIL", "WARN", "XPASS", "ERROR", "FLAKY", "LEAK"))] as $u
       | if ($u | length) == 0 then empty else
           "\n### Unexpected (\($u | length))\n",
           ($u[] | "- **\(.verdict)** `\(.id)`"
@@ -109,6 +112,16 @@ summary() {
       printf '%s\n' "$unexpected"
     else
       printf '\nNo unexpected case.\n'
+    fi
+    local golden
+    golden=$(jq -r '
+      [.cases[] | select(.golden.status? | IN("changed", "new"))] as $g
+      | if ($g | length) == 0 then empty else
+          "\n### Golden transcripts new or changed (\($g | length))\n",
+          ($g[] | "<details><summary><b>\(.golden.status | ascii_upcase)</b> <code>\(.id)</code> (verdict \(.verdict))</summary>\n\n```diff\n\(.golden.diff // "no golden file yet")\n```\n</details>")
+        end' "$json")
+    if [ -n "$golden" ]; then
+      printf '%s\n' "$golden"
     fi
     printf '\nThe JSON, JUnit and HTML reports are in the artifact; re-run locally: `%s`\n' "$cmd"
   } >>"$dest"

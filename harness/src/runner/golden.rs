@@ -63,14 +63,38 @@ pub fn not_deterministic(id: &str) -> Option<&'static str> {
     NOT_DETERMINISTIC.iter().find(|(i, _)| *i == id).map(|(_, why)| *why)
 }
 
-/// The text a golden file holds: the normalized transcript without its `stream error` lines. A
-/// broken connection is in the verdict and its message; whether it surfaces on the harness's
-/// next write or its next read (broken pipe, reset, end of file) depends on timing, so the same
-/// target would otherwise change its golden file from run to run.
+/// The text a golden file holds: the normalized transcript with the connection's errors
+/// folded. A broken connection is in the verdict and its message; how it surfaces depends on
+/// timing: the harness's next write may fail (broken pipe) or not, and a peer that died with
+/// unread data resets the connection where one without ends it. So a failed write is left out,
+/// and a failed read is written as the end of file it stands for; the same target then writes
+/// the same golden file run after run.
 pub fn golden_text(r: &CaseResult) -> String {
-    let prefix = format!("{} stream error: ", crate::transcript::Dir::FromTestee.name());
+    fold_connection_errors(&r.transcript_text())
+}
+
+/// [`golden_text`] of a normalized transcript.
+pub fn fold_connection_errors(transcript: &str) -> String {
+    let from = crate::transcript::Dir::FromTestee.name();
+    let error = format!("{from} stream error: ");
+    let eof = format!("{from} end of file");
     let mut s = String::new();
-    for l in r.transcript_text().lines().filter(|l| !l.starts_with(&prefix)) {
+    // Ended: a later failed read of the same connection is the same end.
+    let mut ended = false;
+    for l in transcript.lines() {
+        let l = match l.strip_prefix(&error) {
+            Some(e) if e.starts_with("write: ") => continue,
+            Some(_) => eof.as_str(),
+            None => l,
+        };
+        if l == eof {
+            if ended {
+                continue;
+            }
+            ended = true;
+        } else if l == "-- connected" {
+            ended = false;
+        }
         s.push_str(l);
         s.push('\n');
     }
@@ -296,6 +320,17 @@ mod tests {
             f.starts_with("---\nsource: protomcp-conform\ndescription: \"calls.echo — echo \\\"quoted\\\"\"\n---\n")
         );
         assert_eq!(compare(snapshot_body(&f).unwrap(), body), None);
+    }
+
+    #[test]
+    fn a_failed_write_is_left_out_and_a_failed_read_is_the_end_of_file_it_stands_for() {
+        let a = "== step 4: send\nharness→testee {}\n== step 5: expect_nothing\ntestee→harness stream error: socket: Connection reset by peer (os error 104)\n";
+        let b = "== step 4: send\nharness→testee {}\ntestee→harness stream error: write: Broken pipe (os error 32)\n== step 5: expect_nothing\ntestee→harness end of file\ntestee→harness stream error: socket: reset\n";
+        assert_eq!(fold_connection_errors(a), fold_connection_errors(b));
+        assert!(fold_connection_errors(a).ends_with("== step 5: expect_nothing\ntestee→harness end of file\n"));
+        // A new connection can end again.
+        let c = "testee→harness end of file\n-- connected\ntestee→harness stream error: socket: reset\n";
+        assert_eq!(fold_connection_errors(c).matches("end of file").count(), 2);
     }
 
     #[test]

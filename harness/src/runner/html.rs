@@ -661,5 +661,22 @@ mod tests {
         for external in ["http://", "https://", "src=", "<link", "@import", "url("] {
             assert!(!html.contains(external), "{external} in the report");
         }
+        assert!(!html.contains("id=\"golden\""), "no golden section without --golden");
+    }
+
+    #[test]
+    fn a_changed_golden_transcript_is_shown_with_its_diff_beside_its_pass() {
+        use crate::runner::golden::Golden;
+        let mut a = [
+            result("calls.a", Verdict::Pass, &["TP-CALL-01"], &[], ""),
+            result("calls.b", Verdict::Pass, &[], &[], ""),
+        ];
+        a[0].golden = Some(Golden::Changed { diff: "--- golden\n+++ this run\n-<old>\n+<new>\n".into() });
+        a[1].golden = Some(Golden::Same);
+        let html = report("t", &[Side { target: "one", results: &a }]);
+        assert!(html.contains("<h2>Golden transcripts changed (1)</h2>"), "{html}");
+        assert!(html.contains("<code>calls.a</code> golden CHANGED"), "{html}");
+        assert!(html.contains("-&lt;old&gt;\n+&lt;new&gt;"), "{html}");
+        assert!(!html.contains("<code>calls.b</code> golden"), "{html}");
     }
 }

@@ -11,13 +11,14 @@ pub mod bridge;
 pub mod bridge_manifest;
 pub mod checkout;
 pub mod exec;
+pub mod golden;
 pub mod host_http;
 pub mod html;
 pub mod process;
 pub mod report;
 pub mod schedule;
-pub mod target;
 pub mod soak;
+pub mod target;
 pub mod verdict;
 
 use std::collections::BTreeMap;
@@ -126,6 +127,8 @@ pub struct CaseResult {
     /// What the testee's process group held when it connected and when the steps were done
     /// (`/proc`, [`crate::io::resources`]); `None` when it was not sampled both times.
     pub resources: Option<crate::io::resources::Use>,
+    /// With `--golden DIR`: how the transcript compares with `DIR/<id>.snap` (beside the verdict).
+    pub golden: Option<golden::Golden>,
 }
 
 impl CaseResult {
@@ -161,6 +164,7 @@ impl CaseResult {
             runs: Vec::new(),
             intermittent: false,
             resources: None,
+            golden: None,
         }
     }
 
@@ -323,13 +327,13 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
     let scale = cfg.timeout_scale.max(1.0);
     let budget = s.timeout.unwrap_or(DEFAULT_SCENARIO_TIMEOUT).mul_f64(scale);
     let mut ex = Exec::new(s, scale, &target.features, s.testee.middleware, listener, proc);
+    if let Proc::Child(t) = &ex.proc {
+        ex.sampler = Some(soak::Sampler { pgid: t.pid, pidfile: None });
+    }
     let outcome = match tokio::time::timeout(budget, ex.run_steps()).await {
         Ok(Ok(())) => Outcome::Passed,
         Ok(Err(StepError::Fail(m))) => Outcome::Failed(m),
         Ok(Err(StepError::Error(m))) => Outcome::Error(m),
-    if let Proc::Child(t) = &ex.proc {
-        ex.sampler = Some(soak::Sampler { pgid: t.pid, pidfile: None });
-    }
         Ok(Err(StepError::NotApplicable(m))) => Outcome::Skipped(m),
         Err(_) => Outcome::Error(format!("the scenario exceeded its budget of {budget:?}")),
     };
@@ -338,11 +342,11 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
     res.resources =
         ex.resources_start.zip(end).map(|(start, end)| crate::io::resources::Use { start, end, samples });
     ex.close();
+    let outcome = leaked(outcome, &mut ex);
     res.broken = ex.broken();
     res.held = ex.held();
     res.transcript_tail = ex.transcript_tail();
     res.transcript = std::mem::take(&mut ex.transcript);
-    let outcome = leaked(outcome, &mut ex);
     let outcome = match &mut ex.proc {
         Proc::Child(t) => {
             let clean = t.teardown(GRACE, KILL_LIMIT).await;
@@ -363,10 +367,6 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
     outcome
 }
 
-/// Called with each finished result, the number finished so far and the total.
-pub type OnDone = Arc<dyn Fn(&CaseResult, usize, usize) + Send + Sync>;
-
-/// Runs the scenarios, at most `cfg.jobs` at a time, each `cfg.repeat` times (folded by
 /// A run whose steps all passed but whose soak found resources growing becomes
 /// [`Outcome::Leaked`], judged at the soak step (its `checks:`, else the scenario's
 /// requirements).
@@ -381,6 +381,10 @@ pub(crate) fn leaked(outcome: Outcome, ex: &mut Exec<'_>) -> Outcome {
     }
 }
 
+/// Called with each finished result, the number finished so far and the total.
+pub type OnDone = Arc<dyn Fn(&CaseResult, usize, usize) + Send + Sync>;
+
+/// Runs the scenarios, at most `cfg.jobs` at a time, each `cfg.repeat` times (folded by
 /// [`fold_repeats`]); `on_done` sees each scenario's result as it finishes (with the count
 /// finished so far). Results come back in the order of `scenarios`.
 pub async fn run_all(
