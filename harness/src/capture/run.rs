@@ -570,6 +570,9 @@ where
         } => Stop::MaxTime,
         _ = signalled() => Stop::Signal,
     };
+    if !matches!(stop, Stop::Exited(_)) {
+        rec.push(Chan::Bridge, Item::Signal { name: super::scenario::ENDED_BY_CAPTURE.into() });
+    }
     let clean_bridge = bridge.teardown(TERM_GRACE, KILL_LIMIT).await;
     if let Some(info) = bridge.exited() {
         rec.push(Chan::Bridge, Item::Exit { status: info.to_string() });

@@ -41,6 +41,9 @@ const WITHIN_MAX: u64 = 120_000;
 /// The note of a RawHeader frame and of the payload item after it (as the relay records them).
 pub const SIDEBAND_HEADER: &str = "sideband header";
 pub const SIDEBAND_PAYLOAD: &str = "sideband payload";
+/// The name of the signal item recorded when the capture itself ends the bridge (`--grace`,
+/// `--max-time`, SIGINT): nothing after it is the peers' own doing.
+pub const ENDED_BY_CAPTURE: &str = "TERM to the bridge's group: the capture ended it";
 /// The host item that stands for the end of the host's stdin.
 pub const HOST_EOF: &str = "<end of file>";
 /// Notifications a bridge may send when nothing changed (pmcp announces its lists once after
@@ -424,6 +427,16 @@ fn arm(tree: &Value) -> Option<&'static str> {
     protomcp_proto::dynamic::arm_of(tree)
 }
 
+/// At the item that says the capture ended the bridge: the comment that ends the steps.
+fn ended_by_capture(e: &super::Event) -> Option<Ev> {
+    match &e.item {
+        Item::Signal { name } if e.chan == Chan::Bridge && name == ENDED_BY_CAPTURE => Some(Ev::Comment(
+            "the capture ended the bridge here (--grace, --max-time or a signal): what followed is not replayed".into(),
+        )),
+        _ => None,
+    }
+}
+
 fn exit_code(status: &str) -> Option<i32> {
     status.strip_prefix("exit status ").and_then(|c| c.trim().parse().ok())
 }
@@ -471,7 +484,11 @@ fn write_steps(events: &[(Duration, Ev)], vars: &mut Vars) -> Steps {
                 steps.action(a, vars);
                 since = *at;
             }
-            Ev::Comment(c) => steps.comment(c),
+            Ev::Comment(c) => {
+                steps.peer(&pending, since, vars);
+                pending.clear();
+                steps.comment(c);
+            }
         }
     }
     steps.peer(&pending, since, vars);
@@ -507,7 +524,11 @@ pub fn tool_process(s: &Session, id: &str) -> Result<String, CaptureError> {
         .find(|e| matches!(&e.item, Item::Host { dir: Dir::ToTestee, raw: Some(r), .. } if r == HOST_EOF))
         .map(|e| e.at);
     let (mut bridge_closed, mut tool_closed) = (false, false);
-    for e in s.events.iter().filter(|e| e.chan == Chan::Tool(first)) {
+    for e in s.events.iter().filter(|e| e.chan == Chan::Tool(first) || e.chan == Chan::Bridge) {
+        if let Some(c) = ended_by_capture(e) {
+            events.push((e.at, c));
+            break;
+        }
         let ev = match &e.item {
             Item::Frame { dir: Dir::FromTestee, tree, hex, .. } => {
                 let a = tree.as_ref().and_then(arm);
@@ -610,7 +631,13 @@ pub fn replay_bridge(bridge: &[String]) -> Vec<String> {
 
 /// The bridge scenario: the harness plays the host and the tool process(es) against the bridge.
 pub fn bridge(s: &Session, id: &str) -> Result<String, CaptureError> {
-    if !s.events.iter().any(|e| e.chan == Chan::Host) {
+    // The end of stdin alone is no session (an HTTP bridge, whose host side is not interposed).
+    let host_message = |e: &&super::Event| match &e.item {
+        Item::Host { raw: Some(r), .. } => r != HOST_EOF,
+        Item::Host { .. } => true,
+        _ => false,
+    };
+    if !s.events.iter().any(|e| e.chan == Chan::Host && host_message(&e)) {
         return Err(CaptureError::Unsupported(
             "nothing crossed the host's stdin or stdout, so there is no bridge scenario".into(),
         ));
@@ -622,6 +649,10 @@ pub fn bridge(s: &Session, id: &str) -> Result<String, CaptureError> {
     let mut host_closed = false;
     let (mut handshake, mut call, mut manual) = (false, false, false);
     for e in &s.events {
+        if let Some(c) = ended_by_capture(e) {
+            events.push((e.at, c));
+            break;
+        }
         if let Chan::Tool(n) = e.chan {
             match (&e.item, open) {
                 (Item::Connected, Some(o)) if o != n => {
@@ -1011,13 +1042,30 @@ mod tests {
     }
 
     #[test]
+    fn what_followed_the_capture_ending_the_bridge_is_not_replayed() {
+        let mut s = session();
+        let n = s.events.len();
+        let signal = ev(305, Chan::Bridge, Item::Signal { name: ENDED_BY_CAPTURE.into() });
+        s.events.insert(n - 3, signal);
+        for t in [tool_process(&s, "capture.t").unwrap(), bridge(&s, "capture.t").unwrap()] {
+            loads(&t);
+            assert!(t.ends_with("  # the capture ended the bridge here (--grace, --max-time or a signal): what followed is not replayed\n"), "{t}");
+            assert!(!t.contains("expect_close") && !t.contains("expect_exit"), "{t}");
+        }
+        // A comment comes after the peer's items before it.
+        let b = bridge(&s, "capture.t").unwrap();
+        assert!(b.contains(r#""text":"ok","type":"text"}]}}}"#), "{b}");
+    }
+
+    #[test]
     fn sessions_a_scenario_cannot_replay_are_refused_with_the_reason() {
         let mut s = session();
         s.events.retain(|e| !matches!(e.chan, Chan::Tool(_)));
         let e = tool_process(&s, "capture.t").unwrap_err().to_string();
         assert!(e.contains("no tool process connected"), "{e}");
         let mut s = session();
-        s.events.retain(|e| e.chan != Chan::Host);
+        s.events
+            .retain(|e| e.chan != Chan::Host || matches!(&e.item, Item::Host { raw: Some(r), .. } if r == HOST_EOF));
         assert!(bridge(&s, "capture.t").unwrap_err().to_string().contains("host's stdin or stdout"));
         let mut s = session();
         s.events.insert(3, ev(7, Chan::Tool(2), Item::Connected));
