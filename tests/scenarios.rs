@@ -117,7 +117,10 @@ fn main() {
         };
         let rt = rt.clone();
         let name = s.id.clone();
-        tests.push(Trial::test(name, move || check(&s, &target, &rt)));
+        // The bridge soaks take about 20 s each in a debug build: run with --include-ignored
+        // (tests/soak.rs runs a scaled-down one by default).
+        let long = s.id.starts_with("bridge.soak.");
+        tests.push(Trial::test(name, move || check(&s, &target, &rt)).with_ignored_flag(long));
     }
     for (id, _) in golden::NOT_DETERMINISTIC {
         assert!(tests.iter().any(|t| t.name() == *id), "NOT_DETERMINISTIC names no scenario: {id}");
