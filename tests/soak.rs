@@ -58,6 +58,8 @@ fn a_planted_leak_of_one_fd_per_cancelled_call_is_a_leak_with_its_rate_in_every_
     assert!(xml.contains("type=\"LEAK\""), "{xml}");
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("v-leak"), "the HTML report shows the verdict");
+    assert!(page.contains("<section id=\"resources\">"), "and the figures");
+    assert!(page.contains("200 files"), "the last sample holds the 200 leaked files");
     sb.assert_clean();
 }
 

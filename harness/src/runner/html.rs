@@ -252,8 +252,59 @@ pub fn report(title: &str, sides: &[Side<'_>]) -> String {
     requirement_table(&mut h, sides);
     not_passing(&mut h, sides);
     golden_changes(&mut h, sides);
+    resources(&mut h, sides);
     let _ = write!(h, "<script>{SCRIPT}</script>\n</body>\n</html>\n");
     h
+}
+
+/// What the targets held (`/proc`, issue 16): per target the largest figures at a scenario's
+/// end, and every soak with its figures before the first round, after the warm-up and at the end.
+fn resources(h: &mut String, sides: &[Side<'_>]) {
+    let sampled = sides.iter().any(|s| s.results.iter().any(|r| r.resources.is_some()));
+    if !sampled {
+        return;
+    }
+    h.push_str("<section id=\"resources\">\n<h2>Resources</h2>\n");
+    for side in sides {
+        if let Some(line) = crate::io::resources::summary(side.results.iter().filter_map(|r| r.resources.as_ref())) {
+            let _ = writeln!(h, "<p><b>{}</b>: {}</p>", escape(side.target), escape(&line));
+        }
+    }
+    let soaks: Vec<(&str, &CaseResult, &crate::io::resources::Use)> = sides
+        .iter()
+        .flat_map(|s| s.results.iter().map(move |r| (s.target, r)))
+        .filter_map(|(t, r)| r.resources.as_ref().filter(|u| !u.samples.is_empty()).map(|u| (t, r, u)))
+        .collect();
+    if !soaks.is_empty() {
+        h.push_str(
+            "<table class=\"soaks\">\n<thead><tr><th>target</th><th>soak</th><th>verdict</th><th>samples</th>\
+             <th>before the first round</th><th>second sample</th><th>last sample</th></tr></thead>\n<tbody>\n",
+        );
+        for (target, r, u) in soaks {
+            let at = |i: usize| {
+                u.samples.get(i).map_or(String::new(), |s| format!("round {}: {}", s.rounds, s.figures.describe()))
+            };
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td><span class=\"v v-{}\">{}</span></td><td class=\"n\">{}</td>\
+                 <td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(target),
+                if matches!(r.verdict, Verdict::Pass | Verdict::Skip) {
+                    format!("<code>{}</code>", escape(&r.id))
+                } else {
+                    link(&r.id)
+                },
+                class(r.verdict),
+                r.verdict.name(),
+                u.samples.len(),
+                escape(&at(0)),
+                escape(&at(1)),
+                escape(&at(u.samples.len() - 1))
+            );
+        }
+        h.push_str("</tbody>\n</table>\n");
+    }
+    h.push_str("</section>\n");
 }
 
 fn result_word(s: &Summary) -> (&'static str, &'static str) {
@@ -524,6 +575,21 @@ fn not_passing(h: &mut String, sides: &[Side<'_>]) {
         }
         if let Some(a) = &parts.arrived {
             dd(h, "arrived", &format!("<pre class=\"arrived\">{}</pre>", escape(a)));
+        }
+        if let Some(u) = &r.resources {
+            let mut text = format!("at the start: {}\nat the end: {}", u.start.describe(), u.end.describe());
+            if let (Some(first), Some(last)) = (u.samples.first(), u.samples.last()) {
+                let _ = write!(
+                    text,
+                    "\n{} soak samples, round {}: {}\n… round {}: {}",
+                    u.samples.len(),
+                    first.rounds,
+                    first.figures.describe(),
+                    last.rounds,
+                    last.figures.describe()
+                );
+            }
+            dd(h, "resources", &format!("<pre class=\"resources\">{}</pre>", escape(&text)));
         }
         dd(h, "duration", &format!("{} ms", r.duration.as_millis()));
         h.push_str("</dl>\n");
