@@ -166,7 +166,15 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode> {
         match result {
             Ok(text) => {
                 std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
-                if let Err(e) = protomcp_harness::scenario::parse_str(&path, &text) {
+                let max = protomcp_harness::scenario::MAX_FILE_BYTES;
+                if text.len() > max {
+                    eprintln!(
+                        "protomcp-conform capture: {} is {} bytes, more than a scenario file may be ({max}): the large payloads of the session are in it; cut the session shorter",
+                        path.display(),
+                        text.len()
+                    );
+                    status = ExitCode::from(1);
+                } else if let Err(e) = protomcp_harness::scenario::parse_str(&path, &text) {
                     eprintln!(
                         "protomcp-conform capture: {} was written but does not load (a bug of capture):\n{e}",
                         path.display()

@@ -28,6 +28,9 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use protomcp_proto::Party;
+use protomcp_proto::sideband::{StreamAssembler, StreamEvent, StreamLimits};
+
 use super::{CaptureError, Chan, Session, TOOL_PLACEHOLDER};
 use crate::explore::yaml_out::{escape, flow_verbatim};
 use crate::scenario::pattern::KEYWORDS;
@@ -427,6 +430,38 @@ fn arm(tree: &Value) -> Option<&'static str> {
     protomcp_proto::dynamic::arm_of(tree)
 }
 
+/// A stream frame of the tool process fed to `streams`: at the final chunk, the pattern of the
+/// result it stands for; `None` before.
+fn stream_result(
+    streams: &mut StreamAssembler,
+    tree: &Value,
+    hex: Option<&str>,
+) -> Result<Option<Value>, CaptureError> {
+    use protomcp_proto::dynamic;
+    let bad = |why: String| CaptureError::Unsupported(format!("a stream frame of the tool process: {why}"));
+    let body = match hex {
+        Some(h) => dynamic::hex_decode(&h.replace(' ', "")).map_err(bad)?,
+        None => dynamic::encode(tree).map_err(|e| bad(e.to_string()))?,
+    };
+    let envelope =
+        <protomcp_proto::Envelope as prost::Message>::decode(body.as_slice()).map_err(|e| bad(e.to_string()))?;
+    match streams.handle(&envelope) {
+        None | Some(StreamEvent::Progress { .. }) => Ok(None),
+        Some(ev @ StreamEvent::Complete { .. }) => {
+            let v = crate::scenario::normalize::stream_value(&ev).unwrap_or_default();
+            let mut p = Map::new();
+            for k in ["request_id", "call_result"] {
+                if let Some(x) = v.get(k) {
+                    p.insert(k.into(), x.clone());
+                }
+            }
+            Ok(Some(Value::Object(p)))
+        }
+        Some(StreamEvent::Failed { rid, error, .. }) => Err(bad(format!("the stream of rid {rid:?} failed: {error}"))),
+        Some(StreamEvent::Orphan { violation, .. }) => Err(bad(violation.to_string())),
+    }
+}
+
 /// At the item that says the capture ended the bridge: the comment that ends the steps.
 fn ended_by_capture(e: &super::Event) -> Option<Ev> {
     match &e.item {
@@ -524,6 +559,7 @@ pub fn tool_process(s: &Session, id: &str) -> Result<String, CaptureError> {
         .find(|e| matches!(&e.item, Item::Host { dir: Dir::ToTestee, raw: Some(r), .. } if r == HOST_EOF))
         .map(|e| e.at);
     let (mut bridge_closed, mut tool_closed) = (false, false);
+    let mut streams = StreamAssembler::new(Party::ToolProcess, StreamLimits::default());
     for e in s.events.iter().filter(|e| e.chan == Chan::Tool(first) || e.chan == Chan::Bridge) {
         if let Some(c) = ended_by_capture(e) {
             events.push((e.at, c));
@@ -550,14 +586,18 @@ pub fn tool_process(s: &Session, id: &str) -> Result<String, CaptureError> {
                 frames += 1;
                 Ev::Peer(Peer::Frame(Value::Object(p)))
             }
-            Item::Frame { dir: Dir::ToTestee, tree: Some(t), .. } => {
-                if matches!(arm(t), Some("stream_header" | "stream_chunk")) {
-                    return Err(CaptureError::Unsupported(
-                        "the tool process sent a result as a chunked stream: capture does not write such a session as a tool-process scenario yet (the bridge scenario and the capture file have it)".into(),
-                    ));
-                }
+            Item::Frame { dir: Dir::ToTestee, tree: Some(t), hex, .. } => {
                 frames += 1;
-                Ev::Peer(Peer::Frame(t.clone()))
+                if !matches!(arm(t), Some("stream_header" | "stream_chunk")) {
+                    Ev::Peer(Peer::Frame(t.clone()))
+                } else {
+                    // The runner reassembles a stream into the equivalent result (TP-STREAM-01)
+                    // and shows the steps no chunk: expect that result at the final chunk.
+                    match stream_result(&mut streams, t, hex.as_deref())? {
+                        Some(p) => Ev::Peer(Peer::Frame(p)),
+                        None => continue,
+                    }
+                }
             }
             Item::Frame { dir: Dir::ToTestee, tree: None, .. } | Item::Malformed { .. } => {
                 return Err(CaptureError::Unsupported(
@@ -1042,6 +1082,33 @@ mod tests {
     }
 
     #[test]
+    fn a_chunked_stream_is_expected_as_the_result_it_stands_for() {
+        let mut s = session();
+        let tp = Chan::Tool(1);
+        let i = s
+            .events
+            .iter()
+            .position(|e| matches!(&e.item, Item::Frame { tree: Some(t), .. } if t.get("call_result").is_some()))
+            .unwrap();
+        s.events.splice(
+            i..=i,
+            [
+                ev(165, tp, frame(Dir::ToTestee, json!({"request_id": "b-8e2c", "stream_header": {"field_name": "result_json", "total_size": 4, "chunk_size": 2}}))),
+                ev(166, tp, frame(Dir::ToTestee, json!({"request_id": "b-8e2c", "stream_chunk": {"data": {"text": "[{"}}}))),
+                ev(170, tp, frame(Dir::ToTestee, json!({"request_id": "b-8e2c", "stream_chunk": {"data": {"text": "}]"}, "final": true}}))),
+            ],
+        );
+        let t = tool_process(&s, "capture.t").unwrap();
+        loads(&t);
+        assert!(t.contains(r#"{"call_result":{"result_json":[{}]},"request_id":"b-8e2c"}"#), "{t}");
+        assert!(!t.contains("stream_chunk"), "{t}");
+        // The bridge scenario sends the frames as they were.
+        let b = bridge(&s, "capture.t").unwrap();
+        loads(&b);
+        assert_eq!(b.matches("stream_chunk").count(), 2, "{b}");
+    }
+
+    #[test]
     fn what_followed_the_capture_ending_the_bridge_is_not_replayed() {
         let mut s = session();
         let n = s.events.len();
@@ -1072,7 +1139,11 @@ mod tests {
         let e = bridge(&s, "capture.t").unwrap_err().to_string();
         assert!(e.contains("one tool process at a time"), "{e}");
         let mut s = session();
-        s.events.insert(4, ev(30, Chan::Tool(1), frame(Dir::ToTestee, json!({"stream_chunk": {"final": true}}))));
-        assert!(tool_process(&s, "capture.t").unwrap_err().to_string().contains("chunked stream"));
+        s.events.insert(
+            4,
+            ev(30, Chan::Tool(1), frame(Dir::ToTestee, json!({"request_id": "zz", "stream_chunk": {"final": true}}))),
+        );
+        let e = tool_process(&s, "capture.t").unwrap_err().to_string();
+        assert!(e.contains("a stream frame of the tool process") && e.contains("without a StreamHeader"), "{e}");
     }
 }
