@@ -167,7 +167,7 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode> {
             Ok(text) => {
                 std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
                 let max = protomcp_harness::scenario::MAX_FILE_BYTES;
-                if text.len() > max {
+                if text.len() as u64 > max {
                     eprintln!(
                         "protomcp-conform capture: {} is {} bytes, more than a scenario file may be ({max}): the large payloads of the session are in it; cut the session shorter",
                         path.display(),
