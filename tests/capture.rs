@@ -23,6 +23,8 @@ fn root() -> &'static Path {
 struct Capture {
     child: Child,
     lines: mpsc::Receiver<String>,
+    /// Also the calls only the reference testee serves in every form.
+    rich: bool,
 }
 
 impl Capture {
@@ -49,7 +51,7 @@ impl Capture {
                 }
             }
         });
-        Capture { child, lines }
+        Capture { child, lines, rich: tool.ends_with(" testee") }
     }
 
     fn send(&mut self, m: Value) {
@@ -88,6 +90,15 @@ impl Capture {
         self.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 2, "b": 3}}}));
         let add = self.response(4);
         assert_eq!(add["result"]["content"][0]["text"], "5", "{add}");
+        if self.rich {
+            // Progress tokens of both sides, a sideband result, a chunked stream.
+            self.send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "slow", "arguments": {"steps": 2}, "_meta": {"progressToken": "host-tok"}}}));
+            assert_eq!(self.response(5)["result"]["content"][0]["text"], "done 2");
+            self.send(json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "big", "arguments": {"n": 100_000}}}));
+            assert_eq!(self.response(6)["result"]["content"][0]["text"].as_str().map(str::len), Some(100_000));
+            self.send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "stream_big", "arguments": {"n": 100_000}}}));
+            assert_eq!(self.response(7)["result"]["content"][0]["text"].as_str().map(str::len), Some(100_000));
+        }
         drop(self.child.stdin.take());
     }
 
@@ -150,6 +161,15 @@ fn a_captured_session_of_the_reference_bridge_replays_pass_against_the_reference
     assert!(tp.contains("captured $$1"), "{tp}");
     let br = std::fs::read_to_string(out.join("bridge.yaml")).unwrap();
     assert!(br.contains(r#""request_id":{"capture":"rid_1"}"#) && br.contains(r#""request_id":"${rid_1}""#), "{br}");
+    // The bridge's progress token is captured and the tool side's progress sent under it; the
+    // sideband payload goes as bytes, the stream as its frames; the tool-process scenario expects
+    // both as results.
+    assert!(
+        br.contains(r#""progress_token":{"capture":"token_1"}"#) && br.contains(r#""progress_token":"${token_1}""#),
+        "{br}"
+    );
+    assert!(br.contains("  - send_raw: {hex: \"") && br.contains("stream_chunk"), "{br}");
+    assert!(!tp.contains("stream_chunk") && !tp.contains("raw_header"), "{tp}");
 
     // The replay judges: a tool process that answers under another rid fails it.
     let o = sb
