@@ -177,7 +177,7 @@ impl Exec<'_> {
             match what {
                 Pending::Echo(text) => {
                     let got = result_texts(&v);
-                    if is_error(&v) || !got.iter().any(|t| *t == text) {
+                    if is_error(&v) || !got.contains(&text) {
                         return Err(StepError::Fail(format!("echo {text:?} got {}", compact(&v))));
                     }
                 }
