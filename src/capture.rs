@@ -161,6 +161,7 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode> {
         (TOOL_PROCESS_FILE, scenario::tool_process(&session, &a.id)),
         (BRIDGE_FILE, scenario::bridge(&session, &a.id)),
     ];
+    let mut written_ok: Vec<&str> = Vec::new();
     for (name, result) in written {
         let path = a.out.join(name);
         match result {
@@ -182,6 +183,7 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode> {
                     status = ExitCode::from(1);
                 } else {
                     eprintln!("protomcp-conform capture: wrote {}", path.display());
+                    written_ok.push(name);
                 }
             }
             Err(e) => {
@@ -191,12 +193,18 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode> {
         }
     }
     let out = a.out.display();
-    eprintln!("protomcp-conform capture: replay with");
-    eprintln!("  protomcp-conform --testee '{}' --scenarios {out}/{TOOL_PROCESS_FILE}", quote(&session.tool));
-    eprintln!(
-        "  protomcp-conform --bridge '{}' --scenarios {out}/{BRIDGE_FILE}",
-        quote(&scenario::replay_bridge(&session.bridge))
-    );
+    let replays: Vec<String> = written_ok
+        .iter()
+        .map(|name| match *name {
+            TOOL_PROCESS_FILE => format!("--testee '{}'", quote(&session.tool)),
+            _ => format!("--bridge '{}'", quote(&scenario::replay_bridge(&session.bridge))),
+        })
+        .zip(written_ok.iter())
+        .map(|(target, name)| format!("  protomcp-conform {target} --scenarios {out}/{name}"))
+        .collect();
+    if !replays.is_empty() {
+        eprintln!("protomcp-conform capture: replay with\n{}", replays.join("\n"));
+    }
     Ok(status)
 }
 

@@ -301,3 +301,29 @@ fn a_bridge_that_never_exits_is_ended_after_the_grace_time_and_nothing_is_left()
     assert!(std::fs::read_to_string(out.join("capture.txt")).unwrap().contains("host→bridge line: <end of file>"));
     sb.assert_clean();
 }
+
+#[test]
+fn a_bridge_over_http_is_captured_on_its_tool_side_and_its_tool_process_scenario_replays_pass() {
+    // No host on stdio: the reference bridge over HTTP hand-shakes with its tool process at
+    // start-up; the capture ends it after --grace (stdin is at its end from the start).
+    let sb = Sandbox::new();
+    let out = sb.dir.path().join("cap");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let tool = format!("{EXE} testee");
+    let o = sb
+        .cmd()
+        .args(["capture", "--grace", "1500ms", "--out"])
+        .arg(&out)
+        .args(["--tool", &tool, "--", EXE, "bridge", "--transport", "http", "--port", &port, "--", "{tool}"])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(code(&o), 1, "{t}");
+    assert!(t.contains("no bridge.yaml: nothing crossed the host's stdin or stdout") && t.contains("wrote "), "{t}");
+    assert!(!t.contains("--bridge '"), "a replay of a file not written: {t}");
+    let tp = std::fs::read_to_string(out.join("tool-process.yaml")).unwrap();
+    assert!(tp.contains(r#""list_tools":{}"#) && tp.trim_end().ends_with("what followed is not replayed"), "{tp}");
+    let o = sb.cmd().args(["--testee", &tool, "--scenarios"]).arg(out.join("tool-process.yaml")).output().unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    sb.assert_clean();
+}
