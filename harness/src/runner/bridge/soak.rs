@@ -232,6 +232,24 @@ impl Run<'_> {
                 self.mark(n);
             }
         }
+        // Notifications and requests of the bridge meanwhile (a list_changed that came after
+        // the step before the soak, a ping the driver answered) are passed over: left unread
+        // they would hold every later message in the driver, which would take them for a flood.
+        let other: Vec<u64> = self
+            .inbox()
+            .into_iter()
+            .filter(|(n, e)| {
+                !self.consumed.contains(n)
+                    && match e {
+                        Event::Message { value, .. } => value.get("method").is_some(),
+                        Event::Note { .. } => true,
+                    }
+            })
+            .map(|(n, _)| n)
+            .collect();
+        for n in other {
+            self.mark(n);
+        }
         Ok(())
     }
 }
