@@ -58,8 +58,13 @@ pub fn summary<'a>(uses: impl Iterator<Item = &'a Use>) -> Option<String> {
     let mut n = 0;
     let mut max = Figures::default();
     let mut grew = 0;
+    let (mut soaks, mut samples) = (0, 0);
     for u in uses {
         n += 1;
+        if !u.samples.is_empty() {
+            soaks += 1;
+            samples += u.samples.len();
+        }
         max.processes = max.processes.max(u.end.processes);
         max.threads = max.threads.max(u.end.threads);
         max.fds_socket = max.fds_socket.max(u.end.fds_socket);
@@ -72,8 +77,10 @@ pub fn summary<'a>(uses: impl Iterator<Item = &'a Use>) -> Option<String> {
         }
     }
     (n > 0).then(|| {
+        let soaked =
+            if soaks > 0 { format!("; {soaks} soak{} sampled {samples} times", if soaks == 1 { "" } else { "s" }) } else { String::new() };
         format!(
-            "resources, {n} scenarios sampled from /proc: at most {} at a scenario's end; {grew} ended with more fds or processes than they started with",
+            "resources, {n} scenarios sampled from /proc: at most {} at a scenario's end; {grew} ended with more fds or processes than they started with{soaked}",
             max.describe()
         )
     })
