@@ -28,6 +28,8 @@ How it works:
     capture.txt         the session (transcript lines with seconds and channel: host, tpN, bridge)
     tool-process.yaml   the harness plays the bridge against the tool process
     bridge.yaml         the harness plays host and tool process against the bridge (stdio)
+  An HTTP bridge: its HTTP side is not interposed; leave stdin open, end the capture with Ctrl-C,
+  and get the tool-process scenario only.
   Ids chosen by the side under test are captured and reused as ${placeholders}; paths of the
   capture become regexes; waits are 3 x the delay seen + 1 s (see docs/capture.md).
 
