@@ -14,6 +14,7 @@ pub mod io;
 pub mod limits;
 pub mod matrix;
 pub mod mock;
+pub mod os;
 pub mod proto_mcp;
 pub mod requirements;
 pub mod runner;

@@ -147,11 +147,7 @@ fn register() {
         }
     }
     // Die with the bridge that started us (Linux), so a killed bridge leaves no mock behind.
-    #[cfg(target_os = "linux")]
-    // SAFETY: prctl with PR_SET_PDEATHSIG takes an integer argument only.
-    unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-    }
+    crate::os::die_with_parent();
 }
 
 /// `PROTOMCP_CONFORM_MOCK` values for start-up failures: exit at once with status 3 without

@@ -76,7 +76,7 @@ impl ToolProcess {
                 r = listener.accept() => {
                     let (stream, _) = r.map_err(|e| format!("accept failed: {e}"))?;
                     // BR-SECURITY-02: only a peer of our own user speaks for the tool process.
-                    let uid = unsafe { libc::getuid() };
+                    let uid = crate::os::uid();
                     match stream.peer_cred() {
                         Ok(c) if c.uid() == uid => {
                             // BR-CONN-05: later connection attempts find no socket.
@@ -125,15 +125,13 @@ impl ToolProcess {
     pub async fn terminate(&mut self) {
         if self.exit_status().is_none() {
             if let Some(g) = self.pgid {
-                // SAFETY: killpg has no memory-safety preconditions.
-                unsafe { libc::killpg(g, libc::SIGTERM) };
+                crate::os::signal_group(g, libc::SIGTERM);
             }
             match tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await {
                 Ok(Ok(s)) => self.exit = Some(s),
                 _ => {
                     if let Some(g) = self.pgid {
-                        // SAFETY: as above.
-                        unsafe { libc::killpg(g, libc::SIGKILL) };
+                        crate::os::signal_group(g, libc::SIGKILL);
                     }
                     let _ = self.child.kill().await;
                     self.exit = self.child.try_wait().ok().flatten();
@@ -141,8 +139,7 @@ impl ToolProcess {
             }
         } else if let Some(g) = self.pgid {
             // Leftovers of the group (BR-LIFECYCLE-09).
-            // SAFETY: as above.
-            unsafe { libc::killpg(g, libc::SIGKILL) };
+            crate::os::signal_group(g, libc::SIGKILL);
         }
         let _ = std::fs::remove_file(&self.socket);
     }

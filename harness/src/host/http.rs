@@ -323,18 +323,7 @@ mod tests {
                     .await;
                 if let Ending::Linger0 = ending {
                     use std::os::fd::AsRawFd;
-                    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
-                    // SAFETY: setsockopt reads `linger` for its size; the fd is open.
-                    let rc = unsafe {
-                        libc::setsockopt(
-                            s.as_raw_fd(),
-                            libc::SOL_SOCKET,
-                            libc::SO_LINGER,
-                            (&raw const linger).cast(),
-                            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-                        )
-                    };
-                    assert_eq!(rc, 0);
+                    crate::os::linger_zero(s.as_raw_fd()).unwrap();
                 }
                 drop(s);
             }

@@ -401,8 +401,7 @@ impl StdioHost {
     /// Sends a signal to the bridge process.
     pub fn signal(&self, sig: i32) {
         if let Some(pid) = self.child.id() {
-            // SAFETY: kill has no memory-safety preconditions.
-            unsafe { libc::kill(pid as i32, sig) };
+            crate::os::signal_process(pid as i32, sig);
         }
     }
 
@@ -488,8 +487,7 @@ impl Drop for StdioHost {
     fn drop(&mut self) {
         if let Some(pid) = self.child.id() {
             // The whole group: the bridge and its tool process.
-            // SAFETY: killpg has no memory-safety preconditions.
-            unsafe { libc::killpg(pid as i32, libc::SIGKILL) };
+            crate::os::signal_group(pid as i32, libc::SIGKILL);
         }
     }
 }

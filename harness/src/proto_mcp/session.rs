@@ -297,10 +297,7 @@ impl Session {
 
     pub fn signal(&mut self, sig: i32) {
         self.note_harness(&format!("signal {sig} to the process group"));
-        // SAFETY: kill(2) with the server's own process group id; no memory is touched.
-        unsafe {
-            libc::kill(-self.pgid, sig);
-        }
+        crate::os::signal_group(self.pgid, sig);
     }
 
     /// Waits up to `deadline` for one chunk of stdout; false when none came (or stdout closed).
@@ -517,10 +514,7 @@ impl Session {
     /// after the server itself exited) and reaps the child.
     pub fn finish(&mut self) {
         self.stdin = None;
-        // SAFETY: as in `signal`.
-        unsafe {
-            libc::kill(-self.pgid, libc::SIGKILL);
-        }
+        crate::os::signal_group(self.pgid, libc::SIGKILL);
         if self.exit.is_none() {
             let _ = self.child.wait();
         }

@@ -746,8 +746,7 @@ impl Run<'_> {
                 }
             }
             Action::ExpectSocketPrivate => {
-                // SAFETY: getuid has no preconditions.
-                let uid = unsafe { libc::getuid() };
+                let uid = crate::os::uid();
                 self.tool_report()?.private(uid).map_err(StepError::Fail)
             }
             Action::ToolConnectAgain { within } => {
@@ -1210,22 +1209,16 @@ async fn teardown(host: &mut StdioHost, pgid: i32, pidfile: &Path) -> bool {
     let deadline = Instant::now() + KILL_LIMIT;
     loop {
         let mocks = mock_pids(pidfile);
-        // SAFETY: kill/killpg/waitpid have no memory-safety preconditions.
-        unsafe {
-            if pgid > 0 {
-                libc::killpg(pgid, libc::SIGKILL);
-                let mut st = 0;
-                while libc::waitpid(-pgid, &mut st, libc::WNOHANG) > 0 {}
-            }
-            for &m in &mocks {
-                libc::kill(m, libc::SIGKILL);
-                libc::killpg(m, libc::SIGKILL);
-                // A mock whose bridge died first is this process's child (the subreaper,
-                // `process::become_subreaper`): reap it, so a long run leaves no zombies. A pid
-                // that is not our child gets ECHILD, which changes nothing.
-                let mut st = 0;
-                libc::waitpid(m, &mut st, libc::WNOHANG);
-            }
+        if pgid > 0 {
+            crate::os::signal_group(pgid, libc::SIGKILL);
+            crate::os::reap_group(pgid);
+        }
+        for &m in &mocks {
+            crate::os::signal_process(m, libc::SIGKILL);
+            crate::os::signal_group(m, libc::SIGKILL);
+            // A mock whose bridge died first is this process's child (the subreaper,
+            // `process::become_subreaper`): reap it, so a long run leaves no zombies.
+            crate::os::reap(m);
         }
         let _ = host.wait_exit(Duration::from_millis(20)).await;
         let left = (pgid > 0 && process::group_alive(pgid)) || mocks.iter().any(|&m| alive(m));

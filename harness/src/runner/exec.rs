@@ -615,8 +615,7 @@ impl<'a> Exec<'a> {
                     .map(|t| t.as_ref().as_raw_fd())
                     .or(c.rx.as_ref().map(|r| r.get_ref().as_ref().as_raw_fd()));
             if let Some(fd) = fd {
-                // SAFETY: fd is an open socket owned by this connection.
-                unsafe { libc::shutdown(fd, how) };
+                let _ = crate::os::shutdown(fd, how);
             }
         }
     }

@@ -88,10 +88,7 @@ pub const MAX_DEFAULT_JOBS: usize = 8;
 pub const FDS_PER_SCENARIO: usize = 32;
 
 fn open_file_limit() -> Option<usize> {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit writes into the struct we pass and reads nothing else.
-    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0)
-        .then(|| usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX))
+    crate::os::open_file_limit()
 }
 
 /// The result of one scenario.

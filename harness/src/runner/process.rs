@@ -35,8 +35,7 @@ fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
 pub fn emergency_cleanup() -> (usize, usize) {
     with_registry(|r| {
         for &g in &r.groups {
-            // SAFETY: killpg has no memory-safety preconditions.
-            unsafe { libc::killpg(g, libc::SIGKILL) };
+            crate::os::signal_group(g, libc::SIGKILL);
         }
         for d in &r.dirs {
             let _ = std::fs::remove_dir_all(d);
@@ -61,11 +60,7 @@ pub fn untrack_group(pgid: i32) {
 /// Makes this process the reaper of orphaned descendants (Linux), so that leftovers of a testee's
 /// group (a grandchild whose parent exited) can be reaped by the runner. Harmless elsewhere.
 pub fn become_subreaper() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes an integer argument only.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    }
+    crate::os::become_subreaper();
 }
 
 /// A private temp dir (mode 0700), removed on drop.
@@ -204,8 +199,7 @@ impl Testee {
     /// Sends a signal to the testee process itself.
     pub fn signal(&mut self, sig: i32) {
         self.sent_signals.push(sig);
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe { libc::kill(self.pid, sig) };
+        crate::os::signal_process(self.pid, sig);
     }
 
     /// SIGTERM to the whole group, `grace` to exit, then SIGKILL to the whole group; waits until
@@ -213,20 +207,15 @@ impl Testee {
     /// is their subreaper). Returns false if something survived `limit`.
     pub async fn teardown(&mut self, grace: Duration, limit: Duration) -> bool {
         let pgid = self.pid;
-        // SAFETY: killpg has no memory-safety preconditions.
-        unsafe { libc::killpg(pgid, libc::SIGTERM) };
+        crate::os::signal_group(pgid, libc::SIGTERM);
         let _ = self.wait(grace).await;
         let deadline = tokio::time::Instant::now() + limit;
         loop {
-            // SAFETY: as above; waitpid with WNOHANG on a process group reaps only its members.
-            unsafe {
-                libc::killpg(pgid, libc::SIGKILL);
-                // Reap orphans of the group that were reparented to us (not the leader: tokio
-                // reaps that one; after it is reaped the pgid names only the leftovers).
-                if self.exited().is_some() {
-                    let mut st = 0;
-                    while libc::waitpid(-pgid, &mut st, libc::WNOHANG) > 0 {}
-                }
+            crate::os::signal_group(pgid, libc::SIGKILL);
+            // Reap orphans of the group that were reparented to us (not the leader: tokio reaps
+            // that one; after it is reaped the pgid names only the leftovers).
+            if self.exited().is_some() {
+                crate::os::reap_group(pgid);
             }
             let leader_gone = self.exited().is_some();
             let group_gone = !group_alive(pgid);
@@ -304,7 +293,7 @@ impl StderrTail {
 pub fn group_alive(pgid: i32) -> bool {
     #[cfg(target_os = "linux")]
     {
-        let Ok(dir) = std::fs::read_dir("/proc") else { return unsafe_group_exists(pgid) };
+        let Ok(dir) = std::fs::read_dir("/proc") else { return crate::os::group_exists(pgid) };
         for e in dir.flatten() {
             let name = e.file_name();
             let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
@@ -322,11 +311,6 @@ pub fn group_alive(pgid: i32) -> bool {
     }
     #[cfg(not(target_os = "linux"))]
     {
-        unsafe_group_exists(pgid)
+        crate::os::group_exists(pgid)
     }
-}
-
-fn unsafe_group_exists(pgid: i32) -> bool {
-    // SAFETY: signal 0 only checks for existence.
-    unsafe { libc::killpg(pgid, 0) == 0 }
 }
