@@ -11,8 +11,8 @@
 //!   first stays literal (the harness chooses it again); a value the peer chose is captured where
 //!   it first appears (`{capture: rid_1}`) and written as `${rid_1}` after that, in sends and in
 //!   patterns;
-//! - **paths** of this capture (its temp dir, the sockets) inside strings the peer sent become a
-//!   regex that takes any path there;
+//! - **paths** of this capture (its temp dir, the sockets) and **date-times** inside strings the
+//!   peer sent become a regex that takes any text (any date-time) there;
 //! - **times**: every wait is `within_ms` of three times the delay seen plus a second (at least
 //!   `T_PROMPT`, the first on each channel at least `T_START`); pauses of the side the harness
 //!   plays are not replayed.
@@ -53,6 +53,14 @@ pub const HOST_EOF: &str = "<end of file>";
 /// start-up, racing with `initialize`): left out of the bridge scenario and ignored by its waits.
 pub const UNSOLICITED: &[&str] =
     &["notifications/tools/list_changed", "notifications/resources/list_changed", "notifications/prompts/list_changed"];
+
+/// A date-time as clocks write it: `2026-11-25T20:07:14.958Z`, `2026-11-25 20:07:14+01:00`.
+const DATETIME: &str = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?";
+
+fn datetime() -> &'static regex::Regex {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| regex::Regex::new(DATETIME).expect("date-time pattern"))
+}
 
 /// Which value an id position holds; values match only within a kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -145,14 +153,36 @@ impl Vars {
         json!({"capture": name})
     }
 
-    /// A string the peer sent, as a pattern: literal, or a regex when a path of the capture is in
-    /// it.
+    /// A string the peer sent, as a pattern: literal, or a regex when a path of the capture or a
+    /// date-time (ISO 8601, as a clock writes it) is in it: the path takes any text there, the
+    /// date-time any date-time.
     fn expect_string(&self, s: &str) -> Value {
-        let Some(p) = self.paths.iter().find(|p| s.contains(p.as_str())) else {
+        // Spans (start, end, the regex that takes their place), in order, not overlapping.
+        let mut spans: Vec<(usize, usize, &str)> = Vec::new();
+        for p in &self.paths {
+            for (i, _) in s.match_indices(p.as_str()) {
+                spans.push((i, i + p.len(), ".*"));
+            }
+        }
+        for m in datetime().find_iter(s) {
+            spans.push((m.start(), m.end(), DATETIME));
+        }
+        if spans.is_empty() {
             return literal(&Value::String(s.into()));
-        };
-        let parts: Vec<String> = s.split(p.as_str()).map(regex::escape).collect();
-        let re = format!("^{}$", parts.join(".*"));
+        }
+        spans.sort_by_key(|&(a, b, _)| (a, std::cmp::Reverse(b)));
+        let mut re = String::from("^");
+        let mut at = 0;
+        for (a, b, r) in spans {
+            if a < at {
+                continue;
+            }
+            re.push_str(&regex::escape(&s[at..a]));
+            re.push_str(r);
+            at = b;
+        }
+        re.push_str(&regex::escape(&s[at..]));
+        re.push('$');
         json!({"regex": re.replace('$', "$$")})
     }
 
@@ -976,6 +1006,14 @@ mod tests {
         assert_eq!(p["log"]["data_json"]["path"], json!({"regex": "^.*/tp\\.sock$$"}));
         let p = v.expect_envelope(&json!({"call_result": {"result_json": "{\"regex\":\"x\"}"}}));
         assert_eq!(p["call_result"]["result_json"], json!({"equals": {"regex": "x"}}));
+        // A date-time takes any date-time; the rest stays literal.
+        let p = v.expect_envelope(
+            &json!({"log": {"data_json": "{\"msg\":\"at 2026-11-25T20:07:14.958Z in /tmp/cap-1/x\"}"}}),
+        );
+        let re = p["log"]["data_json"]["msg"]["regex"].as_str().unwrap().replace("$$", "$");
+        let re = regex::Regex::new(&re).unwrap();
+        assert!(re.is_match("at 2031-01-02T03:04:05Z in /tmp/other/x"), "{re}");
+        assert!(!re.is_match("at noon in /tmp/other/x"), "{re}");
         // Keys are no placeholders' places (the loader leaves them alone): kept as they are.
         assert_eq!(v.expect_message(&json!({"result": {"a$b": "x$y"}})), json!({"result": {"a$b": "x$$y"}}));
         assert_eq!(v.send_message(&json!({"params": {"a$b": "x$y"}})), json!({"params": {"a$b": "x$$y"}}));
