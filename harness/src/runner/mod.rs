@@ -165,12 +165,12 @@ impl CaseResult {
         }
     }
 
-    /// The verdict each requirement gets from this result: for FAIL, WARN and XFAIL the `broken`
-    /// ones (which may lie outside the cited ones) get the verdict, the `held` ones PASS, and the
-    /// other cited ones were not reached (SKIP); otherwise every cited requirement gets the
-    /// scenario's verdict.
+    /// The verdict each requirement gets from this result: for FAIL, WARN, XFAIL and LEAK the
+    /// `broken` ones (which may lie outside the cited ones) get the verdict, the `held` ones PASS,
+    /// and the other cited ones were not reached (SKIP); otherwise every cited requirement gets
+    /// the scenario's verdict.
     pub fn per_requirement(&self) -> Vec<(&str, Verdict)> {
-        let failed = matches!(self.verdict, Verdict::Fail | Verdict::Warn | Verdict::Xfail);
+        let failed = matches!(self.verdict, Verdict::Fail | Verdict::Warn | Verdict::Xfail | Verdict::Leak);
         if !failed || self.broken.is_empty() {
             return self.requirements.iter().map(|r| (r.as_str(), self.verdict)).collect();
         }
