@@ -327,3 +327,24 @@ fn a_bridge_over_http_is_captured_on_its_tool_side_and_its_tool_process_scenario
     assert_eq!(code(&o), 0, "{}", text(&o));
     sb.assert_clean();
 }
+
+#[test]
+fn a_tool_process_outside_the_bridges_group_that_outlives_the_bridge_is_ended() {
+    // The "bridge" starts its tool in a session of its own and exits at once; the tool
+    // (`sleep 60`, exec'd by the launcher) would live on.
+    let sb = Sandbox::new();
+    let out = sb.dir.path().join("cap");
+    let started = Instant::now();
+    let o = sb
+        .cmd()
+        .args(["capture", "--out"])
+        .arg(&out)
+        .args(["--tool", "sleep 60", "--", "sh", "-c", "PROTOMCP_SOCKET=/nowhere/tp.sock setsid {tool} & sleep 1"])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?} {t}", started.elapsed());
+    assert!(t.contains("the bridge ended (exit status 0)"), "{t}");
+    assert!(!t.contains("survived"), "{t}");
+    sb.assert_clean();
+}

@@ -452,16 +452,25 @@ fn alive(pid: i32) -> bool {
     }
 }
 
-/// SIGKILL to every tool process (and its group) still alive; true when none is left.
-async fn kill_tools(pids: &[i32]) -> bool {
+/// Whether `pid` is a tool process of this capture: its environment names a socket in the
+/// capture's temp dir `dir` (a pid reused by another process since does not).
+fn ours(pid: i32, dir: &Path) -> bool {
+    let needle = format!("{}={}/", crate::testee::ENV_SOCKET, dir.display());
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv.starts_with(needle.as_bytes())))
+}
+
+/// SIGKILL to every tool process of this capture (and its group) still alive; true when none is
+/// left.
+async fn kill_tools(pids: &[i32], dir: &Path) -> bool {
     let deadline = tokio::time::Instant::now() + KILL_LIMIT;
     loop {
-        let left: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+        let left: Vec<i32> = pids.iter().copied().filter(|&p| alive(p) && ours(p, dir)).collect();
         for &p in pids {
             // SAFETY: kill/killpg/waitpid have no memory-safety preconditions. A tool process
             // whose bridge died is this process's child (the subreaper): reap it.
             unsafe {
-                if alive(p) {
+                if left.contains(&p) {
                     libc::kill(p, libc::SIGKILL);
                     if process::group_alive(p) {
                         libc::killpg(p, libc::SIGKILL);
@@ -582,7 +591,7 @@ where
     let handles: Vec<_> = std::mem::take(&mut *relays.lock().unwrap_or_else(|e| e.into_inner()));
     let _ = tokio::time::timeout(DRAIN, futures_util::future::join_all(handles)).await;
     let pids: Vec<i32> = pids.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let clean_tools = kill_tools(&pids).await;
+    let clean_tools = kill_tools(&pids, &d).await;
     control_task.abort();
     host_task.abort();
     for h in std::mem::take(&mut *relays.lock().unwrap_or_else(|e| e.into_inner())) {
@@ -684,6 +693,22 @@ mod tests {
         let items = Tap::new(Dir::ToTestee, Party::ToolProcess).feed(&bytes);
         assert!(matches!(&items[0], Item::Malformed { hex: Some(h), .. } if h == "ff ff"), "{items:?}");
         assert!(matches!(&items[1], Item::Frame { tree: Some(t), .. } if t["request_id"] == "r2"), "{items:?}");
+    }
+
+    #[test]
+    fn a_process_is_a_tool_process_of_the_capture_only_by_its_socket_in_the_capture_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .env(crate::testee::ENV_SOCKET, dir.path().join("tp-1.sock"))
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        assert!(ours(pid, dir.path()));
+        assert!(!ours(pid, Path::new("/elsewhere")));
+        assert!(!ours(i32::try_from(std::process::id()).unwrap(), dir.path()));
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     #[test]
