@@ -158,3 +158,29 @@ fn the_reference_bridge_and_its_tool_process_are_sampled_and_hold_no_more_after_
     }
     sb.assert_clean();
 }
+
+/// Every scenario is sampled every second while it runs: a testee kept busy 2.5 s by a `sleep`
+/// step has at least one such sample, and it is in the JSON report beside the start and end.
+#[test]
+fn a_scenario_that_runs_for_seconds_is_sampled_every_second_while_it_runs() {
+    let sb = Sandbox::new();
+    let s = sb.file(
+        "long.yaml",
+        "id: calls.long\ntitle: t\nrequirements: [TP-CALL-01]\nlevel: MUST\nrole: tool-process\nsteps:\n  - handshake: {}\n  - sleep: {ms: 2500}\n  - expect_alive: {}\n",
+    );
+    let json = sb.dir.path().join("r.json");
+    let o = sb.cmd().arg("--scenarios").arg(&s).arg("--json").arg(&json).output().unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r = &v["cases"][0]["resources"];
+    let during = r["during"].as_array().expect("samples while it ran");
+    assert!(!during.is_empty(), "{r}");
+    assert!(during[0]["ms"].as_u64().unwrap() >= 1000, "{r}");
+    assert_eq!(during[0]["figures"]["processes"], 1, "{r}");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("at any sample (also every second while one ran)"),
+        "{}",
+        text(&o)
+    );
+    sb.assert_clean();
+}

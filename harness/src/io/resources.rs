@@ -51,6 +51,41 @@ pub struct Use {
     pub end: Figures,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<Sample>,
+    /// Figures taken every [`DURING_EVERY`] while the scenario ran (only scenarios that run
+    /// longer have any): for a person, never for a verdict (their x axis is time).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub during: Vec<Timed>,
+}
+
+/// How often a running scenario's target is sampled (see [`Use::during`]).
+pub const DURING_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Figures taken `ms` milliseconds after the scenario's start sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Timed {
+    pub ms: u64,
+    pub figures: Figures,
+}
+
+impl Use {
+    /// The largest figures of the scenario: at its start, its end, in a soak or while it ran.
+    pub fn peak(&self) -> Figures {
+        let all = [self.start, self.end]
+            .into_iter()
+            .chain(self.samples.iter().map(|s| s.figures))
+            .chain(self.during.iter().map(|t| t.figures));
+        let mut p = Figures::default();
+        for f in all {
+            p.processes = p.processes.max(f.processes);
+            p.threads = p.threads.max(f.threads);
+            p.fds_socket = p.fds_socket.max(f.fds_socket);
+            p.fds_pipe = p.fds_pipe.max(f.fds_pipe);
+            p.fds_file = p.fds_file.max(f.fds_file);
+            p.fds_other = p.fds_other.max(f.fds_other);
+            p.rss_kib = p.rss_kib.max(f.rss_kib);
+        }
+        p
+    }
 }
 
 /// The largest figures at the end of `uses`, one line for a person; `None` for no samples.
@@ -59,8 +94,13 @@ pub fn summary<'a>(uses: impl Iterator<Item = &'a Use>) -> Option<String> {
     let mut max = Figures::default();
     let mut grew = 0;
     let (mut soaks, mut samples) = (0, 0);
+    let (mut peak_fds, mut peak_threads, mut peak_rss) = (0, 0, 0);
     for u in uses {
         n += 1;
+        let p = u.peak();
+        peak_fds = peak_fds.max(p.fds());
+        peak_threads = peak_threads.max(p.threads);
+        peak_rss = peak_rss.max(p.rss_kib);
         if !u.samples.is_empty() {
             soaks += 1;
             samples += u.samples.len();
@@ -80,8 +120,9 @@ pub fn summary<'a>(uses: impl Iterator<Item = &'a Use>) -> Option<String> {
         let soaked =
             if soaks > 0 { format!("; {soaks} soak{} sampled {samples} times", if soaks == 1 { "" } else { "s" }) } else { String::new() };
         format!(
-            "resources, {n} scenarios sampled from /proc: at most {} at a scenario's end; {grew} ended with more fds or processes than they started with{soaked}",
-            max.describe()
+            "resources, {n} scenarios sampled from /proc: at most {} at a scenario's end; {grew} ended with more fds or processes than they started with{soaked}; at any sample (also every second while one ran) at most {peak_fds} fds, {peak_threads} threads, {:.1} MiB",
+            max.describe(),
+            peak_rss as f64 / 1024.0
         )
     })
 }

@@ -1111,8 +1111,9 @@ pub(crate) async fn execute(
     };
     let end = run.ex.sampler.as_ref().and_then(super::soak::Sampler::sample);
     let samples = std::mem::take(&mut run.ex.samples);
+    let during = run.ex.during.take().map(super::soak::During::stop).unwrap_or_default();
     res.resources =
-        run.ex.resources_start.zip(end).map(|(start, end)| crate::io::resources::Use { start, end, samples });
+        run.ex.resources_start.zip(end).map(|(start, end)| crate::io::resources::Use { start, end, samples, during });
     let outcome = super::leaked(outcome, &mut run.ex);
     // Messages no step looked at, for the report.
     for (i, e) in run.inbox() {

@@ -156,6 +156,8 @@ pub struct Exec<'a> {
     pub samples: Vec<crate::io::resources::Sample>,
     /// A soak that found resources growing: the step's index and the message of the LEAK.
     pub leak: Option<(Option<usize>, String)>,
+    /// The samples taken every second from the first connection on ([`super::soak::During`]).
+    pub during: Option<super::soak::During>,
     /// While [`Exec::poll_pulls`] reads: the transcript items of a frame that is not a pull go
     /// to `deferred` and reach the transcript when a step takes the frame from the stash (and
     /// never, when no step does), so the transcript shows tool-side frames where the steps read
@@ -249,6 +251,7 @@ impl<'a> Exec<'a> {
             sampler: None,
             samples: Vec::new(),
             leak: None,
+            during: None,
             deferring: false,
             deferred: Vec::new(),
         }
@@ -383,6 +386,9 @@ impl<'a> Exec<'a> {
         self.accepted = true;
         if self.resources_start.is_none() {
             self.resources_start = self.sampler.as_ref().and_then(super::soak::Sampler::sample);
+            if self.resources_start.is_some() {
+                self.during = self.sampler.clone().map(super::soak::During::start);
+            }
         }
         self.peer_pid = stream.peer_cred().ok().and_then(|c| c.pid());
         self.transcript.push(Item::Connected);

@@ -336,8 +336,9 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
     };
     let end = ex.sampler.as_ref().and_then(soak::Sampler::sample);
     let samples = std::mem::take(&mut ex.samples);
+    let during = ex.during.take().map(soak::During::stop).unwrap_or_default();
     res.resources =
-        ex.resources_start.zip(end).map(|(start, end)| crate::io::resources::Use { start, end, samples });
+        ex.resources_start.zip(end).map(|(start, end)| crate::io::resources::Use { start, end, samples, during });
     ex.close();
     let outcome = leaked(outcome, &mut ex);
     res.broken = ex.broken();

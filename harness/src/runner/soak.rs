@@ -42,6 +42,39 @@ impl Sampler {
     }
 }
 
+/// Samples taken every [`resources::DURING_EVERY`] while a scenario runs, by a task of their
+/// own (see [`resources::Use::during`]); [`During::stop`] ends it and gives them.
+pub struct During {
+    task: tokio::task::JoinHandle<()>,
+    taken: std::sync::Arc<std::sync::Mutex<Vec<resources::Timed>>>,
+}
+
+impl During {
+    pub fn start(sampler: Sampler) -> During {
+        let taken = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let out = taken.clone();
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            loop {
+                tokio::time::sleep(resources::DURING_EVERY).await;
+                let Some(f) = sampler.sample() else { return };
+                let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                let mut v = out.lock().unwrap_or_else(|e| e.into_inner());
+                // Bounded: an hour of samples at most.
+                if v.len() < 3600 {
+                    v.push(resources::Timed { ms, figures: f });
+                }
+            }
+        });
+        During { task, taken }
+    }
+
+    pub fn stop(self) -> Vec<resources::Timed> {
+        self.task.abort();
+        std::mem::take(&mut *self.taken.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
 /// The steps of a soak's findings, for the runner: the message of a LEAK.
 pub(crate) fn leak_message(k: &Soak, found: &[resources::Growth]) -> String {
     let (unit, per) = k.unit();
