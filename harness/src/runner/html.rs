@@ -578,6 +578,9 @@ fn not_passing(h: &mut String, sides: &[Side<'_>]) {
         }
         if let Some(u) = &r.resources {
             let mut text = format!("at the start: {}\nat the end: {}", u.start.describe(), u.end.describe());
+            if !u.during.is_empty() {
+                let _ = write!(text, "\nthe most of {} samples every second: {}", u.during.len(), u.peak().describe());
+            }
             if let (Some(first), Some(last)) = (u.samples.first(), u.samples.last()) {
                 let _ = write!(
                     text,
