@@ -467,18 +467,14 @@ async fn kill_tools(pids: &[i32], dir: &Path) -> bool {
     loop {
         let left: Vec<i32> = pids.iter().copied().filter(|&p| alive(p) && ours(p, dir)).collect();
         for &p in pids {
-            // SAFETY: kill/killpg/waitpid have no memory-safety preconditions. A tool process
-            // whose bridge died is this process's child (the subreaper): reap it.
-            unsafe {
-                if left.contains(&p) {
-                    libc::kill(p, libc::SIGKILL);
-                    if process::group_alive(p) {
-                        libc::killpg(p, libc::SIGKILL);
-                    }
+            if left.contains(&p) {
+                crate::os::signal_process(p, libc::SIGKILL);
+                if process::group_alive(p) {
+                    crate::os::signal_group(p, libc::SIGKILL);
                 }
-                let mut st = 0;
-                libc::waitpid(p, &mut st, libc::WNOHANG);
             }
+            // A tool process whose bridge died is this process's child (the subreaper): reap it.
+            crate::os::reap(p);
         }
         if left.is_empty() {
             return true;
