@@ -26,7 +26,7 @@ use tokio::sync::watch;
 use super::launcher::{Answer, Hello};
 use super::scenario::{HOST_EOF, SIDEBAND_HEADER, SIDEBAND_PAYLOAD};
 use super::{CaptureError, Chan, ENV_CAPTURE, Event, LAUNCHER_NAME, MAX_EVENTS, Session, TOOL_PLACEHOLDER};
-use crate::runner::process::{self, ExitInfo, ScenarioDir};
+use crate::runner::process::{self, ExitInfo, ScenarioDir, process_alive as alive};
 use crate::scenario::normalize::sideband_value;
 use crate::transcript::{Dir, Item, hex};
 
@@ -438,17 +438,6 @@ async fn bridge_to_host<O: AsyncWrite + Unpin>(stdout: tokio::process::ChildStdo
                 }
             }
         }
-    }
-}
-
-/// Whether `pid` runs (a zombie does not).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()).unwrap_or("");
-            state != "Z" && state != "X"
-        }
-        Err(_) => false,
     }
 }
 

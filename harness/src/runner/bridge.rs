@@ -29,7 +29,7 @@ use tokio::net::UnixListener;
 use tokio::time::Instant;
 
 use super::exec::{Exec, Proc, PullAnswers, StepError};
-use super::process::{self, ScenarioDir};
+use super::process::{self, ScenarioDir, process_alive as alive};
 use super::{
     CaseResult, Config, DEFAULT_SCENARIO_TIMEOUT, GRACE, KILL_LIMIT, Outcome, STDERR_TAIL, Target, tail_lines,
 };
@@ -1190,17 +1190,6 @@ async fn second_connection(socket: &str, within: Duration) -> Result<(), StepErr
 /// Pids the mocks of this run registered.
 fn mock_pids(pidfile: &Path) -> Vec<i32> {
     std::fs::read_to_string(pidfile).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
-}
-
-/// Whether `pid` runs (and is not a zombie).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()).unwrap_or("");
-            state != "Z" && state != "X"
-        }
-        Err(_) => false,
-    }
 }
 
 /// Closes stdin, waits `GRACE`, then SIGKILLs the bridge's group and every registered mock (and

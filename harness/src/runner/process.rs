@@ -288,6 +288,27 @@ impl StderrTail {
     }
 }
 
+/// The state letter and process group of `pid`, from `/proc/<pid>/stat` (Linux); `None` when it
+/// is gone or cannot be read.
+fn stat_of(pid: i32) -> Option<(char, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
+    let mut f = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = f.next()?.chars().next()?;
+    let pgrp = f.nth(1)?.parse().ok()?;
+    Some((state, pgrp))
+}
+
+/// A process in this state runs: a zombie (`Z`) or a dead one (`X`) does not.
+fn running(state: char) -> bool {
+    state != 'Z' && state != 'X'
+}
+
+/// Whether process `pid` is running (a zombie is dead, only not yet reaped by its parent).
+pub fn process_alive(pid: i32) -> bool {
+    stat_of(pid).is_some_and(|(state, _)| running(state))
+}
+
 /// Whether any process of group `pgid` is still running (zombies count as gone: they are dead,
 /// only not yet reaped by their parent).
 pub fn group_alive(pgid: i32) -> bool {
@@ -297,13 +318,10 @@ pub fn group_alive(pgid: i32) -> bool {
         for e in dir.flatten() {
             let name = e.file_name();
             let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-            // pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
-            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { continue };
-            let mut f = rest.split_whitespace();
-            let state = f.next().unwrap_or("");
-            let pgrp = f.nth(1).and_then(|g| g.parse::<i32>().ok());
-            if pgrp == Some(pgid) && state != "Z" && state != "X" {
+            if let Some((state, pgrp)) = stat_of(pid)
+                && pgrp == pgid
+                && running(state)
+            {
                 return true;
             }
         }
