@@ -398,47 +398,60 @@ fn host_item(dir: Dir, line: &[u8]) -> Item {
 /// input closes the bridge's stdin and says so on `eof`.
 async fn host_to_bridge<I: AsyncRead + Unpin>(
     host: I,
-    mut stdin: tokio::process::ChildStdin,
+    stdin: tokio::process::ChildStdin,
     rec: Rec,
     eof: watch::Sender<bool>,
 ) {
-    let mut r = BufReader::new(host);
-    let mut line = Vec::new();
-    let mut open = true;
-    loop {
-        line.clear();
-        match r.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                rec.push(Chan::Host, host_item(Dir::ToTestee, &line));
-                if open && (stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err()) {
-                    open = false;
-                }
-            }
-        }
-    }
+    let stdin = relay_lines(host, stdin, &rec, Dir::ToTestee).await;
+    // Recorded before the bridge can react to the end of its stdin.
     rec.push(Chan::Host, Item::Host { dir: Dir::ToTestee, message: None, raw: Some(HOST_EOF.into()) });
     drop(stdin);
     let _ = eof.send(true);
 }
 
 /// Copies the bridge's stdout to the host line by line, recording each.
-async fn bridge_to_host<O: AsyncWrite + Unpin>(stdout: tokio::process::ChildStdout, mut host: O, rec: Rec) {
-    let mut r = BufReader::new(stdout);
+async fn bridge_to_host<O: AsyncWrite + Unpin>(stdout: tokio::process::ChildStdout, host: O, rec: Rec) {
+    relay_lines(stdout, host, &rec, Dir::FromTestee).await;
+}
+
+/// Copies `from` to `to` line by line, recording each line as it goes (`dir`: host→bridge is
+/// `ToTestee`). Every byte is passed on; a line longer than [`crate::limits::BRIDGE_HOST_LINE`]
+/// (what the reference bridge reads) is recorded as dropped, with its length, so a peer that
+/// writes an endless line costs that much memory and no more. Once `to` is closed the rest is
+/// read and recorded but not written, so the writer of `from` is never blocked. Returns `to` at
+/// the end of `from`, for the caller to close.
+async fn relay_lines<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(from: R, mut to: W, rec: &Rec, dir: Dir) -> W {
+    use tokio::io::AsyncReadExt;
+    let limit = crate::limits::BRIDGE_HOST_LINE;
+    let mut r = BufReader::new(from);
     let mut line = Vec::new();
     let mut open = true;
+    // Bytes of a line longer than `limit` passed on so far.
+    let mut long = 0u64;
     loop {
         line.clear();
-        match r.read_until(b'\n', &mut line).await {
+        let n = match (&mut r).take(limit as u64).read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => break,
-            Ok(_) => {
-                rec.push(Chan::Host, host_item(Dir::FromTestee, &line));
-                if open && (host.write_all(&line).await.is_err() || host.flush().await.is_err()) {
-                    open = false;
-                }
+            Ok(n) => n,
+        };
+        let ends = line.ends_with(b"\n") || n < limit;
+        if long == 0 && ends {
+            rec.push(Chan::Host, host_item(dir, &line));
+        } else {
+            long += n as u64;
+            if ends {
+                rec.push(Chan::Host, Item::Dropped { items: 1, bytes: long });
+                long = 0;
             }
         }
+        if open && (to.write_all(&line).await.is_err() || to.flush().await.is_err()) {
+            open = false;
+        }
     }
+    if long > 0 {
+        rec.push(Chan::Host, Item::Dropped { items: 1, bytes: long });
+    }
+    to
 }
 
 /// Whether `pid` is a tool process of this capture: its environment names a socket in the
@@ -606,6 +619,29 @@ where
 mod tests {
     use super::*;
     use protomcp_proto::envelopes::EnvelopeExt;
+
+    #[tokio::test]
+    async fn a_line_longer_than_the_bridge_reads_is_passed_on_whole_and_recorded_as_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = Rec(Arc::new(Mutex::new(Recorder {
+            start: Instant::now(),
+            file: std::fs::File::create(dir.path().join("capture.txt")).unwrap(),
+            events: Vec::new(),
+            dropped: 0,
+            paths: Vec::new(),
+        })));
+        let long = crate::limits::BRIDGE_HOST_LINE * 2 + 5;
+        let mut input = vec![b'x'; long];
+        input.extend_from_slice(b"\n{\"jsonrpc\":\"2.0\",\"method\":\"ping\",\"id\":1}\nlast");
+        let out = relay_lines(&input[..], Vec::new(), &rec, Dir::ToTestee).await;
+        assert!(out == input, "every byte passed on, in order");
+        let r = rec.0.lock().unwrap();
+        let items: Vec<&Item> = r.events.iter().map(|e| &e.item).collect();
+        assert_eq!(items.len(), 3, "{items:?}");
+        assert_eq!(items[0], &Item::Dropped { items: 1, bytes: long as u64 + 1 });
+        assert!(matches!(items[1], Item::Host { message: Some(m), .. } if m["method"] == "ping"));
+        assert!(matches!(items[2], Item::Host { raw: Some(l), .. } if l == "last"));
+    }
 
     fn frame(e: &protomcp_proto::pb::Envelope) -> Vec<u8> {
         let mut b = BytesMut::new();
