@@ -18,12 +18,36 @@ pub struct ServerArgs {
     /// Largest frame body accepted; a longer prefix gets -32600 (id 0) and the server exits.
     #[arg(long, default_value_t = MCP_MAX_FRAME)]
     max_frame: u32,
+    /// With --misbehave: an intermittent server, for self-tests of --repeat. Each start claims
+    /// the next free number N in DIR (the file DIR/start-N, created exclusively, so concurrent
+    /// starts get distinct numbers); the server misbehaves on even N and behaves on odd N.
+    #[arg(long, value_name = "DIR", requires = "misbehave")]
+    every_other_start: Option<PathBuf>,
 }
 
 /// `proto-mcp-server`: serves one proto-mcp session on stdio.
 pub fn serve(args: ServerArgs) -> Result<ExitCode> {
-    let code = protomcp_harness::proto_mcp::server::run(args.misbehave, args.max_frame);
+    let misbehave = match &args.every_other_start {
+        Some(dir) if start_number(dir)? % 2 == 1 => None,
+        _ => args.misbehave,
+    };
+    let code = protomcp_harness::proto_mcp::server::run(misbehave, args.max_frame);
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+}
+
+/// The number of this start in `dir`: the smallest N ≥ 1 for which `dir/start-N` did not exist
+/// (this process creates it).
+fn start_number(dir: &Path) -> Result<u64> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for n in 1.. {
+        let path = dir.join(format!("start-{n}"));
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(_) => return Ok(n),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", path.display())),
+        }
+    }
+    unreachable!("the loop returns")
 }
 
 use std::collections::BTreeSet;
@@ -67,18 +91,32 @@ enum ProfileCommand {
     /// Run the catalogue against the reference server and every --server, and print
     /// requirement × server as markdown, with the scenarios on which they disagree.
     Matrix {
-        /// A server: a command line or a manifest directory; repeatable.
+        /// A server: a command line or a manifest directory; repeatable (columns in the order
+        /// given, after the reference server's).
         #[arg(long, value_name = "CMD|DIR")]
         server: Vec<String>,
+        /// Leave out the bundled reference server (by default the first column).
+        #[arg(long)]
+        no_reference: bool,
         #[arg(long)]
         only: Vec<String>,
         #[arg(short = 'j', long, default_value_t = 4)]
         jobs: usize,
+        /// Run each scenario N times per server (a fresh process each time); runs that differ
+        /// are FLAKY.
+        #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+        repeat: u32,
         #[arg(long)]
         scenarios: Option<PathBuf>,
-        /// Write the markdown here as well.
-        #[arg(long)]
-        out: Option<PathBuf>,
+        /// Write the markdown here too (it is always printed).
+        #[arg(long, alias = "out", value_name = "FILE")]
+        markdown: Option<PathBuf>,
+        /// Write the matrix as JSON here.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Write an HTML report here: one self-contained file with a column per server.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
     },
     /// The PM MUST/SHOULD requirements without a scenario and without a reason in
     /// harness/data/proto-mcp-untestable.yaml, with counts per area. Exit 1 when any.
@@ -103,6 +141,11 @@ struct RunArgs {
     /// Scenarios run in parallel.
     #[arg(short = 'j', long, default_value_t = 4)]
     jobs: usize,
+    /// Run each scenario N times, each on a fresh server process, and fold the runs as a
+    /// protomcp run does: runs that differ in verdict or broken requirement are FLAKY (exit 1);
+    /// a known failure marked `intermittent` folds PASS and XFAIL to XFAIL.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
     /// The safe tool (feature call): NAME=TYPE_URL=HEX.
     #[arg(long, value_name = "NAME=TYPE_URL=HEX")]
     safe_tool: Option<String>,
@@ -273,37 +316,50 @@ fn profile(cli: ProfileCli) -> Result<ExitCode> {
             }
             Ok(if missing.is_empty() && stale.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
-        Some(ProfileCommand::Matrix { server, only, jobs, scenarios, out }) => {
+        Some(ProfileCommand::Matrix { server, no_reference, only, jobs, repeat, scenarios, markdown, json, html }) => {
             let all = selected(load(scenarios.as_deref())?, &only);
             if all.is_empty() {
                 bail!("no proto-mcp scenario selected");
             }
-            let mut runs = vec![("reference".to_owned(), reference_target()?)];
+            let mut runs = Vec::new();
+            if !no_reference {
+                runs.push(("reference".to_owned(), reference_target()?));
+            }
             for s in &server {
                 runs.push((s.clone(), target_of(s)?));
+            }
+            if runs.is_empty() {
+                bail!("no server: give --server, or drop --no-reference");
             }
             let mut results = Vec::new();
             let mut worst = 0u8;
             for (name, target) in &runs {
                 let features = pmrun::detect_features(target);
                 eprintln!("matrix: {name} ({} scenarios)", all.len());
-                let r = pmrun::run_all(&all, target, &features.on, jobs, &|_| {});
+                let r = pmrun::run_repeated(&all, target, &features.on, jobs, repeat as usize, &|_| {});
                 let summary = Summary::of(r.iter().map(|c| c.verdict));
-                eprintln!(
-                    "  {} PASS, {} FAIL, {} WARN, {} SKIP, {} XFAIL, {} XPASS, {} ERROR",
-                    summary.pass, summary.fail, summary.warn, summary.skip, summary.xfail, summary.xpass, summary.error
-                );
+                eprintln!("  {summary}");
                 worst = worst.max(summary.exit_code());
                 results.push((name.clone(), r));
             }
-            let mut md = protomcp_harness::matrix::Matrix::build(&results).markdown();
-            // The shared matrix knows the levels of TP/BR requirements only.
-            for r in pmreq::all() {
-                md = md.replace(&format!("| {}  |", r.id), &format!("| {} {} |", r.id, r.level));
-            }
+            let m = protomcp_harness::matrix::Matrix::build(&results);
+            let md = m.markdown();
             print!("{md}");
-            if let Some(p) = out {
+            if let Some(p) = markdown {
                 std::fs::write(&p, &md).with_context(|| format!("writing {}", p.display()))?;
+            }
+            if let Some(p) = json {
+                std::fs::write(&p, serde_json::to_string_pretty(&m)? + "\n")
+                    .with_context(|| format!("writing {}", p.display()))?;
+            }
+            if let Some(p) = html {
+                let sides: Vec<protomcp_harness::runner::html::Side<'_>> = results
+                    .iter()
+                    .map(|(t, r)| protomcp_harness::runner::html::Side { target: t, results: r })
+                    .collect();
+                let title = format!("proto-mcp matrix: {}", m.targets.join(", "));
+                std::fs::write(&p, protomcp_harness::runner::html::report(&title, &sides))
+                    .with_context(|| format!("writing {}", p.display()))?;
             }
             Ok(ExitCode::from(worst))
         }
@@ -354,24 +410,28 @@ fn run(a: RunArgs) -> Result<ExitCode> {
     }
     let on: BTreeSet<String> = features.on.clone();
     let tty = std::io::stdout().is_terminal();
-    let results = pmrun::run_all(&scenarios, &target, &on, a.jobs, &|r| println!("{}", report::line(r, tty)));
+    let results = pmrun::run_repeated(&scenarios, &target, &on, a.jobs, a.repeat as usize, &|r| {
+        println!("{}", report::line(r, tty))
+    });
     let target_args = format!("--profile proto-mcp --server '{label}'");
     for r in &results {
-        if matches!(r.verdict.name(), "FAIL" | "WARN" | "XPASS" | "ERROR") {
+        if matches!(r.verdict.name(), "FAIL" | "WARN" | "XPASS" | "ERROR" | "FLAKY") {
             print!("{}", report::details(r, &target_args));
         }
     }
     let summary = Summary::of(results.iter().map(|r| r.verdict));
     println!(
-        "\nproto-mcp: {} scenarios: {} PASS, {} FAIL, {} WARN, {} SKIP, {} XFAIL, {} XPASS, {} ERROR",
+        "\nproto-mcp: {} scenarios{}: {} PASS, {} FAIL, {} WARN, {} SKIP, {} XFAIL, {} XPASS, {} ERROR{}",
         results.len(),
+        if a.repeat > 1 { format!(", {} runs each", a.repeat) } else { String::new() },
         summary.pass,
         summary.fail,
         summary.warn,
         summary.skip,
         summary.xfail,
         summary.xpass,
-        summary.error
+        summary.error,
+        if summary.flaky > 0 { format!(", {} FLAKY", summary.flaky) } else { String::new() }
     );
     if let Some(p) = &a.json {
         let v = report::json_report(&label, &results);

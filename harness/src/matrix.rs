@@ -3,8 +3,26 @@
 
 use std::collections::BTreeMap;
 
-use crate::requirements;
+use crate::requirements::{self, Requirement};
 use crate::runner::{CaseResult, Verdict};
+
+/// The requirement with this ID in either profile's table (protomcp's TP/BR, then proto-mcp's PM):
+/// a matrix or a report may hold results of either.
+pub fn requirement(id: &str) -> Option<&'static Requirement> {
+    requirements::get(id).or_else(|| crate::proto_mcp::requirements::get(id))
+}
+
+/// The position of a requirement in spec order: protomcp's table, then proto-mcp's; unknown IDs
+/// last.
+pub fn spec_order(id: &str) -> usize {
+    let tp = requirements::all();
+    match tp.iter().position(|r| r.id == id) {
+        Some(i) => i,
+        None => {
+            crate::proto_mcp::requirements::all().iter().position(|r| r.id == id).map_or(usize::MAX, |i| tp.len() + i)
+        }
+    }
+}
 
 /// One cell: how a target did on the scenarios citing one requirement.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -97,7 +115,6 @@ impl Matrix {
                 e.1.insert(name.clone(), r.verdict);
             }
         }
-        let order = |id: &str| requirements::all().iter().position(|r| r.id == id).unwrap_or(usize::MAX);
         // Requirements no target ran a scenario for (bridge requirements in a matrix of tool
         // processes, say) are left out.
         let mut rows: Vec<(String, Vec<Cell>)> = cells
@@ -105,7 +122,7 @@ impl Matrix {
             .filter(|(_, v)| v.iter().any(|c| c.executed() > 0))
             .map(|(k, v)| (k.to_owned(), v))
             .collect();
-        rows.sort_by_key(|(id, _)| (order(id), id.clone()));
+        rows.sort_by_key(|(id, _)| (spec_order(id), id.clone()));
         let disagreements = by_scenario
             .into_iter()
             .filter(|(_, (_, v))| {
@@ -178,7 +195,7 @@ impl Matrix {
         );
         head(&mut s, "requirement");
         for (id, cells) in &self.rows {
-            let level = requirements::get(id).map(|r| r.level.to_string()).unwrap_or_default();
+            let level = requirement(id).map(|r| r.level.to_string()).unwrap_or_default();
             s.push_str(&format!("| {id} {level} |"));
             for c in cells {
                 s.push_str(&format!(" {} |", c.symbol()));

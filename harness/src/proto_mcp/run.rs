@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use prost::Message;
@@ -1130,29 +1130,56 @@ pub fn run_all(
     jobs: usize,
     on_done: &(dyn Fn(&CaseResult) + Sync),
 ) -> Vec<CaseResult> {
-    let results: Arc<Mutex<Vec<Option<CaseResult>>>> = Arc::new(Mutex::new(vec![None; scenarios.len()]));
-    let next = Arc::new(Mutex::new(0usize));
+    run_repeated(scenarios, target, features, jobs, 1, on_done)
+}
+
+/// Runs each of `scenarios` `repeat` times, each run on a fresh server process, `jobs` runs in
+/// parallel, and folds the runs of a scenario as the protomcp runner does
+/// ([`crate::runner::fold_repeats`]: runs that differ in verdict or broken requirement are FLAKY;
+/// an intermittent known failure folds PASS and XFAIL to XFAIL). Results in the scenarios' order;
+/// `on_done` sees each folded result once all its runs have finished.
+pub fn run_repeated(
+    scenarios: &[Scenario],
+    target: &Target,
+    features: &BTreeSet<String>,
+    jobs: usize,
+    repeat: usize,
+    on_done: &(dyn Fn(&CaseResult) + Sync),
+) -> Vec<CaseResult> {
+    let repeat = repeat.max(1);
+    // The runs of each scenario so far, and its folded result once they are all in.
+    let runs: Mutex<Vec<Vec<CaseResult>>> = Mutex::new(vec![Vec::new(); scenarios.len()]);
+    let folded: Mutex<Vec<Option<CaseResult>>> = Mutex::new(vec![None; scenarios.len()]);
+    // Work items in order: every run of the first scenario, then of the second, and so on.
+    let next = Mutex::new(0usize);
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
-            let (results, next) = (results.clone(), next.clone());
-            scope.spawn(move || {
+            scope.spawn(|| {
                 loop {
-                    let i = {
+                    let item = {
                         let mut n = next.lock().expect("lock");
                         let i = *n;
                         *n += 1;
                         i
                     };
-                    let Some(sc) = scenarios.get(i) else { return };
+                    let Some(sc) = scenarios.get(item / repeat) else { return };
                     let r = run_scenario(sc, target, features);
-                    on_done(&r);
-                    results.lock().expect("lock")[i] = Some(r);
+                    let all = {
+                        let mut runs = runs.lock().expect("lock");
+                        let mine = &mut runs[item / repeat];
+                        mine.push(r);
+                        if mine.len() == repeat { Some(std::mem::take(mine)) } else { None }
+                    };
+                    if let Some(all) = all {
+                        let r = crate::runner::fold_repeats(all);
+                        on_done(&r);
+                        folded.lock().expect("lock")[item / repeat] = Some(r);
+                    }
                 }
             });
         }
     });
-    let v = Arc::try_unwrap(results).expect("threads joined").into_inner().expect("lock");
-    v.into_iter().map(|r| r.expect("every scenario ran")).collect()
+    folded.into_inner().expect("lock").into_iter().map(|r| r.expect("every scenario ran")).collect()
 }
 
 /// The manifest of a server directory (`--server DIR`): `DIR/proto-mcp.toml`.

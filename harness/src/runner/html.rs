@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::{CaseResult, Summary, Verdict};
-use crate::requirements::{self, Level};
+use crate::requirements::Level;
 
 /// A transcript longer than this (bytes) is cut in the report, with a note; `--transcripts DIR`
 /// keeps the whole.
@@ -108,9 +108,8 @@ fn requirement_rows(sides: &[Side<'_>]) -> Vec<(String, Vec<ReqCell>)> {
             }
         }
     }
-    let order = |id: &str| requirements::all().iter().position(|r| r.id == id).unwrap_or(usize::MAX);
     let mut rows: Vec<_> = rows.into_iter().collect();
-    rows.sort_by_key(|(id, _)| (order(id), id.clone()));
+    rows.sort_by_key(|(id, _)| (crate::matrix::spec_order(id), id.clone()));
     rows
 }
 
@@ -444,7 +443,7 @@ fn requirement_table(h: &mut String, sides: &[Side<'_>]) {
     }
     h.push_str("<th>text</th></tr></thead>\n<tbody>\n");
     for (id, cells) in &rows {
-        let req = requirements::get(id);
+        let req = crate::matrix::requirement(id);
         let level = req.map(|r| r.level.to_string()).unwrap_or_default();
         let mut verdicts: Vec<&str> = cells.iter().map(|c| c.verdict().name()).collect();
         verdicts.sort_unstable();
