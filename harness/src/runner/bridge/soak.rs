@@ -12,8 +12,9 @@
 //! one comes is BR-CANCEL-01, judged by bridge.cancel.forward, so that a bridge that sends none
 //! (pmcp) can still be soaked. A response to the cancelled request is read and passed over
 //! (BR-CANCEL-02 is bridge.cancel.no-response's); a `ping` after the round's cancellations must
-//! be answered. `reload` is not played against bridges (a bridge reloads on its own triggers):
-//! such a step is SKIP.
+//! be answered. `reload` (against a bridge that claims `watch`, SKIP otherwise): a file under
+//! `{dir}/watched` changes, the reload is played in whichever form the bridge chose (the
+//! scenario's first `tool_handshake` again), and a ping must be answered after it.
 //!
 //! As for tool processes, the rounds stay out of the transcript, except a round that fails.
 
@@ -28,14 +29,14 @@ use super::{Event, Run};
 use crate::io::resources::{self, Sample};
 use crate::runner::exec::StepError;
 use crate::runner::soak::{Sampler, leak_message};
-use crate::scenario::{SOAK_SIDEBAND_SIZE, Soak, SoakCall};
+use crate::scenario::{Action, ReloadBegins, ReloadForm, SOAK_SIDEBAND_SIZE, Soak, SoakCall, T_START};
 use crate::transcript::{Dir, Item, Transcript, compact};
 
 impl Run<'_> {
     pub(super) async fn soak(&mut self, k: &Soak) -> Result<(), StepError> {
-        if k.mix.contains(&SoakCall::Reload) {
+        if k.mix.contains(&SoakCall::Reload) && !self.ex.features.iter().any(|f| f == "watch") {
             return Err(StepError::NotApplicable(
-                "a soak of reloads plays ReloadRequests as the bridge; against a bridge, reloads come from its own triggers"
+                "a soak of reloads against a bridge triggers them in watch mode, and the bridge does not claim `watch`"
                     .into(),
             ));
         }
@@ -120,6 +121,30 @@ impl Run<'_> {
         }
     }
 
+    /// One reload in watch mode: a file under `{dir}/watched` changes, the bridge begins a
+    /// reload in either form (BR-RELOAD-01), and the harness plays it with the scenario's first
+    /// `tool_handshake` (the same lists: nothing changes); then a ping must be answered.
+    async fn soak_reload(&mut self, round: u64, within: std::time::Duration) -> Result<(), StepError> {
+        let Some(h) = self.ex.scenario.steps.iter().find_map(|s| match &s.action {
+            Action::ToolHandshake(h) => Some(h.clone()),
+            _ => None,
+        }) else {
+            return Err(StepError::Error("a soak of reloads needs a tool_handshake step before it".into()));
+        };
+        let rel = std::path::Path::new("watched").join("soak-trigger");
+        self.ex.transcript.push(Item::Touch { path: rel.display().to_string() });
+        let path = self.dir.join(&rel);
+        super::touch(&path).map_err(|e| StepError::Error(format!("touch {}: {e}", path.display())))?;
+        let begins = ReloadBegins { form: ReloadForm::Any, refuse: None, within: T_START };
+        self.reload_begins(&begins).await?;
+        self.ex.ensure_conn().await?;
+        self.tool_handshake(&h).await?;
+        let id = json!(format!("soak-{round}-reloaded"));
+        self.send_host(json!({"jsonrpc": "2.0", "id": id, "method": "ping"}));
+        self.soak_response(&id, Instant::now() + within).await?;
+        Ok(())
+    }
+
     async fn soak_round(&mut self, k: &Soak, round: u64) -> Result<(), StepError> {
         let within = self.ex.t(k.within);
         let deadline = Instant::now() + within;
@@ -133,7 +158,11 @@ impl Run<'_> {
             let params = match call {
                 SoakCall::Echo => json!({"name": "echo", "arguments": {"text": text}}),
                 SoakCall::Sideband => json!({"name": "big", "arguments": {"n": SOAK_SIDEBAND_SIZE}}),
-                SoakCall::Cancel | SoakCall::Reload => continue,
+                SoakCall::Cancel => continue,
+                SoakCall::Reload => {
+                    self.soak_reload(round, within).await?;
+                    continue;
+                }
             };
             self.send_host(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}));
             sent.push((id, *call, text));
