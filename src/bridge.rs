@@ -181,18 +181,7 @@ pub fn run(args: BridgeArgs) -> Result<ExitCode> {
         if !args.watch.is_empty() {
             tokio::spawn(bridge::watch::run(bridge.clone(), args.watch.clone()));
         }
-        let stop = async {
-            use tokio::signal::unix::{SignalKind, signal};
-            match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
-                (Ok(mut i), Ok(mut t)) => {
-                    tokio::select! {
-                        _ = i.recv() => {}
-                        _ = t.recv() => {}
-                    }
-                }
-                _ => std::future::pending().await,
-            }
-        };
+        let stop = protomcp_harness::runner::process::interrupted();
         let served = match listener {
             None => bridge::mcp::serve_stdio(bridge.clone(), stop).await,
             Some(listener) => {

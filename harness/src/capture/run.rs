@@ -488,19 +488,6 @@ async fn kill_tools(pids: &[i32], dir: &Path) -> bool {
     }
 }
 
-async fn signalled() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
-        (Ok(mut i), Ok(mut t)) => {
-            tokio::select! {
-                _ = i.recv() => {}
-                _ = t.recv() => {}
-            }
-        }
-        _ => std::future::pending().await,
-    }
-}
-
 /// Runs the capture: the bridge between `host_in`/`host_out` and the tool process.
 pub async fn capture<I, O>(opts: &Options, host_in: I, host_out: O) -> Result<Captured, CaptureError>
 where
@@ -575,7 +562,7 @@ where
                 None => std::future::pending().await,
             }
         } => Stop::MaxTime,
-        _ = signalled() => Stop::Signal,
+        _ = process::interrupted() => Stop::Signal,
     };
     if !matches!(stop, Stop::Exited(_)) {
         rec.push(Chan::Bridge, Item::Signal { name: super::scenario::ENDED_BY_CAPTURE.into() });

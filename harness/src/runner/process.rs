@@ -57,6 +57,21 @@ pub fn untrack_group(pgid: i32) {
     with_registry(|r| r.groups.remove(&pgid));
 }
 
+/// Resolves when this process gets SIGINT or SIGTERM (never, when the handlers cannot be
+/// installed): how the reference bridge and `capture` learn that they are to end.
+pub async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+        (Ok(mut i), Ok(mut t)) => {
+            tokio::select! {
+                _ = i.recv() => {}
+                _ = t.recv() => {}
+            }
+        }
+        _ => std::future::pending().await,
+    }
+}
+
 /// Makes this process the reaper of orphaned descendants (Linux), so that leftovers of a testee's
 /// group (a grandchild whose parent exited) can be reaped by the runner. Harmless elsewhere.
 pub fn become_subreaper() {
