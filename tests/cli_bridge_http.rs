@@ -238,8 +238,8 @@ fn bridge_catalogue_over_http_against_the_reference_bridge() {
         .cmd()
         .arg("--bridge")
         .arg(root().join("harness/bridges/reference-http"))
-        .arg("--scenarios")
-        .arg(root().join("scenarios/bridge"))
+        // The soaks take about a minute (tests/soak.rs runs a scaled-down one).
+        .args(bridge_catalogue_without_soaks())
         .args(["-j", "2"])
         .output()
         .unwrap();
@@ -325,4 +325,16 @@ steps:
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("unknown bridge feature `teleport`"), "{}", text(&out));
     sb.assert_clean();
+}
+
+/// `--scenarios DIR` for every directory of the bridge catalogue but `soak/`.
+fn bridge_catalogue_without_soaks() -> Vec<std::ffi::OsString> {
+    let mut dirs: Vec<std::path::PathBuf> = std::fs::read_dir(root().join("scenarios/bridge"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() && !p.ends_with("soak"))
+        .collect();
+    dirs.sort();
+    assert!(dirs.len() > 10, "{dirs:?}");
+    dirs.into_iter().flat_map(|d| ["--scenarios".into(), d.into_os_string()]).collect()
 }
