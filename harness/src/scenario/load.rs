@@ -784,7 +784,17 @@ impl Checker<'_> {
             return None;
         }
         let warmup = k.warmup.as_ref().map_or(repeat / 10, |w| w.value);
-        let read = if warmup > repeat { 0 } else { (repeat - warmup) / sample_every + 1 };
+        // The samples the verdict reads: round 0, every multiple of sample_every, and the last
+        // round, those at or after the warm-up.
+        let multiples = |n: u64| n / sample_every;
+        let read = if warmup > repeat {
+            0
+        } else {
+            let from = if warmup == 0 { 0 } else { multiples(warmup - 1) };
+            let at_zero = u64::from(warmup == 0);
+            let last = u64::from(repeat % sample_every != 0);
+            multiples(repeat) - from + at_zero + last
+        };
         if read < crate::io::resources::LEAK_MIN_SAMPLES as u64 {
             self.error(
                 loc(&k.repeat),
