@@ -765,7 +765,10 @@ impl Checker<'_> {
                 Some((c, _)) => mix.push(*c),
                 None => {
                     let valid: Vec<&str> = SoakCall::NAMES.iter().map(|(_, n)| *n).collect();
-                    self.error(loc(m), format!("unknown call `{}` in a soak's mix; valid: {}", m.value, valid.join(", ")));
+                    self.error(
+                        loc(m),
+                        format!("unknown call `{}` in a soak's mix; valid: {}", m.value, valid.join(", ")),
+                    );
                     return None;
                 }
             }
