@@ -75,7 +75,7 @@ impl During {
     }
 }
 
-/// The steps of a soak's findings, for the runner: the message of a LEAK.
+/// The message of a LEAK: each resource that grew, with its rate and figures.
 pub(crate) fn leak_message(k: &Soak, found: &[resources::Growth]) -> String {
     let (unit, per) = k.unit();
     let mut m = format!(
