@@ -795,7 +795,7 @@ impl Checker<'_> {
         } else {
             let from = if warmup == 0 { 0 } else { multiples(warmup - 1) };
             let at_zero = u64::from(warmup == 0);
-            let last = u64::from(repeat % sample_every != 0);
+            let last = u64::from(!repeat.is_multiple_of(sample_every));
             multiples(repeat) - from + at_zero + last
         };
         if read < crate::io::resources::LEAK_MIN_SAMPLES as u64 {

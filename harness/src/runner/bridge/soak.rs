@@ -60,7 +60,7 @@ impl Run<'_> {
                 });
                 break;
             }
-            if round % k.sample_every == 0 || round == k.repeat {
+            if round.is_multiple_of(k.sample_every) || round == k.repeat {
                 take(round, &mut samples);
             }
         }
