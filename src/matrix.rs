@@ -65,7 +65,7 @@ fn targets(a: &MatrixArgs) -> Result<Vec<Target>> {
 
 pub fn matrix(a: MatrixArgs) -> Result<ExitCode> {
     let selected = match run::load(&a.sel) {
-        Ok(s) => s,
+        Ok(s) => run::leave_out_soaks(&a.sel, s).0,
         Err(code) => return Ok(code),
     };
     if selected.is_empty() {

@@ -25,6 +25,12 @@ pub struct Selection {
     /// Only scenarios whose id matches the glob (`*`, `?`; repeatable: any of them).
     #[arg(long, value_name = "GLOB")]
     only: Vec<String>,
+    /// Also run the soak scenarios of the catalogue (`soak.*`, `bridge.soak.*`: up to 10,000
+    /// calls each while the target's processes, threads, descriptors and memory are sampled; a
+    /// resource that grows with the calls is a LEAK). They take tens of seconds each, so a run
+    /// leaves them out unless this flag, --only or --scenarios names them.
+    #[arg(long)]
+    soak: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -173,6 +179,20 @@ pub(crate) fn load(sel: &Selection) -> std::result::Result<Vec<(Scenario, String
     }
     out.sort_by(|a, b| a.0.id.cmp(&b.0.id));
     Ok(out)
+}
+
+/// What a run of `selected` executes: the soak scenarios only with `--soak` or when `--only` or
+/// `--scenarios` chose them; with how many were left out.
+pub(crate) fn leave_out_soaks(
+    sel: &Selection,
+    mut selected: Vec<(Scenario, String)>,
+) -> (Vec<(Scenario, String)>, usize) {
+    let before = selected.len();
+    if !sel.soak && sel.only.is_empty() && sel.scenarios.is_empty() {
+        selected.retain(|(s, _)| !s.is_soak());
+    }
+    let left = before - selected.len();
+    (selected, left)
 }
 
 /// The target options, as they would be written again (for re-run commands).
@@ -422,6 +442,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         Err(code) => return Ok(code),
     };
     let all_ids: Vec<String> = selected.iter().map(|(s, _)| s.id.clone()).collect();
+    let (selected, soaks_left) = leave_out_soaks(&a.sel, selected);
     if selected.is_empty() {
         eprintln!("protomcp-conform: no scenario selected: a run that executes nothing is an error");
         return Ok(ExitCode::from(3));
@@ -622,6 +643,12 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             names.join(", ")
         )?;
     }
+    if soaks_left > 0 {
+        writeln!(
+            std::io::stdout().lock(),
+            "{soaks_left} soak scenarios not run (--soak runs them: thousands of calls each while the target's resources are sampled; LEAK when one grows)"
+        )?;
+    }
     if let Some(p) = &a.json {
         let v = if let [(t, results)] = done_sides.as_slice() {
             report::json_report(&t.name, results)
@@ -787,6 +814,23 @@ pub fn explain(sel: &Selection, id: &str) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_catalogue_run_leaves_the_soaks_out_unless_asked_for_or_named() {
+        let none = Selection { scenarios: Vec::new(), only: Vec::new(), soak: false };
+        let all = load(&none).unwrap();
+        let soaks: Vec<&str> = all.iter().filter(|(s, _)| s.is_soak()).map(|(s, _)| s.id.as_str()).collect();
+        assert!(soaks.contains(&"soak.echo") && soaks.contains(&"bridge.soak.echo"), "{soaks:?}");
+        let (run, left) = leave_out_soaks(&none, all.clone());
+        assert_eq!(left, soaks.len());
+        assert!(run.iter().all(|(s, _)| !s.is_soak()) && run.len() + left == all.len());
+        let (run, left) = leave_out_soaks(&Selection { soak: true, ..none.clone() }, all.clone());
+        assert_eq!((run.len(), left), (all.len(), 0));
+        let only = Selection { only: vec!["soak.*".into()], ..none };
+        let (run, left) = leave_out_soaks(&only, load(&only).unwrap());
+        assert_eq!(left, 0);
+        assert!(run.iter().any(|(s, _)| s.id == "soak.echo"));
+    }
 
     #[test]
     fn the_default_runs_bridge_is_the_reference_bridge_manifest() {

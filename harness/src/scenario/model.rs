@@ -129,6 +129,12 @@ impl HostRequests {
 }
 
 impl Scenario {
+    /// A soak scenario (it has a `soak` step: thousands of calls while the target's resources
+    /// are sampled): it runs only when asked for (`--soak`, or named by `--only`/`--scenarios`).
+    pub fn is_soak(&self) -> bool {
+        self.steps.iter().any(|st| matches!(st.action, Action::Soak(_)))
+    }
+
     /// The requirements broken when step `index` fails: the step's `checks`, else what the step
     /// found out itself (`found`, e.g. which part of a handshake went wrong), else the scenario's.
     /// A failure after the last step (`index` past the end) is the scenario's unless `found` says.
