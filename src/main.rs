@@ -1,6 +1,8 @@
 //! `protomcp-conform`: the command line. Thin by design: it parses arguments, calls into
 //! `protomcp-harness`, and maps outcomes to exit codes.
 
+#![deny(unsafe_code)]
+
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;

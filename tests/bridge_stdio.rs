@@ -40,8 +40,7 @@ fn pids(file: &Path) -> Vec<i32> {
 }
 
 fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks for existence.
-    unsafe { libc::kill(pid, 0) == 0 }
+    protomcp_harness::os::signal_process(pid, 0)
 }
 
 async fn call(host: &StdioHost, name: &str, args: Value) -> Value {
@@ -272,8 +271,7 @@ async fn bridge_tool_process_killed_during_100_calls() {
         .map(|_| host.start_request("tools/call", Some(json!({"name": "slow", "arguments": {"steps": 20}}))))
         .collect();
     tokio::time::sleep(Duration::from_millis(400)).await;
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(first[0], libc::SIGKILL) };
+    protomcp_harness::os::signal_process(first[0], libc::SIGKILL);
     let killed = std::time::Instant::now();
     let mut answers = Vec::new();
     for (id, rx) in calls {

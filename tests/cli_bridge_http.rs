@@ -286,8 +286,7 @@ steps:
     }
     // Let the session start, then interrupt.
     std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    protomcp_harness::os::signal_process(child.id() as i32, libc::SIGINT);
     assert_eq!(child.wait().unwrap().code(), Some(130));
     sb.assert_clean();
 }

@@ -180,8 +180,7 @@ steps:
         assert!(Instant::now() < deadline, "the mock never started");
         std::thread::sleep(Duration::from_millis(50));
     }
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    protomcp_harness::os::signal_process(child.id() as i32, libc::SIGINT);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
     sb.assert_clean();

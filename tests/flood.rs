@@ -86,9 +86,9 @@ fn measure(mut cmd: Command) -> Measured {
         if stopped.is_none() && (hwm > KILL_AT_KB || started.elapsed() > RUN_LIMIT) {
             stopped = Some(format!("stopped after {:?} at VmHWM {hwm} kB", started.elapsed()));
             // SIGINT first: the harness kills its testees and bridges and removes its temp dirs.
-            unsafe { libc::kill(pid as i32, libc::SIGINT) };
+            protomcp_harness::os::signal_process(pid as i32, libc::SIGINT);
             std::thread::sleep(Duration::from_secs(3));
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            protomcp_harness::os::signal_process(pid as i32, libc::SIGKILL);
         }
         let mut st = 0;
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };

@@ -1,5 +1,8 @@
 //! I/O side of protomcp-conform: everything that touches sockets, processes and clocks. The
-//! protocol decisions themselves live in `protomcp-proto`.
+//! protocol decisions themselves live in `protomcp-proto`. The only `unsafe` is in [`os`]
+//! (libc calls, each behind a safe function); it is denied everywhere else.
+
+#![deny(unsafe_code)]
 
 pub mod bounded;
 pub mod bridge;

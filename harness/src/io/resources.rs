@@ -433,8 +433,7 @@ mod tests {
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         };
-        // SAFETY: killpg has no memory-safety preconditions.
-        unsafe { libc::killpg(pgid, libc::SIGKILL) };
+        crate::os::signal_group(pgid, libc::SIGKILL);
         let _ = child.wait();
         assert_eq!(f.processes, 3, "{f:?}");
         assert!(f.threads >= 3, "{f:?}");
