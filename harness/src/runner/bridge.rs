@@ -506,8 +506,18 @@ impl Run<'_> {
     }
 
     /// The bridge's response with `id` (a request of the harness's own), read wherever it
-    /// arrives before `deadline` and marked read.
+    /// arrives before `deadline` and marked read; an error response fails.
     async fn response_to(&mut self, id: &Value, deadline: Instant) -> Result<Value, StepError> {
+        let value = self.answer_to(id, deadline, Duration::from_millis(5)).await?;
+        if value.get("error").is_some() {
+            return Err(StepError::Fail(format!("the bridge answered with an error: {}", compact(&value))));
+        }
+        Ok(value)
+    }
+
+    /// The bridge's response (result or error) with `id`, read wherever it arrives before
+    /// `deadline` and marked read, looking every `poll`.
+    async fn answer_to(&mut self, id: &Value, deadline: Instant, poll: Duration) -> Result<Value, StepError> {
         loop {
             self.http_check().await?;
             self.ex.poll_pulls().await;
@@ -517,18 +527,12 @@ impl Run<'_> {
             });
             if let Some((n, Event::Message { value, .. })) = found {
                 self.take(n, &value);
-                if value.get("error").is_some() {
-                    return Err(StepError::Fail(format!("the bridge answered with an error: {}", compact(&value))));
-                }
                 return Ok(value);
             }
             if Instant::now() >= deadline {
-                return Err(StepError::Fail(format!(
-                    "no answer to request {} before the step's deadline",
-                    compact(id)
-                )));
+                return Err(StepError::Fail(format!("no answer to request {} before its deadline", compact(id))));
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep(poll).await;
         }
     }
 

@@ -43,6 +43,17 @@ pub enum StepError {
     NotApplicable(String),
 }
 
+impl StepError {
+    /// This error as the failure of round `round` of `of` of a repeated step (a soak).
+    pub(crate) fn in_round(self, round: u64, of: u64) -> StepError {
+        match self {
+            StepError::Fail(m) => StepError::Fail(format!("round {round} of {of}: {m}")),
+            StepError::Error(m) => StepError::Error(format!("round {round} of {of}: {m}")),
+            na @ StepError::NotApplicable(_) => na,
+        }
+    }
+}
+
 /// The process under test: a real child, or (for tests of the harness) a task in this process.
 pub enum Proc {
     Child(Testee),

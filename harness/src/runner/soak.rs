@@ -113,11 +113,7 @@ impl Exec<'_> {
         for round in 1..=k.repeat {
             self.transcript = Transcript::default();
             if let Err(e) = self.soak_round(k, round, &mut cancelled).await {
-                result = Err(match e {
-                    StepError::Fail(m) => StepError::Fail(format!("round {round} of {}: {m}", k.repeat)),
-                    StepError::Error(m) => StepError::Error(format!("round {round} of {}: {m}", k.repeat)),
-                    StepError::NotApplicable(m) => StepError::NotApplicable(m),
-                });
+                result = Err(e.in_round(round, k.repeat));
                 break;
             }
             if round.is_multiple_of(k.sample_every) || round == k.repeat {

@@ -53,11 +53,7 @@ impl Run<'_> {
         for round in 1..=k.repeat {
             self.ex.transcript = Transcript::default();
             if let Err(e) = self.soak_round(k, round).await {
-                result = Err(match e {
-                    StepError::Fail(m) => StepError::Fail(format!("round {round} of {}: {m}", k.repeat)),
-                    StepError::Error(m) => StepError::Error(format!("round {round} of {}: {m}", k.repeat)),
-                    StepError::NotApplicable(m) => StepError::NotApplicable(m),
-                });
+                result = Err(e.in_round(round, k.repeat));
                 break;
             }
             if round.is_multiple_of(k.sample_every) || round == k.repeat {
@@ -100,25 +96,10 @@ impl Run<'_> {
         Ok(v.get("request_id").and_then(Value::as_str).unwrap_or("").to_owned())
     }
 
-    /// The bridge's response with `id`, read wherever it arrives before `deadline` (as
-    /// [`Run::response_to`], polling every millisecond: a soak waits for thousands of them).
+    /// The bridge's response with `id` before `deadline`, looking every millisecond: a soak
+    /// waits for thousands of them.
     async fn soak_response(&mut self, id: &Value, deadline: Instant) -> Result<Value, StepError> {
-        loop {
-            self.http_check().await?;
-            self.ex.poll_pulls().await;
-            let found = self.inbox().into_iter().find(|(n, e)| {
-                !self.consumed.contains(n)
-                    && matches!(e, Event::Message { value, .. } if value.get("id") == Some(id) && value.get("method").is_none())
-            });
-            if let Some((n, Event::Message { value, .. })) = found {
-                self.take(n, &value);
-                return Ok(value);
-            }
-            if Instant::now() >= deadline {
-                return Err(StepError::Fail(format!("no answer to {} within the round's time", compact(id))));
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-        }
+        self.answer_to(id, deadline, std::time::Duration::from_millis(1)).await
     }
 
     /// One reload in watch mode: a file under `{dir}/watched` changes, the bridge begins a
