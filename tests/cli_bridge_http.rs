@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{EXE, Sandbox, text};
+use common::{EXE, Sandbox, bridge_catalogue_without_soaks, text};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -324,16 +324,4 @@ steps:
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("unknown bridge feature `teleport`"), "{}", text(&out));
     sb.assert_clean();
-}
-
-/// `--scenarios DIR` for every directory of the bridge catalogue but `soak/`.
-fn bridge_catalogue_without_soaks() -> Vec<std::ffi::OsString> {
-    let mut dirs: Vec<std::path::PathBuf> = std::fs::read_dir(root().join("scenarios/bridge"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir() && !p.ends_with("soak"))
-        .collect();
-    dirs.sort();
-    assert!(dirs.len() > 10, "{dirs:?}");
-    dirs.into_iter().flat_map(|d| ["--scenarios".into(), d.into_os_string()]).collect()
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 const EXE: &str = env!("CARGO_BIN_EXE_protomcp-conform");
 
 mod common;
-use common::{Sandbox, text};
+use common::{Sandbox, bridge_catalogue_without_soaks, text};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -312,16 +312,4 @@ fn reload_scenarios_accept_both_forms_of_reload_and_skip_the_ones_about_the_othe
     }
     assert!(request.contains("reloads by sending ReloadRequest, which BR-RELOAD-01 allows"), "{request}");
     sb.assert_clean();
-}
-
-/// `--scenarios DIR` for every directory of the bridge catalogue but `soak/`.
-fn bridge_catalogue_without_soaks() -> Vec<std::ffi::OsString> {
-    let mut dirs: Vec<std::path::PathBuf> = std::fs::read_dir(root().join("scenarios/bridge"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir() && !p.ends_with("soak"))
-        .collect();
-    dirs.sort();
-    assert!(dirs.len() > 10, "{dirs:?}");
-    dirs.into_iter().flat_map(|d| ["--scenarios".into(), d.into_os_string()]).collect()
 }

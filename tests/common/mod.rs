@@ -97,3 +97,17 @@ pub fn text(o: &Output) -> String {
     let head = if problems.is_empty() { String::new() } else { format!("problems first:\n{problems}\n") };
     format!("{head}stdout:\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&o.stderr))
 }
+
+/// `--scenarios DIR` for every directory of the bridge catalogue but `soak/` (the whole-catalogue
+/// tests leave the soaks to tests/soak.rs: they take about a minute).
+pub fn bridge_catalogue_without_soaks() -> Vec<std::ffi::OsString> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root.join("scenarios/bridge"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() && !p.ends_with("soak"))
+        .collect();
+    dirs.sort();
+    assert!(dirs.len() > 10, "{dirs:?}");
+    dirs.into_iter().flat_map(|d| ["--scenarios".into(), d.into_os_string()]).collect()
+}
