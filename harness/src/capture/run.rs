@@ -712,6 +712,11 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = i32::try_from(child.id()).unwrap();
+        // Until the child has exec'd, /proc/<pid>/environ is still this process's.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !ours(pid, dir.path()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         assert!(ours(pid, dir.path()));
         assert!(!ours(pid, Path::new("/elsewhere")));
         assert!(!ours(i32::try_from(std::process::id()).unwrap(), dir.path()));
