@@ -18,6 +18,16 @@ fn leaky() -> String {
     format!("{EXE} testee --misbehave leak-fd-per-cancel")
 }
 
+/// Runs the CLI with `args` and a JSON report, expects exit 0 and two PASS, and gives the report.
+fn two_passes(sb: &Sandbox, args: &[std::ffi::OsString]) -> Value {
+    let json = sb.dir.path().join("r.json");
+    let o = sb.cmd().args(args).arg("--json").arg(&json).output().unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["summary"]["pass"], 2, "{v}");
+    v
+}
+
 #[test]
 fn a_planted_leak_of_one_fd_per_cancelled_call_is_a_leak_with_its_rate_in_every_report() {
     let sb = Sandbox::new();
@@ -90,20 +100,10 @@ fn a_leak_the_known_failures_name_is_xfail_and_one_naming_another_requirement_fa
 #[test]
 fn the_reference_testee_holds_no_more_after_10000_echo_calls_and_200_cancelled_calls() {
     let sb = Sandbox::new();
-    let json = sb.dir.path().join("r.json");
-    let o = sb
-        .cmd()
-        .arg("--scenarios")
-        .arg(soak("echo.yaml"))
-        .arg("--scenarios")
-        .arg(soak("cancel.yaml"))
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert_eq!(code(&o), 0, "{}", text(&o));
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(v["summary"]["pass"], 2, "{v}");
+    let v = two_passes(
+        &sb,
+        &["--scenarios".into(), soak("echo.yaml").into(), "--scenarios".into(), soak("cancel.yaml").into()],
+    );
     for case in v["cases"].as_array().unwrap() {
         let samples = case["resources"]["samples"].as_array().expect("samples");
         assert_eq!(samples.len(), 21, "{}: {samples:?}", case["id"]);
@@ -132,22 +132,17 @@ fn the_reference_bridge_and_its_tool_process_are_sampled_and_hold_no_more_after_
         .replace("sample_every: 50, warmup: 100", "sample_every: 2, warmup: 4");
     assert!(echo.contains("repeat: 40,"), "the scenario's soak step changed: {echo}");
     let echo = sb.file("echo.yaml", &echo);
-    let json = sb.dir.path().join("r.json");
-    let o = sb
-        .cmd()
-        .arg("--bridge")
-        .arg(root.join("harness/bridges/reference"))
-        .arg("--scenarios")
-        .arg(&echo)
-        .arg("--scenarios")
-        .arg(root.join("scenarios/bridge/soak/cancel.yaml"))
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert_eq!(code(&o), 0, "{}", text(&o));
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(v["summary"]["pass"], 2, "{v}");
+    let v = two_passes(
+        &sb,
+        &[
+            "--bridge".into(),
+            root.join("harness/bridges/reference").into(),
+            "--scenarios".into(),
+            echo.into(),
+            "--scenarios".into(),
+            root.join("scenarios/bridge/soak/cancel.yaml").into(),
+        ],
+    );
     for case in v["cases"].as_array().unwrap() {
         let r = &case["resources"];
         // The bridge and the tool process it started (the mock), at the start and the end.

@@ -135,38 +135,40 @@ pub fn judge(outcome: &Outcome, level: Level, broken: &[String], known: Option<&
             }
             None => (Verdict::Pass, String::new()),
         },
-        Outcome::Leaked(why) => match (level, known) {
-            (Level::May, _) => (Verdict::Pass, format!("note (MAY, informational): {why}")),
-            (_, Some(k)) if !k.requirement.is_empty() && !same_set(&k.requirement, broken) => (
-                Verdict::Fail,
-                format!(
-                    "the known-failures entry names {} but the run broke {}: correct the entry\n  entry: {}\n{why}",
-                    k.requirement.join(", "),
-                    broken.join(", "),
-                    k.reason
-                ),
-            ),
-            (_, Some(k)) => (Verdict::Xfail, format!("known leak ({}): {why}", k.text())),
-            (_, None) => (Verdict::Leak, why.clone()),
-        },
+        Outcome::Leaked(why) => deviation(level, known, broken, why, "leak", Verdict::Leak),
         Outcome::Failed(why) => {
             let level = failure_level(level, broken);
-            match (level, known) {
-                (Level::May, _) => (Verdict::Pass, format!("note (MAY, informational): {why}")),
-                (_, Some(k)) if !k.requirement.is_empty() && !same_set(&k.requirement, broken) => (
-                    Verdict::Fail,
-                    format!(
-                        "the known-failures entry names {} but the run broke {}: correct the entry\n  entry: {}\n{why}",
-                        k.requirement.join(", "),
-                        broken.join(", "),
-                        k.reason
-                    ),
-                ),
-                (_, Some(k)) => (Verdict::Xfail, format!("known failure ({}): {why}", k.text())),
-                (Level::Must, None) => (Verdict::Fail, why.clone()),
-                (Level::Should, None) => (Verdict::Warn, why.clone()),
-            }
+            let unlisted = if level == Level::Must { Verdict::Fail } else { Verdict::Warn };
+            deviation(level, known, broken, why, "failure", unlisted)
         }
+    }
+}
+
+/// A deviation (a failure or a leak, `what`) at `level` held against the scenario's
+/// known-failures entry: at MAY it is a note; an entry naming other requirements than `broken`
+/// is a wrong baseline (FAIL); a matching entry makes it XFAIL; without an entry it is
+/// `unlisted`.
+fn deviation(
+    level: Level,
+    known: Option<&KnownFailure>,
+    broken: &[String],
+    why: &str,
+    what: &str,
+    unlisted: Verdict,
+) -> (Verdict, String) {
+    match (level, known) {
+        (Level::May, _) => (Verdict::Pass, format!("note (MAY, informational): {why}")),
+        (_, Some(k)) if !k.requirement.is_empty() && !same_set(&k.requirement, broken) => (
+            Verdict::Fail,
+            format!(
+                "the known-failures entry names {} but the run broke {}: correct the entry\n  entry: {}\n{why}",
+                k.requirement.join(", "),
+                broken.join(", "),
+                k.reason
+            ),
+        ),
+        (_, Some(k)) => (Verdict::Xfail, format!("known {what} ({}): {why}", k.text())),
+        (_, None) => (unlisted, why.to_owned()),
     }
 }
 
