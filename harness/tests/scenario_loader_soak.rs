@@ -52,4 +52,8 @@ fn unknown_calls_a_mixed_reload_and_too_few_samples_after_the_warm_up_are_refuse
     assert!(e.contains("leaves 2 samples to judge; at least 4"), "{e}");
     let e = load("  - soak: {repeat: 100, mix: [echo], times: 3}\n").unwrap_err();
     assert!(e.contains("times"), "{e}");
+    // Every sample is kept: a plan of more than 10,000 is refused before anything runs.
+    let e = load("  - soak: {repeat: 1000000, mix: [echo], sample_every: 10}\n").unwrap_err();
+    assert!(e.starts_with("dir/s.yaml:8:") && e.contains("takes 100000 samples; at most 10000"), "{e}");
+    soak("  - soak: {repeat: 100000, mix: [echo], sample_every: 10}\n");
 }

@@ -342,7 +342,9 @@ async fn control(
         tokio::spawn(async move {
             let (r, mut w) = conn.into_split();
             let mut line = String::new();
-            let read = tokio::time::timeout(CONNECT_LIMIT, BufReader::new(r).read_line(&mut line)).await;
+            // A launcher's hello is one short line: at most 64 KiB is read.
+            let read =
+                tokio::time::timeout(CONNECT_LIMIT, BufReader::new(r.take(64 * 1024)).read_line(&mut line)).await;
             let Ok(Ok(_)) = read else { return };
             let Ok(hello) = serde_json::from_str::<Hello>(&line) else { return };
             if let Ok(pid) = i32::try_from(hello.pid) {

@@ -808,6 +808,18 @@ impl Checker<'_> {
             );
             return None;
         }
+        // Every sample is kept (for the report) and read /proc for each process of the group.
+        const MAX_SAMPLES: u64 = 10_000;
+        if repeat / sample_every > MAX_SAMPLES {
+            self.error(
+                k.sample_every.as_ref().map(loc).unwrap_or(loc(&k.repeat)),
+                format!(
+                    "a soak of {repeat} rounds sampled every {sample_every} takes {} samples; at most {MAX_SAMPLES} are kept: sample less often",
+                    repeat / sample_every
+                ),
+            );
+            return None;
+        }
         let within = self.within(k.within_ms.as_ref(), Duration::from_secs(5));
         Some(Soak { repeat, mix, sample_every, warmup, within })
     }
