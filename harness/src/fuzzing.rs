@@ -1,5 +1,5 @@
 //! Body of the `scenario_parser` cargo-fuzz target (fuzz/fuzz_targets/scenario_parser.rs), also
-//! replayed over the committed seeds by `cargo test -p protomcp-harness --test fuzz_seeds`.
+//! replayed over the committed seeds by `cargo test -p protomcp-harness --test testsuite fuzz_seeds`.
 
 use std::path::Path;
 

@@ -1,11 +1,9 @@
 //! Reference testee, robustness (§3, §4, §20, §25): odd frames, lost framing, end-of-file, and
 //! the `--misbehave` modes.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use prost::Message;
 use protomcp_harness::io::Incoming;
 use protomcp_harness::testee::{self, Misbehave, Options};

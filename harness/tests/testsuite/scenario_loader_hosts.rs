@@ -3,8 +3,7 @@
 //! (`shared_tmp`, `expect_socket_private`, `tool_connect_again`) and its end
 //! (`expect_tool_exit`).
 
-mod loader;
-use loader::{first_error, parse};
+use crate::loader::{first_error, parse};
 
 use protomcp_harness::scenario::{Action, HostStream};
 use serde_json::json;

@@ -1,11 +1,9 @@
 //! Reference testee, reverse requests (§10, §17, §18): `narrow`, `ask` and `roots` send a request
 //! with a fresh rid and accept only the reply of the right type carrying that rid.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use protomcp_harness::testee::Options;
 use protomcp_proto::Envelope;
 use protomcp_proto::envelopes::{self as env, EnvelopeExt};

@@ -1,8 +1,6 @@
 //! Reference testee, resources, prompts and completions (§14–§16, Appendix B.2).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use protomcp_harness::testee::Options;
 use protomcp_proto::Envelope;
 use protomcp_proto::envelopes::{self as env, EnvelopeExt};

@@ -29,7 +29,7 @@ fn committed_table_matches_the_spec() {
     assert!(
         table == requirements::TABLE,
         "harness/data/requirements.tsv is out of date with {}; regenerate it with \
-         UPDATE_REQUIREMENTS=1 cargo test -p protomcp-harness --test scenario_requirements",
+         UPDATE_REQUIREMENTS=1 cargo test -p protomcp-harness --test testsuite scenario_requirements",
         spec.display()
     );
     // Appendix D, row by row.

@@ -1,12 +1,10 @@
 //! Reference testee, tool calls and correlation (§6, §7, §19): the tools of Appendix B.1 and how
 //! their results look on the wire.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use protomcp_harness::testee::Options;
 use protomcp_proto::envelopes::{self as env, EnvelopeExt};
 use protomcp_proto::pb::envelope::Msg;

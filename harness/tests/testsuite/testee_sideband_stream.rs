@@ -1,11 +1,9 @@
 //! Reference testee, large results (§11, §12): when the sideband is used, how it is described,
 //! error results that must fit a frame, and chunked streams.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use protomcp_harness::testee::Options;
 use protomcp_proto::frame::{Frame, MAX_FRAME};
 use protomcp_proto::pb::envelope::Msg;

@@ -1,8 +1,7 @@
 //! The scenario loader: `stale_socket` (header) and `expect_socket` (step) of bridge scenarios,
 //! both only with `needs: [socket]` (the bridge is given `--socket {socket}`).
 
-mod loader;
-use loader::{first_error, parse};
+use crate::loader::{first_error, parse};
 
 use protomcp_harness::scenario::Action;
 

@@ -1,7 +1,6 @@
 //! The scenario loader: every error points at `file:line:col`, semantic checks, directories.
 
-mod loader;
-use loader::{first_error, parse};
+use crate::loader::{first_error, parse};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -2,11 +2,9 @@
 //! checked at the Envelope level so that `cargo test` covers it without Node
 //! (tests/mcp-conformance/run.sh runs the suite itself).
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use protomcp_harness::testee::{Fixture, Options};
 use protomcp_proto::envelopes::{self as env, EnvelopeExt};
 use protomcp_proto::pb::envelope::Msg;

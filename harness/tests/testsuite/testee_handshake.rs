@@ -1,11 +1,9 @@
 //! Reference testee, handshake and reload (§5, §21): what it sends, in which order, and when.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use protomcp_harness::testee::Options;
 use protomcp_proto::envelopes::{self as env, EnvelopeExt};
 use protomcp_proto::pb::envelope::Msg;

@@ -1,11 +1,9 @@
 //! Reference testee, protocol middleware (§13, Appendix B.3): the answers to
 //! MiddlewareInterceptRequest of `guard`, `mirror` and `broken`.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use protomcp_harness::testee::Options;
 use protomcp_proto::Envelope;
 use protomcp_proto::envelopes::EnvelopeExt;

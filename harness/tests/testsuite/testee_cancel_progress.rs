@@ -1,10 +1,8 @@
 //! Reference testee, cancellation and progress (§8, §9).
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use protomcp_harness::testee::Options;
 use protomcp_proto::envelopes::{self as env, EnvelopeExt};
 use protomcp_proto::pb::envelope::Msg;

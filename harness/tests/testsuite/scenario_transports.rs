@@ -1,8 +1,7 @@
 //! The `transports` key of bridge scenarios: parsed, checked at `file:line:col`, and used by the
 //! bridge target to skip scenarios of another transport.
 
-mod loader;
-use loader::{first_error, parse};
+use crate::loader::{first_error, parse};
 
 use std::path::PathBuf;
 
