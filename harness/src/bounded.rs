@@ -7,6 +7,31 @@ use serde_json::Value;
 
 use crate::limits::Bound;
 
+impl Bound {
+    /// The bound in words, for reports: `the first 2,000 items (80 MiB) and the last 500 (8 MiB)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "the first {} items ({}) and the last {} ({})",
+            thousands(self.head_items as u64),
+            mib(self.head_bytes),
+            thousands(self.tail_items as u64),
+            mib(self.tail_bytes)
+        )
+    }
+}
+
+fn mib(bytes: usize) -> String {
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * 1024;
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else if bytes >= KIB && bytes.is_multiple_of(KIB) {
+        format!("{} KiB", bytes / KIB)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
 /// What an item is, for the count of what was dropped (`notifications/message`, `log`, …).
 pub trait Kind {
     /// A short name of the item's kind; peer-chosen text is fine (only a few distinct names are

@@ -23,4 +23,5 @@ pub mod requirements;
 pub mod runner;
 pub mod scenario;
 pub mod testee;
+pub mod tmpdir;
 pub mod transcript;

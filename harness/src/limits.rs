@@ -36,29 +36,6 @@ pub struct Bound {
     pub tail_bytes: usize,
 }
 
-impl Bound {
-    /// The bound in words, for reports: `the first 2,000 items (80 MiB) and the last 500 (8 MiB)`.
-    pub fn describe(&self) -> String {
-        format!(
-            "the first {} items ({}) and the last {} ({})",
-            crate::bounded::thousands(self.head_items as u64),
-            mib(self.head_bytes),
-            crate::bounded::thousands(self.tail_items as u64),
-            mib(self.tail_bytes)
-        )
-    }
-}
-
-fn mib(bytes: usize) -> String {
-    if bytes >= MIB && bytes.is_multiple_of(MIB) {
-        format!("{} MiB", bytes / MIB)
-    } else if bytes >= KIB && bytes.is_multiple_of(KIB) {
-        format!("{} KiB", bytes / KIB)
-    } else {
-        format!("{bytes} bytes")
-    }
-}
-
 /// The transcript of one scenario run (frames both ways, host messages, events), as the report,
 /// `--transcripts` and `explore` see it. The head holds the 64 MiB answer of
 /// `bridge.sideband.decoded-at-large-limit` with room to spare.

@@ -3,26 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::requirements::{self, Requirement};
+use crate::requirements::{any as requirement, spec_order};
 use crate::runner::{CaseResult, Verdict};
-
-/// The requirement with this ID in either profile's table (protomcp's TP/BR, then proto-mcp's PM):
-/// a matrix or a report may hold results of either.
-pub fn requirement(id: &str) -> Option<&'static Requirement> {
-    requirements::get(id).or_else(|| crate::proto_mcp::requirements::get(id))
-}
-
-/// The position of a requirement in spec order: protomcp's table, then proto-mcp's; unknown IDs
-/// last.
-pub fn spec_order(id: &str) -> usize {
-    let tp = requirements::all();
-    match tp.iter().position(|r| r.id == id) {
-        Some(i) => i,
-        None => {
-            crate::proto_mcp::requirements::all().iter().position(|r| r.id == id).map_or(usize::MAX, |i| tp.len() + i)
-        }
-    }
-}
 
 /// One cell: how a target did on the scenarios citing one requirement.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]

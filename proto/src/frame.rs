@@ -8,8 +8,8 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use prost::Message;
 
+use crate::payload::{SidebandError, decode_payload};
 use crate::pb::{Envelope, RawHeader, envelope::Msg};
-use crate::sideband::{SidebandError, decode_payload};
 use crate::violation::{Party, Rule, Violation};
 use crate::wire::{self, WireError, WireReport};
 
@@ -258,7 +258,7 @@ impl FrameDecoder {
                     self.consumed += need as u64;
                     let (offset, header) = (*offset, header.take().expect("header present until delivered"));
                     self.state = State::Head;
-                    let payload = decode_payload(&header, payload, &self.limits);
+                    let payload = decode_payload(&header, payload, self.limits.max_decompressed);
                     return Ok(Some(Frame::Sideband(Box::new(Sideband { offset, header, payload }))));
                 }
             }

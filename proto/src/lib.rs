@@ -3,7 +3,8 @@
 //!
 //! - [`pb`]: the Envelope and its messages, generated from `protomcp.proto`;
 //! - [`frame`]: the incremental, bounded [`FrameDecoder`](frame::FrameDecoder) and frame encoders;
-//! - [`sideband`]: raw sideband payloads (plain and zstd) and chunked-stream reassembly;
+//! - [`payload`]: one sideband payload as the field's bytes (verbatim or bounded zstd), a leaf;
+//! - [`sideband`]: raw sideband transfers and chunked-stream reassembly;
 //! - [`envelopes`]: the arm table and the builder vocabulary used everywhere else;
 //! - [`wire`]: a schema-driven protobuf scanner that keeps unknown fields and error offsets;
 //! - [`violation`]: protocol rules broken on the wire, with the party at fault;
@@ -27,6 +28,7 @@ pub mod envelopes;
 pub mod frame;
 pub mod fuzzing;
 pub mod mcp;
+pub mod payload;
 pub mod schema;
 pub mod session;
 pub mod sideband;

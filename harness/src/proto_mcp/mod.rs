@@ -10,7 +10,7 @@
 //! - [`server`]: the reference server's I/O shell.
 
 pub mod build;
-pub mod requirements;
+pub use crate::requirements::proto_mcp as requirements;
 pub mod run;
 pub mod scenario;
 pub mod server;

@@ -109,7 +109,7 @@ fn requirement_rows(sides: &[Side<'_>]) -> Vec<(String, Vec<ReqCell>)> {
         }
     }
     let mut rows: Vec<_> = rows.into_iter().collect();
-    rows.sort_by_key(|(id, _)| (crate::matrix::spec_order(id), id.clone()));
+    rows.sort_by_key(|(id, _)| (crate::requirements::spec_order(id), id.clone()));
     rows
 }
 
@@ -443,7 +443,7 @@ fn requirement_table(h: &mut String, sides: &[Side<'_>]) {
     }
     h.push_str("<th>text</th></tr></thead>\n<tbody>\n");
     for (id, cells) in &rows {
-        let req = crate::matrix::requirement(id);
+        let req = crate::requirements::any(id);
         let level = req.map(|r| r.level.to_string()).unwrap_or_default();
         let mut verdicts: Vec<&str> = cells.iter().map(|c| c.verdict().name()).collect();
         verdicts.sort_unstable();

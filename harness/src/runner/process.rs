@@ -14,8 +14,7 @@ use tokio::sync::watch;
 use crate::bounded::{KeptBytes, thousands};
 use crate::limits;
 
-/// Environment variable naming the directory under which the per-scenario temp dirs are made.
-pub const ENV_TMPDIR: &str = "PROTOMCP_CONFORM_TMPDIR";
+pub use crate::tmpdir::ENV_TMPDIR;
 
 #[derive(Default)]
 struct Registry {
@@ -85,7 +84,7 @@ pub struct ScenarioDir {
 
 impl ScenarioDir {
     pub fn new() -> std::io::Result<ScenarioDir> {
-        let root = std::env::var_os(ENV_TMPDIR).map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+        let root = crate::tmpdir::root();
         let dir = tempfile::Builder::new().prefix("protomcp-conform-").tempdir_in(root)?;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
         with_registry(|r| r.dirs.insert(dir.path().to_owned()));

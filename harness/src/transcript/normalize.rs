@@ -43,7 +43,7 @@ fn patterns() -> &'static Patterns {
         let mut roots = vec!["/tmp".to_owned(), "/var/tmp".to_owned()];
         for r in [
             std::env::temp_dir().display().to_string(),
-            std::env::var(crate::runner::process::ENV_TMPDIR).unwrap_or_default(),
+            std::env::var(crate::tmpdir::ENV_TMPDIR).unwrap_or_default(),
         ] {
             let r = r.trim_end_matches('/').to_owned();
             if !r.is_empty() && !roots.contains(&r) {

@@ -6,10 +6,28 @@
 use std::fmt;
 use std::sync::OnceLock;
 
+pub mod proto_mcp;
+
+/// The requirement with this ID in either profile's table (protomcp's TP/BR, then proto-mcp's PM):
+/// a matrix or a report may hold results of either.
+pub fn any(id: &str) -> Option<&'static Requirement> {
+    get(id).or_else(|| proto_mcp::get(id))
+}
+
+/// The position of a requirement in spec order: protomcp's table, then proto-mcp's; unknown IDs
+/// last.
+pub fn spec_order(id: &str) -> usize {
+    let tp = all();
+    match tp.iter().position(|r| r.id == id) {
+        Some(i) => i,
+        None => proto_mcp::all().iter().position(|r| r.id == id).map_or(usize::MAX, |i| tp.len() + i),
+    }
+}
+
 pub use protomcp_proto::violation::{Level, Party};
 
 /// The committed table: one requirement per line, `ID \t LEVEL \t feature|- \t active|withdrawn \t text`.
-pub const TABLE: &str = include_str!("../data/requirements.tsv");
+pub const TABLE: &str = include_str!("../../data/requirements.tsv");
 
 /// Optional features of a tool process (spec §1.3).
 pub const TP_FEATURES: &[&str] = &[
