@@ -3,7 +3,9 @@
 //! file descriptors by kind, its threads and its resident memory. A sample is a snapshot; a
 //! series of samples over a repeated call mix is what a leak verdict reads.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use tokio::time::Instant;
 
 /// One snapshot of a process group.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -407,6 +409,60 @@ pub fn leaks(samples: &[Sample], warmup: u64) -> Vec<Growth> {
         }
     }
     out
+}
+
+/// Whose figures a run samples: a process group (the testee's, or a bridge's) and the tool
+/// processes a bridge started, whose pids the mocks write into `pidfile`.
+#[derive(Debug, Clone)]
+pub struct Sampler {
+    pub pgid: i32,
+    pub pidfile: Option<PathBuf>,
+}
+
+impl Sampler {
+    pub fn sample(&self) -> Option<Figures> {
+        let extra: Vec<i32> = self
+            .pidfile
+            .as_ref()
+            .map(|p| {
+                std::fs::read_to_string(p).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
+            })
+            .unwrap_or_default();
+        sample(self.pgid, &extra)
+    }
+}
+
+/// Samples taken every [`DURING_EVERY`] while a scenario runs, by a task of their
+/// own (see [`Use::during`]); [`During::stop`] ends it and gives them.
+pub struct During {
+    task: tokio::task::JoinHandle<()>,
+    taken: std::sync::Arc<std::sync::Mutex<Vec<Timed>>>,
+}
+
+impl During {
+    pub fn start(sampler: Sampler) -> During {
+        let taken = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let out = taken.clone();
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            loop {
+                tokio::time::sleep(DURING_EVERY).await;
+                let Some(f) = sampler.sample() else { return };
+                let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                let mut v = out.lock().unwrap_or_else(|e| e.into_inner());
+                // Bounded: an hour of samples at most.
+                if v.len() < 3600 {
+                    v.push(Timed { ms, figures: f });
+                }
+            }
+        });
+        During { task, taken }
+    }
+
+    pub fn stop(self) -> Vec<Timed> {
+        self.task.abort();
+        std::mem::take(&mut *self.taken.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 #[cfg(test)]

@@ -1083,7 +1083,7 @@ pub(crate) async fn execute(
     // What the bridge's group and its tool processes hold: when the first tool process
     // connects, after the steps, and during a soak.
     if pgid > 0 {
-        ex.sampler = Some(super::soak::Sampler { pgid, pidfile: Some(pidfile.clone()) });
+        ex.sampler = Some(crate::io::resources::Sampler { pgid, pidfile: Some(pidfile.clone()) });
     }
     let mut run = Run {
         ex,
@@ -1113,9 +1113,9 @@ pub(crate) async fn execute(
         Ok(Err(StepError::NotApplicable(m))) => Outcome::Skipped(m),
         Err(_) => Outcome::Error(format!("the scenario exceeded its budget of {budget:?}")),
     };
-    let end = run.ex.sampler.as_ref().and_then(super::soak::Sampler::sample);
+    let end = run.ex.sampler.as_ref().and_then(crate::io::resources::Sampler::sample);
     let samples = std::mem::take(&mut run.ex.samples);
-    let during = run.ex.during.take().map(super::soak::During::stop).unwrap_or_default();
+    let during = run.ex.during.take().map(crate::io::resources::During::stop).unwrap_or_default();
     res.resources =
         run.ex.resources_start.zip(end).map(|(start, end)| crate::io::resources::Use { start, end, samples, during });
     let outcome = super::leaked(outcome, &mut run.ex);

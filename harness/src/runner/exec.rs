@@ -160,15 +160,15 @@ pub struct Exec<'a> {
     stash: std::collections::VecDeque<Result<Got, StepError>>,
     /// What the testee's process group held when its first connection was accepted.
     pub(crate) resources_start: Option<crate::io::resources::Figures>,
-    /// Whose resources are sampled ([`super::soak::Sampler`]); `None`: nothing is (a testee in
+    /// Whose resources are sampled ([`crate::io::resources::Sampler`]); `None`: nothing is (a testee in
     /// this process).
-    pub sampler: Option<super::soak::Sampler>,
+    pub sampler: Option<crate::io::resources::Sampler>,
     /// The samples `soak` steps took, in order.
     pub samples: Vec<crate::io::resources::Sample>,
     /// A soak that found resources growing: the step's index and the message of the LEAK.
     pub leak: Option<(Option<usize>, String)>,
-    /// The samples taken every second from the first connection on ([`super::soak::During`]).
-    pub during: Option<super::soak::During>,
+    /// The samples taken every second from the first connection on ([`crate::io::resources::During`]).
+    pub during: Option<crate::io::resources::During>,
     /// While [`Exec::poll_pulls`] reads: the transcript items of a frame that is not a pull go
     /// to `deferred` and reach the transcript when a step takes the frame from the stash (and
     /// never, when no step does), so the transcript shows tool-side frames where the steps read
@@ -396,9 +396,9 @@ impl<'a> Exec<'a> {
         };
         self.accepted = true;
         if self.resources_start.is_none() {
-            self.resources_start = self.sampler.as_ref().and_then(super::soak::Sampler::sample);
+            self.resources_start = self.sampler.as_ref().and_then(crate::io::resources::Sampler::sample);
             if self.resources_start.is_some() {
-                self.during = self.sampler.clone().map(super::soak::During::start);
+                self.during = self.sampler.clone().map(crate::io::resources::During::start);
             }
         }
         self.peer_pid = stream.peer_cred().ok().and_then(|c| c.pid());

@@ -325,7 +325,7 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
     let budget = s.timeout.unwrap_or(DEFAULT_SCENARIO_TIMEOUT).mul_f64(scale);
     let mut ex = Exec::new(s, scale, &target.features, s.testee.middleware, listener, proc);
     if let Proc::Child(t) = &ex.proc {
-        ex.sampler = Some(soak::Sampler { pgid: t.pid, pidfile: None });
+        ex.sampler = Some(crate::io::resources::Sampler { pgid: t.pid, pidfile: None });
     }
     let outcome = match tokio::time::timeout(budget, ex.run_steps()).await {
         Ok(Ok(())) => Outcome::Passed,
@@ -334,9 +334,9 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
         Ok(Err(StepError::NotApplicable(m))) => Outcome::Skipped(m),
         Err(_) => Outcome::Error(format!("the scenario exceeded its budget of {budget:?}")),
     };
-    let end = ex.sampler.as_ref().and_then(soak::Sampler::sample);
+    let end = ex.sampler.as_ref().and_then(crate::io::resources::Sampler::sample);
     let samples = std::mem::take(&mut ex.samples);
-    let during = ex.during.take().map(soak::During::stop).unwrap_or_default();
+    let during = ex.during.take().map(crate::io::resources::During::stop).unwrap_or_default();
     res.resources =
         ex.resources_start.zip(end).map(|(start, end)| crate::io::resources::Use { start, end, samples, during });
     ex.close();

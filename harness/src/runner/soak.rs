@@ -9,7 +9,6 @@
 //! round fails, its frames are added to the transcript after the step's marker.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 
 use protomcp_proto::dynamic::arm_of;
 use protomcp_proto::envelopes::Arm;
@@ -17,63 +16,9 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::exec::{Exec, StepError};
-use crate::io::resources::{self, Figures, Sample};
+use crate::io::resources::{self, Sample};
 use crate::scenario::{SOAK_SIDEBAND_SIZE, Soak, SoakCall};
 use crate::transcript::{Transcript, compact};
-
-/// Whose figures a run samples: a process group (the testee's, or a bridge's) and the tool
-/// processes a bridge started, whose pids the mocks write into `pidfile`.
-#[derive(Debug, Clone)]
-pub struct Sampler {
-    pub pgid: i32,
-    pub pidfile: Option<PathBuf>,
-}
-
-impl Sampler {
-    pub fn sample(&self) -> Option<Figures> {
-        let extra: Vec<i32> = self
-            .pidfile
-            .as_ref()
-            .map(|p| {
-                std::fs::read_to_string(p).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
-            })
-            .unwrap_or_default();
-        resources::sample(self.pgid, &extra)
-    }
-}
-
-/// Samples taken every [`resources::DURING_EVERY`] while a scenario runs, by a task of their
-/// own (see [`resources::Use::during`]); [`During::stop`] ends it and gives them.
-pub struct During {
-    task: tokio::task::JoinHandle<()>,
-    taken: std::sync::Arc<std::sync::Mutex<Vec<resources::Timed>>>,
-}
-
-impl During {
-    pub fn start(sampler: Sampler) -> During {
-        let taken = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let out = taken.clone();
-        let task = tokio::spawn(async move {
-            let started = Instant::now();
-            loop {
-                tokio::time::sleep(resources::DURING_EVERY).await;
-                let Some(f) = sampler.sample() else { return };
-                let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-                let mut v = out.lock().unwrap_or_else(|e| e.into_inner());
-                // Bounded: an hour of samples at most.
-                if v.len() < 3600 {
-                    v.push(resources::Timed { ms, figures: f });
-                }
-            }
-        });
-        During { task, taken }
-    }
-
-    pub fn stop(self) -> Vec<resources::Timed> {
-        self.task.abort();
-        std::mem::take(&mut *self.taken.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-}
 
 /// The message of a LEAK: each resource that grew, with its rate and figures.
 pub(crate) fn leak_message(k: &Soak, found: &[resources::Growth]) -> String {
@@ -102,7 +47,7 @@ impl Exec<'_> {
         let sampler = self.sampler.clone();
         let mut samples: Vec<Sample> = Vec::new();
         let take = |rounds: u64, samples: &mut Vec<Sample>| {
-            if let Some(f) = sampler.as_ref().and_then(Sampler::sample) {
+            if let Some(f) = sampler.as_ref().and_then(resources::Sampler::sample) {
                 samples.push(Sample { rounds, figures: f });
             }
         };

@@ -26,9 +26,10 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::{Event, Run};
+use crate::io::resources::Sampler;
 use crate::io::resources::{self, Sample};
 use crate::runner::exec::StepError;
-use crate::runner::soak::{Sampler, leak_message};
+use crate::runner::soak::leak_message;
 use crate::scenario::{Action, ReloadBegins, ReloadForm, SOAK_SIDEBAND_SIZE, Soak, SoakCall, T_START};
 use crate::transcript::{Dir, Item, Transcript, compact};
 
