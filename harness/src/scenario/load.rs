@@ -113,25 +113,6 @@ pub fn load_dir(root: &Path) -> Result<Vec<Scenario>, ScenarioErrors> {
     if errors.is_empty() { Ok(scenarios) } else { Err(ScenarioErrors(errors)) }
 }
 
-/// The message of a serde-saphyr error without its position (which the caller reports in the
-/// `file:line:col` form) and without a source snippet.
-pub(crate) fn plain_message(e: &serde_saphyr::Error) -> String {
-    static POSITION: OnceLock<(Regex, Regex)> = OnceLock::new();
-    let (prefix, suffix) = POSITION.get_or_init(|| {
-        (
-            Regex::new(r"^(?:error: )?line \d+ column \d+: ").expect("valid"),
-            Regex::new(r" at line \d+,? column \d+$").expect("valid"),
-        )
-    });
-    let rendered = e.without_snippet().render_with_options(serde_saphyr::render_options! {
-        snippets: serde_saphyr::SnippetMode::Off,
-    });
-    let first = rendered.lines().next().unwrap_or("").trim();
-    let first = prefix.replace(first, "");
-    let first = suffix.replace(&first, "");
-    if first.is_empty() { "invalid YAML".to_owned() } else { first.into_owned() }
-}
-
 /// Parses and checks one scenario. `file` is only used for error messages and
 /// [`Scenario::file`].
 pub fn parse_str(file: &Path, text: &str) -> Result<Scenario, ScenarioErrors> {
@@ -139,7 +120,7 @@ pub fn parse_str(file: &Path, text: &str) -> Result<Scenario, ScenarioErrors> {
         Ok(r) => r,
         Err(e) => {
             let loc = e.location().map(|l| Loc::of(&l)).filter(|l| l.is_known()).unwrap_or(Loc::new(1, 1));
-            return Err(ScenarioError::new(file, loc, plain_message(&e)).into());
+            return Err(ScenarioError::new(file, loc, super::yaml::plain_message(&e)).into());
         }
     };
     let mut c = Checker { file, errors: Vec::new() };

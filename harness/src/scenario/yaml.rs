@@ -217,8 +217,27 @@ pub fn options() -> serde_saphyr::Options {
 pub fn parse_node(text: &str) -> Result<Node, (Loc, String)> {
     serde_saphyr::from_str_with_options::<Node>(text, options()).map_err(|e| {
         let loc = e.location().map(|l| Loc::of(&l)).filter(|l| l.is_known()).unwrap_or(Loc::new(1, 1));
-        (loc, super::load::plain_message(&e))
+        (loc, plain_message(&e))
     })
+}
+
+/// The message of a serde-saphyr error without its position (which the caller reports in the
+/// `file:line:col` form) and without a source snippet.
+pub(crate) fn plain_message(e: &serde_saphyr::Error) -> String {
+    static POSITION: std::sync::OnceLock<(regex::Regex, regex::Regex)> = std::sync::OnceLock::new();
+    let (prefix, suffix) = POSITION.get_or_init(|| {
+        (
+            regex::Regex::new(r"^(?:error: )?line \d+ column \d+: ").expect("valid"),
+            regex::Regex::new(r" at line \d+,? column \d+$").expect("valid"),
+        )
+    });
+    let rendered = e.without_snippet().render_with_options(serde_saphyr::render_options! {
+        snippets: serde_saphyr::SnippetMode::Off,
+    });
+    let first = rendered.lines().next().unwrap_or("").trim();
+    let first = prefix.replace(first, "");
+    let first = suffix.replace(&first, "");
+    if first.is_empty() { "invalid YAML".to_owned() } else { first.into_owned() }
 }
 
 impl<'de> Deserialize<'de> for Node {
