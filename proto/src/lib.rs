@@ -10,6 +10,7 @@
 //! - [`violation`]: protocol rules broken on the wire, with the party at fault;
 //! - [`fuzzing`]: the bodies of the cargo-fuzz targets, also replayed by `cargo test`;
 //! - [`session`]: a model of a session for generated exploration, and its invariant oracle;
+//! - [`mcp_input`]: a bridge's decisions about its host's MCP input (bounded lines, the gate);
 //! - [`bridge_model`]: a model of a bridge under test that checks its invariants from outside;
 //! - [`spec`]: the specification's constants (times, environment variables);
 //! - `strategies` (feature `proptest`): proptest strategies for Envelopes and session ops.
@@ -28,6 +29,7 @@ pub mod envelopes;
 pub mod frame;
 pub mod fuzzing;
 pub mod mcp;
+pub mod mcp_input;
 pub mod payload;
 pub mod schema;
 pub mod session;

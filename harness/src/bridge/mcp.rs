@@ -857,21 +857,10 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
                 super::host_lines::HostLine::Text(l) => l,
                 bad => {
                     // BR-MCP-16/17: answered with id null, and the session goes on.
-                    let (code, message) = match bad {
-                        super::host_lines::HostLine::TooLong { len } => (
-                            -32600,
-                            format!(
-                                "a line of {len} bytes, longer than this bridge reads ({} bytes)",
-                                crate::limits::BRIDGE_HOST_LINE
-                            ),
-                        ),
-                        _ => (-32700, "the line is not UTF-8".to_owned()),
-                    };
+                    let Some(v) = bad.answer(lines.max()) else { continue };
                     if in_bridge.tracing() {
-                        in_bridge.trace_host_line(true, &format!("<{message}>"));
+                        in_bridge.trace_host_line(true, &format!("<{}>", v["error"]["message"].as_str().unwrap_or("")));
                     }
-                    let v =
-                        serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
                     let _ = answers.send(Out { line: v.to_string(), answers: None, written: None });
                     continue;
                 }
