@@ -22,7 +22,7 @@ use protomcp_proto::pb::{
 };
 use serde_json::{Value, json};
 
-use super::call::{CallCx, Failure, Reply, ReverseKind};
+use super::cx::{CallCx, Failure, Reply, ReverseKind};
 use super::tools;
 
 /// A 1×1 red PNG (valid chunk CRCs), the image of every image fixture.

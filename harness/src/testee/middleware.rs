@@ -79,7 +79,7 @@ fn mirror(
         }
         "after" => {
             let text = format!("after:{}:{}", req.tool_name, req.is_error);
-            Ok(MiddlewareInterceptResponse { result_json: super::tools::text_json(&text), ..pass })
+            Ok(MiddlewareInterceptResponse { result_json: super::cx::text_json(&text), ..pass })
         }
         _ => Ok(pass),
     }

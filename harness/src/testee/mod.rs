@@ -14,6 +14,7 @@
 //! `harness/testees/README.md` states the contract this module implements.
 
 mod call;
+mod cx;
 mod mcp_conformance;
 mod middleware;
 pub mod misbehave;

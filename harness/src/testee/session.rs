@@ -7,7 +7,7 @@
 //! write half (see `writer`).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
@@ -23,7 +23,8 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
-use super::call::{self, CallTable, Waiter, lock};
+use super::call;
+use super::cx::{self, CallTable, Shared, lock};
 use super::middleware::{self, MIDDLEWARE};
 use super::writer::{self, Out};
 use super::{Fixture, Misbehave, Options, diag, exit, mcp_conformance, resources, tools};
@@ -37,25 +38,6 @@ const MAX_QUEUED_BYTES: usize = 64 * 1024 * 1024;
 const HEAVY_PERMITS: usize = 2;
 /// How long the writer may go on after the bridge closed, to flush what is queued.
 const FLUSH_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
-
-/// What every task of the connection shares.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub opts: Options,
-    pub out: Out,
-    pub calls: Mutex<CallTable>,
-    pub reverse: Mutex<HashMap<String, Waiter>>,
-    pub heavy: Semaphore,
-    next_rid: AtomicU64,
-}
-
-impl Shared {
-    /// A rid for a reverse request: non-empty and never reused on this connection
-    /// (TP-CONCUR-07). It may equal a bridge rid; the two spaces are told apart by type.
-    pub fn fresh_rid(&self) -> String {
-        format!("tp-{}", self.next_rid.fetch_add(1, Ordering::Relaxed) + 1)
-    }
-}
 
 /// Where the connection is in the handshake.
 #[derive(Debug)]
@@ -234,7 +216,7 @@ impl Session {
                     // Replies to handlers' reverse requests and cancellations cannot be taken for
                     // the acknowledgement; they are handled at once.
                     Msg::ActiveTools(_) | Msg::SamplingResponse(_) | Msg::ListRootsResponse(_) => {
-                        call::route_reverse(&self.shared, &rid, msg)
+                        cx::route_reverse(&self.shared, &rid, msg)
                     }
                     Msg::Cancel(c) => self.cancel(&c.request_id),
                     // TP-HANDSHAKE-11: a request is not the acknowledgement; it is held back and
@@ -271,7 +253,7 @@ impl Session {
             Msg::CallTool(req) => return self.start_call(rid, req, cancelled).await,
             Msg::Cancel(c) => self.cancel(&c.request_id),
             Msg::ActiveTools(_) | Msg::SamplingResponse(_) | Msg::ListRootsResponse(_) => {
-                call::route_reverse(&self.shared, &rid, msg)
+                cx::route_reverse(&self.shared, &rid, msg)
             }
             Msg::MiddlewareIntercept(req) => {
                 let response = middleware::intercept(self.shared.opts.middleware, &rid, &req);

@@ -133,7 +133,7 @@ fn shorten_text(result_json: &str, keep: usize) -> String {
     }
     let mut raw = result_json.to_owned();
     truncate_at_char(&mut raw, keep);
-    super::tools::text_json(&raw)
+    super::cx::text_json(&raw)
 }
 
 fn truncate_at_char(s: &mut String, max: usize) {
@@ -209,7 +209,7 @@ mod tests {
         let text = "\u{1}é\"".repeat(2_000_000); // escapes grow the JSON well past the text
         let resp = CallToolResponse {
             is_error: true,
-            result_json: crate::testee::tools::text_json(&text),
+            result_json: crate::testee::cx::text_json(&text),
             error: Some(ToolError { error_code: "E".into(), message: "m".repeat(11_000_000), ..Default::default() }),
             ..Default::default()
         };

@@ -10,7 +10,7 @@ use protomcp_proto::pb::{CallToolResponse, ToolDefinition, ToolError};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use super::call::{CallCx, Failure, Reply, ReverseKind};
+use super::cx::{CallCx, Failure, Reply, ReverseKind, text_json};
 use super::sideband::call_result_envelope_len;
 
 /// Which handler a tool runs.
@@ -378,11 +378,6 @@ pub(crate) fn error(t: &str, tool_error: Option<ToolError>) -> Reply {
         error: tool_error,
         ..Default::default()
     })
-}
-
-/// `[{"type":"text","text":<t>}]`.
-pub(crate) fn text_json(t: &str) -> String {
-    json!([{"type": "text", "text": t}]).to_string()
 }
 
 /// The result_json of a text of `n` `x` characters, built without a JSON serializer.

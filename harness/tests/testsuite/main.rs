@@ -6,6 +6,7 @@ mod common;
 mod loader;
 
 mod fuzz_seeds;
+mod module_cycles;
 mod proto_mcp_profile;
 mod runner_process;
 mod scenario_dynamic;
