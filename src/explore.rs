@@ -22,6 +22,21 @@ pub struct ExploreArgs {
     /// bundled reference testee.
     #[arg(long, value_name = "CMD ARGS…")]
     testee: Vec<String>,
+    /// A bridge under test, as for the main command: 'CMD ARGS… {mock}' or a DIR with
+    /// protomcp-conform.toml (repeat for a differential run: the same generated sessions against
+    /// each, DIVERGENT where they answer differently). Each case is a generated host session
+    /// with scripted tool-process behaviour, written as a bridge scenario, run by the bridge
+    /// runner on a fresh bridge and judged by the bridge model; a failure is shrunk into
+    /// --out. Example: --bridge 'protomcp-conform bridge --call-timeout 3s -- {mock}'.
+    #[arg(long, value_name = "CMD|DIR", conflicts_with_all = ["sdk", "testee"])]
+    bridge: Vec<String>,
+    /// With --bridge: how the harness reaches every bridge, stdio or http (as
+    /// --bridge-transport of the main command; a manifest's transport otherwise).
+    #[arg(long, alias = "transport", value_name = "T", value_parser = ["stdio", "http"], requires = "bridge")]
+    bridge_transport: Option<String>,
+    /// With --bridge and http: the endpoint (default http://127.0.0.1:{port}/mcp).
+    #[arg(long, value_name = "URL", requires = "bridge")]
+    bridge_url: Option<String>,
     /// With --testee: the features the testees claim (comma-separated; default: all).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     features: Option<Vec<String>>,
@@ -35,9 +50,9 @@ pub struct ExploreArgs {
     /// seconds (the same grammar as every duration option).
     #[arg(long, value_name = "BUDGET", value_parser = crate::bridge::parse_duration)]
     time: Option<Duration>,
-    /// Most ops per generated session.
-    #[arg(long, value_name = "N", default_value_t = 24)]
-    max_ops: usize,
+    /// Most ops per generated session (default: 24; with --bridge, 12).
+    #[arg(long, value_name = "N")]
+    max_ops: Option<usize>,
     /// Where the shrunk failing scenario is written.
     #[arg(long, value_name = "DIR", default_value = "scenarios/regressions")]
     out: PathBuf,
@@ -79,6 +94,10 @@ pub fn run(a: ExploreArgs) -> Result<ExitCode> {
         eprintln!("protomcp-conform: --timeout-scale must be a positive number");
         return Ok(ExitCode::from(2));
     }
+    if !a.bridge.is_empty() {
+        return run_bridge(a);
+    }
+    let max_ops = a.max_ops.unwrap_or(24);
     let (targets, target_args) = match targets(&a) {
         Ok(t) => t,
         Err(e) => {
@@ -86,10 +105,7 @@ pub fn run(a: ExploreArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let seed = a.seed.unwrap_or_else(|| {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        now.as_nanos() as u64 ^ u64::from(std::process::id())
-    });
+    let seed = seed_of(&a);
     runner::schedule::set(a.schedule.unwrap_or_default());
     let mut rcfg = Config { timeout_scale: a.timeout_scale, ..Config::default() };
     rcfg.jobs = 1;
@@ -97,7 +113,7 @@ pub fn run(a: ExploreArgs) -> Result<ExitCode> {
         cases: a.cases,
         seed,
         time: a.time,
-        max_ops: a.max_ops.max(1),
+        max_ops: max_ops.max(1),
         // Cases mostly wait (quiet periods, slow calls): run more of them than there are cores.
         jobs: a.jobs.map_or(4 * Config::default().jobs, |j| j as usize),
         runner: rcfg,
@@ -169,6 +185,125 @@ pub fn run(a: ExploreArgs) -> Result<ExitCode> {
         target_args.first().map_or("", String::as_str)
     )?;
     writeln!(out, "re-run the exploration: {rerun_explore}")?;
+    Ok(ExitCode::from(1))
+}
+
+fn seed_of(a: &ExploreArgs) -> u64 {
+    a.seed.unwrap_or_else(|| {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        now.as_nanos() as u64 ^ u64::from(std::process::id())
+    })
+}
+
+/// `explore --bridge`: generated host sessions against one or more bridges.
+fn run_bridge(a: ExploreArgs) -> Result<ExitCode> {
+    use protomcp_harness::explore::bridge::{self as xb, BridgeExploreConfig};
+    let mut targets = Vec::new();
+    let mut target_args = Vec::new();
+    for b in &a.bridge {
+        let t = match crate::run::bridge_target(b, a.bridge_transport.as_deref(), a.bridge_url.as_deref()) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("protomcp-conform: {e:#}");
+                return Ok(ExitCode::from(2));
+            }
+        };
+        if let Err(e) = crate::run::build(&t) {
+            eprintln!("protomcp-conform: {e}");
+            return Ok(ExitCode::from(2));
+        }
+        targets.push(Arc::new(t));
+        target_args.push(format!("--bridge {}", shell_quote(b)));
+    }
+    if let Some(t) = &a.bridge_transport {
+        target_args.push(format!("--bridge-transport {t}"));
+    }
+    if let Some(u) = &a.bridge_url {
+        target_args.push(format!("--bridge-url {}", shell_quote(u)));
+    }
+    let seed = seed_of(&a);
+    runner::schedule::set(a.schedule.unwrap_or_default());
+    let mut rcfg = Config { timeout_scale: a.timeout_scale, ..Config::default() };
+    rcfg.jobs = 1;
+    let max_ops = a.max_ops.unwrap_or(12).max(1);
+    let cfg = BridgeExploreConfig {
+        cases: a.cases,
+        seed,
+        time: a.time,
+        max_ops,
+        // A case is a bridge, a mock and the harness's waits: two per core keep the deadlines.
+        jobs: a.jobs.map_or(2 * Config::default().jobs.div_ceil(4).max(1), |j| j as usize),
+        runner: rcfg,
+        shrink_budget: a.shrink_budget,
+    };
+    let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
+    println!("explore --bridge: seed {seed}, up to {} cases against {}", a.cases, names.join(" and "));
+    let rerun = format!(
+        "protomcp-conform explore {}--seed {seed} --cases {} --max-ops {max_ops}{}",
+        target_args.iter().map(|s| format!("{s} ")).collect::<String>(),
+        a.cases,
+        a.schedule.map(|s| format!(" --schedule {}", s.name())).unwrap_or_default()
+    );
+    runner::process::become_subreaper();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    let progress: explore::Progress = Arc::new(|m: &str| eprintln!("explore: {m}"));
+    let out_dir = a.out.clone();
+    let report = rt.block_on(async {
+        tokio::select! {
+            r = xb::explore(targets.clone(), cfg, &out_dir, progress) => Some(r),
+            _ = tokio::signal::ctrl_c() => None,
+        }
+    });
+    let Some(report) = report else {
+        let (groups, dirs) = runner::process::emergency_cleanup();
+        eprintln!("\nprotomcp-conform: interrupted; killed {groups} bridge group(s), removed {dirs} temp dir(s)");
+        rt.shutdown_background();
+        return Ok(ExitCode::from(130));
+    };
+    rt.shutdown_background();
+    let secs = report.elapsed.as_secs_f64().max(1e-9);
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "explore --bridge: {} cases, {} host messages and tool frames sent in {:.1} s ({:.2} cases/s)",
+        report.cases_run,
+        report.messages_sent,
+        secs,
+        report.cases_run as f64 / secs
+    )?;
+    for ((target, requirement), n) in &report.known {
+        writeln!(out, "known deviation (in {target}'s known failures): {requirement} in {n} case(s)")?;
+    }
+    let Some(found) = report.found else {
+        writeln!(out, "OK: nothing found (seed {seed})")?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    let f = found.shrunk.run.failure.as_ref().expect("a failure");
+    writeln!(out, "\nFOUND in case {} (seed {seed}) against {}:", found.case, f.target)?;
+    if let Some((a_name, a_text, b_name, b_text)) = &f.divergent {
+        writeln!(out, "DIVERGENT\n{}", side_by_side(a_name, a_text, b_name, b_text))?;
+    }
+    for x in &f.findings {
+        writeln!(out, "  {x}")?;
+    }
+    writeln!(out, "  runner: {}", f.message.replace('\n', "\n  "))?;
+    writeln!(
+        out,
+        "shrunk from {} to {} ops in {} replays ({:.1} s)",
+        found.original_ops,
+        found.shrunk.run.case.len(),
+        found.shrunk.replays,
+        found.shrunk.elapsed.as_secs_f64()
+    )?;
+    writeln!(out, "wrote {}", found.file.display())?;
+    let transport = a.bridge_transport.as_ref().map(|t| format!(" --bridge-transport {t}")).unwrap_or_default();
+    writeln!(
+        out,
+        "re-run the scenario: protomcp-conform --scenarios {} --bridge {}{transport}",
+        shell_quote(&found.file.display().to_string()),
+        shell_quote(&a.bridge[names.iter().position(|n| *n == f.target).unwrap_or(0)])
+    )?;
+    writeln!(out, "re-run the exploration: {rerun}")?;
     Ok(ExitCode::from(1))
 }
 

@@ -9,6 +9,8 @@
 //! requirements broken. A failing case is shrunk by dropping ops (chunks, then single ops) and
 //! replaying every candidate on a fresh process; the smallest still failing is written out.
 
+pub mod bridge;
+pub mod bridge_gen;
 pub mod yaml_out;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,537 @@
+//! `explore --bridge`: generated sessions against bridges. Each case ([`bridge_gen`]) is written
+//! as an ordinary bridge scenario and run by the normal bridge runner (a fresh bridge and mock per
+//! case, over the target's transport); the transcript is then fed to the bridge model
+//! ([`BridgeModel`]), which names the BR requirements the bridge broke. The runner's own failures
+//! (a step that timed out, a tool-side frame that should not have come) count too, with the
+//! requirements their step checks. A failing case is shrunk by dropping ops and replaying, and
+//! the smallest still failing the same way is written to `scenarios/regressions/`. With several
+//! bridges the same case runs against each, and answers that differ after normalization are
+//! DIVERGENT.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use protomcp_proto::bridge_model::BridgeModel;
+use protomcp_proto::pb;
+use protomcp_proto::session::Finding;
+use serde_json::Value;
+
+use super::bridge_gen::{self, BOp, BridgeCase};
+use super::{Progress, case_seed};
+use crate::runner::{self, CaseResult, Config, Target, Verdict};
+use crate::transcript::{Dir, Item};
+
+/// Options of a bridge exploration.
+#[derive(Debug, Clone)]
+pub struct BridgeExploreConfig {
+    pub cases: u64,
+    pub seed: u64,
+    pub time: Option<Duration>,
+    pub max_ops: usize,
+    pub jobs: usize,
+    pub runner: Config,
+    pub shrink_budget: usize,
+}
+
+/// Case `k` of the run with `seed` (`http`: for bridges driven over Streamable HTTP).
+pub fn generate(seed: u64, k: u64, max_ops: usize, http: bool) -> BridgeCase {
+    bridge_gen::generate(case_seed(seed, k), max_ops, http)
+}
+
+/// Whether any of `targets` is driven over Streamable HTTP.
+pub fn any_http(targets: &[Arc<Target>]) -> bool {
+    targets.iter().any(|t| {
+        matches!(&t.kind, runner::TargetKind::Bridge { transport: runner::bridge::BridgeTransport::Http { .. }, .. })
+    })
+}
+
+/// Why a case failed.
+#[derive(Debug, Clone)]
+pub struct BridgeFailure {
+    /// The bridge it failed against (differential: the first of the two that differ).
+    pub target: String,
+    /// The runner's verdict and message.
+    pub message: String,
+    /// What the model (and the failing step) made of it.
+    pub findings: Vec<Finding>,
+    /// DIVERGENT: (name, normalized answers) of two bridges that answered differently.
+    pub divergent: Option<(String, String, String, String)>,
+}
+
+impl BridgeFailure {
+    pub fn summary(&self) -> String {
+        match (&self.divergent, self.findings.first()) {
+            (Some((a, _, b, _)), _) => format!("DIVERGENT: {a} and {b} answered differently"),
+            (None, Some(f)) => format!("{f}"),
+            (None, None) => self.message.lines().next().unwrap_or("").to_owned(),
+        }
+    }
+}
+
+/// What one case did.
+#[derive(Debug, Clone)]
+pub struct BridgeCaseRun {
+    pub case: BridgeCase,
+    pub results: Vec<CaseResult>,
+    pub failure: Option<BridgeFailure>,
+    /// Deviations seen that the target's known-failures file records: (target, requirement).
+    pub known: Vec<(String, &'static str)>,
+}
+
+/// Requirements every generated scenario cites.
+const BASE: &[&str] = &["BR-MCP-19"];
+
+fn scenario(case: &BridgeCase, id: &str) -> Result<crate::scenario::Scenario, String> {
+    let text = case.scenario_yaml(id, "A generated host session is answered as the spec requires", BASE, "");
+    crate::scenario::parse_str(Path::new(&format!("<{id}>.yaml")), &text)
+        .map_err(|e| format!("harness bug: a generated bridge scenario does not load: {e}"))
+}
+
+/// Reassembles what the tool process sent as results (sideband transfers, streams) for the model.
+#[derive(Default)]
+struct ToolSide {
+    /// A RawHeader waiting for its payload: (call rid, field, compression).
+    raw: Option<(String, String, String)>,
+    /// Open streams: rid → (field, bytes so far).
+    streams: BTreeMap<String, (String, Vec<u8>)>,
+}
+
+fn result_env(rid: &str, field: &str, text: String) -> pb::Envelope {
+    let mut r = pb::CallToolResponse::default();
+    if field == "structured_content_json" {
+        r.structured_content_json = text;
+    } else {
+        r.result_json = text;
+    }
+    pb::Envelope { request_id: rid.to_owned(), msg: Some(pb::envelope::Msg::CallResult(r)), ..Default::default() }
+}
+
+fn tree_env(tree: &Value) -> Option<pb::Envelope> {
+    let body = protomcp_proto::dynamic::encode(tree).ok()?;
+    prost::Message::decode(&body[..]).ok()
+}
+
+impl ToolSide {
+    /// What the tool process sent, as the Envelopes the model takes.
+    fn sent(&mut self, tree: Option<&Value>, hex: Option<&str>) -> Vec<pb::Envelope> {
+        if let Some(h) = hex {
+            let bytes = protomcp_proto::dynamic::hex_decode(&h.replace(' ', "")).unwrap_or_default();
+            if let Some((rid, field, compression)) = self.raw.take() {
+                let data = if compression == "zstd" { zstd::decode_all(&bytes[..]).unwrap_or_default() } else { bytes };
+                return vec![result_env(&rid, &field, String::from_utf8_lossy(&data).into_owned())];
+            }
+            let body = bytes.get(4..).unwrap_or(&[]);
+            return prost::Message::decode(body).ok().into_iter().collect();
+        }
+        let Some(env) = tree.and_then(tree_env) else { return Vec::new() };
+        match &env.msg {
+            Some(pb::envelope::Msg::RawHeader(h)) => {
+                if h.size == 0 {
+                    return vec![result_env(&h.request_id, &h.field_name, String::new())];
+                }
+                self.raw = Some((h.request_id.clone(), h.field_name.clone(), h.compression.clone()));
+                Vec::new()
+            }
+            Some(pb::envelope::Msg::StreamHeader(h)) => {
+                self.streams.insert(env.request_id.clone(), (h.field_name.clone(), Vec::new()));
+                Vec::new()
+            }
+            Some(pb::envelope::Msg::StreamChunk(c)) => {
+                let Some((_, data)) = self.streams.get_mut(&env.request_id) else { return Vec::new() };
+                data.extend_from_slice(&c.data);
+                if !c.r#final {
+                    return Vec::new();
+                }
+                let (field, data) = self.streams.remove(&env.request_id).expect("open");
+                vec![result_env(&env.request_id, &field, String::from_utf8_lossy(&data).into_owned())]
+            }
+            _ => vec![env],
+        }
+    }
+}
+
+/// The model's findings on a bridge scenario's transcript (one host session, `a`). Times are not
+/// known here: the runner's steps judge the deadlines (BR-LIFECYCLE-03's `T_PROMPT` included), the
+/// model judges what was answered, how, and how often.
+pub fn check_bridge_transcript(items: &[Item]) -> Vec<Finding> {
+    let mut m = BridgeModel::new();
+    let mut tool = ToolSide::default();
+    for it in items {
+        match it {
+            Item::Host { dir: Dir::ToTestee, message, raw } => {
+                let v = match (message, raw) {
+                    (Some(v), _) => Some(v.clone()),
+                    (None, Some(line)) => serde_json::from_str::<Value>(line).ok(),
+                    _ => None,
+                };
+                // A batch's parts are not requests of their own (BR-MCP-21 answers the batch).
+                if let Some(v) = v.filter(Value::is_object) {
+                    m.host_sent("a", &v);
+                }
+            }
+            Item::Host { dir: Dir::FromTestee, message: Some(v), .. } => m.host_received("a", 0, v),
+            Item::Frame { dir: Dir::FromTestee, tree: Some(t), .. } => {
+                // Results reassembled by the runner are the tool side's, never the bridge's.
+                if t.get("via").is_none()
+                    && let Some(env) = tree_env(t)
+                {
+                    m.tool_received(&env);
+                }
+            }
+            Item::Frame { dir: Dir::ToTestee, tree, hex, .. } => {
+                for env in tool.sent(tree.as_ref(), hex.as_deref()) {
+                    m.tool_sent(&env);
+                }
+            }
+            Item::Shutdown { how } if how == "SHUT_RDWR" => m.tool_ended(0),
+            Item::Eof => m.tool_ended(0),
+            _ => {}
+        }
+    }
+    // Every deadline has passed: what is still owed is owed for good.
+    m.finish(u64::MAX / 2)
+}
+
+/// What the host saw, normalized for comparing bridges: per request id (in the order sent), the
+/// kind of answer (result or error) and, for tools/call results, content, isError and
+/// structuredContent. Left out: initialize and list results (server info and annotations
+/// differ by design), error codes and messages, notifications, answers to lines that were not
+/// requests, and the answers of cancelled calls (optional, BR-CANCEL-02).
+pub fn host_answers(r: &CaseResult, case: &BridgeCase) -> String {
+    let mut sent: Vec<(String, String)> = Vec::new();
+    let mut answers: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let skip: Vec<String> = case
+        .ops
+        .iter()
+        .filter_map(|o| match o {
+            BOp::Cancel { id, .. } => Some(id.json().to_string()),
+            _ => None,
+        })
+        .collect();
+    for it in r.transcript.to_vec() {
+        match it {
+            Item::Host { dir: Dir::ToTestee, message: Some(v), .. } => {
+                if let (Some(id), Some(m)) = (v.get("id"), v.get("method").and_then(Value::as_str)) {
+                    sent.push((id.to_string(), m.to_owned()));
+                }
+            }
+            Item::Host { dir: Dir::FromTestee, message: Some(v), .. } if v.get("method").is_none() => {
+                let Some(id) = v.get("id").filter(|i| !i.is_null()) else { continue };
+                let shape = match (v.get("result"), v.get("error")) {
+                    (Some(res), _) => {
+                        let mut s = "result".to_owned();
+                        if let Some(c) = res.get("content") {
+                            s.push_str(&format!(
+                                " content={c} isError={} structured={}",
+                                res.get("isError").and_then(Value::as_bool).unwrap_or(false),
+                                res.get("structuredContent").map_or("-".into(), Value::to_string)
+                            ));
+                        }
+                        s
+                    }
+                    (None, Some(_)) => "error".to_owned(),
+                    _ => "neither".to_owned(),
+                };
+                answers.entry(id.to_string()).or_default().push(shape);
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for (id, method) in sent {
+        if method == "initialize" || method.ends_with("/list") || skip.contains(&id) {
+            // Still take its answer off the list (a reused id's later answer follows).
+            *seen.entry(id).or_default() += 1;
+            continue;
+        }
+        let k = seen.entry(id.clone()).or_default();
+        let a = answers.get(&id).and_then(|v| v.get(*k)).cloned().unwrap_or_else(|| "(no answer)".into());
+        *k += 1;
+        out.push(format!("{method} {id}: {a}"));
+    }
+    out.join("\n")
+}
+
+/// Runs `case` against every bridge (a fresh process each) and judges it: a failure against
+/// any bridge first, then (several bridges) a divergence of the answers.
+pub async fn run_case(case: &BridgeCase, targets: &[Arc<Target>], cfg: &Config, label: &str) -> BridgeCaseRun {
+    let s = match scenario(case, label) {
+        Ok(s) => s,
+        Err(message) => {
+            let failure =
+                BridgeFailure { target: "the harness".into(), message, findings: Vec::new(), divergent: None };
+            return BridgeCaseRun {
+                case: case.clone(),
+                results: Vec::new(),
+                failure: Some(failure),
+                known: Vec::new(),
+            };
+        }
+    };
+    let mut results = Vec::new();
+    for t in targets {
+        results.push(runner::run_scenario(&s, t, cfg).await);
+    }
+    let mut failure = None;
+    let mut known = Vec::new();
+    for (r, t) in results.iter().zip(targets) {
+        let mut findings = check_bridge_transcript(&r.transcript.to_vec());
+        let failed = !matches!(r.verdict, Verdict::Pass | Verdict::Skip);
+        if failed && findings.is_empty() {
+            // The runner's step failed and the model saw nothing wrong in what was exchanged:
+            // the step's own requirements.
+            let requirement = r.broken.first().and_then(|b| crate::requirements::get(b)).map(|q| q.id);
+            if let Some(requirement) = requirement {
+                findings.push(Finding { requirement, message: r.message.lines().next().unwrap_or("").to_owned() });
+            }
+        }
+        if !failed && findings.is_empty() {
+            continue;
+        }
+        // A deviation the target's known-failures file already records (by requirement) is
+        // counted, not reported: the exploration looks for the ones the catalogue lacks.
+        let baseline = known_requirements(t);
+        if !findings.is_empty() && findings.iter().all(|f| baseline.contains(f.requirement)) {
+            known.extend(findings.iter().map(|f| (t.name.clone(), f.requirement)));
+            continue;
+        }
+        let mut message = format!("{:?}: {}", r.verdict, r.message);
+        if !r.stderr_tail.is_empty() {
+            message.push_str(&format!("\n  stderr: {}", r.stderr_tail.replace('\n', "\n          ")));
+        }
+        failure = Some(BridgeFailure { target: t.name.clone(), message, findings, divergent: None });
+        break;
+    }
+    // A known deviation makes the answers differ for a known reason: no comparison then.
+    if failure.is_none() && results.len() > 1 && known.is_empty() {
+        let first = host_answers(&results[0], case);
+        for (r, t) in results.iter().zip(targets).skip(1) {
+            let other = host_answers(r, case);
+            if other != first {
+                failure = Some(BridgeFailure {
+                    target: targets[0].name.clone(),
+                    message: "the normalized answers differ".into(),
+                    findings: Vec::new(),
+                    divergent: Some((targets[0].name.clone(), first, t.name.clone(), other)),
+                });
+                break;
+            }
+        }
+    }
+    BridgeCaseRun { case: case.clone(), results, failure, known }
+}
+
+/// The requirements a target's known-failures file names.
+fn known_requirements(t: &Target) -> std::collections::BTreeSet<&str> {
+    t.known_failures.values().flat_map(|k| k.requirement.iter().map(String::as_str)).collect()
+}
+
+/// Whether `b` fails the same way as `a`: same kind, same first requirement when both name one.
+fn same_kind(a: &BridgeFailure, b: &BridgeFailure) -> bool {
+    if a.divergent.is_some() != b.divergent.is_some() {
+        return false;
+    }
+    match (a.findings.first(), b.findings.first()) {
+        (Some(x), Some(y)) => x.requirement == y.requirement,
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// The result of shrinking.
+#[derive(Debug, Clone)]
+pub struct BridgeShrunk {
+    pub run: BridgeCaseRun,
+    pub replays: usize,
+    pub elapsed: Duration,
+}
+
+/// Shrinks a failing case: drops chunks of ops of halving size, then single ops, keeping a
+/// candidate that still fails the same way on fresh processes; at most `budget` replays.
+pub async fn shrink(first: BridgeCaseRun, targets: &[Arc<Target>], cfg: &Config, budget: usize) -> BridgeShrunk {
+    let started = Instant::now();
+    let want = first.failure.clone().expect("shrinking a failing case");
+    let mut best = first;
+    let mut replays = 0usize;
+    let mut chunk = best.case.len().div_ceil(2).max(1);
+    'outer: loop {
+        let mut progress = false;
+        let mut i = 0;
+        while i < best.case.len() {
+            if replays >= budget {
+                break 'outer;
+            }
+            let mut ops = best.case.ops.clone();
+            let end = (i + chunk).min(ops.len());
+            ops.drain(i..end);
+            replays += 1;
+            let run = run_case(&best.case.with_ops(ops), targets, cfg, "regressions.shrinking").await;
+            if run.failure.as_ref().is_some_and(|f| same_kind(&want, f)) {
+                best = run;
+                progress = true;
+            } else {
+                i += chunk;
+            }
+        }
+        if chunk == 1 && !progress {
+            break;
+        }
+        if !progress || chunk > 1 {
+            chunk = (chunk / 2).max(1);
+        }
+    }
+    BridgeShrunk { run: best, replays, elapsed: started.elapsed() }
+}
+
+/// What an exploration found.
+#[derive(Debug)]
+pub struct BridgeFound {
+    pub case: u64,
+    pub original_ops: usize,
+    pub shrunk: BridgeShrunk,
+    pub file: PathBuf,
+}
+
+/// The end of an exploration.
+#[derive(Debug)]
+pub struct BridgeReport {
+    pub cases_run: u64,
+    /// Host messages and tool-side frames sent by all cases.
+    pub messages_sent: u64,
+    pub elapsed: Duration,
+    pub found: Option<BridgeFound>,
+    /// Known deviations seen, per (target, requirement): cases.
+    pub known: BTreeMap<(String, &'static str), u64>,
+}
+
+fn sent_count(r: &CaseResult) -> u64 {
+    r.transcript
+        .to_vec()
+        .iter()
+        .filter(|i| matches!(i, Item::Host { dir: Dir::ToTestee, .. } | Item::Frame { dir: Dir::ToTestee, .. }))
+        .count() as u64
+}
+
+/// Runs up to `cfg.cases` cases (`cfg.jobs` at a time) until the first failure, shrinks it and
+/// writes the scenario into `out_dir`.
+pub async fn explore(
+    targets: Vec<Arc<Target>>,
+    cfg: BridgeExploreConfig,
+    out_dir: &Path,
+    progress: Progress,
+) -> BridgeReport {
+    let started = Instant::now();
+    let mut next = 0u64;
+    let mut cases_run = 0u64;
+    let mut messages_sent = 0u64;
+    let mut last_note = Instant::now();
+    let mut known: BTreeMap<(String, &'static str), u64> = BTreeMap::new();
+    let targets = Arc::new(targets);
+    while next < cfg.cases {
+        if cfg.time.is_some_and(|t| started.elapsed() >= t) {
+            progress(&format!("time budget spent after {cases_run} cases"));
+            break;
+        }
+        let batch: Vec<u64> = (next..(next + cfg.jobs.max(1) as u64).min(cfg.cases)).collect();
+        next += batch.len() as u64;
+        let mut set = tokio::task::JoinSet::new();
+        for &k in &batch {
+            let (targets, rcfg, seed, max_ops) = (targets.clone(), cfg.runner.clone(), cfg.seed, cfg.max_ops);
+            set.spawn(async move {
+                let case = generate(seed, k, max_ops, any_http(&targets));
+                let run = run_case(&case, &targets, &rcfg, &format!("explore.bridge-case-{k}")).await;
+                (k, run)
+            });
+        }
+        let mut done = Vec::new();
+        while let Some(j) = set.join_next().await {
+            if let Ok(x) = j {
+                done.push(x);
+            }
+        }
+        done.sort_by_key(|(k, _)| *k);
+        for (_, run) in &done {
+            cases_run += 1;
+            messages_sent += run.results.iter().map(sent_count).sum::<u64>();
+            let mut once: Vec<&(String, &'static str)> = run.known.iter().collect();
+            once.sort();
+            once.dedup();
+            for k in once {
+                *known.entry(k.clone()).or_default() += 1;
+            }
+        }
+        if last_note.elapsed() >= Duration::from_secs(30) {
+            last_note = Instant::now();
+            let secs = started.elapsed().as_secs_f64().max(1e-9);
+            progress(&format!(
+                "{cases_run} cases, {messages_sent} messages and frames, {:.0} s ({:.2} cases/s)",
+                secs,
+                cases_run as f64 / secs
+            ));
+        }
+        if let Some((k, run)) = done.into_iter().find(|(_, r)| r.failure.is_some()) {
+            let f = run.failure.as_ref().expect("found");
+            progress(&format!("case {k} failed ({} ops): {}", run.case.len(), f.summary()));
+            progress("shrinking on fresh processes…");
+            let original_ops = run.case.len();
+            let shrunk = shrink(run, &targets, &cfg.runner, cfg.shrink_budget).await;
+            let file = write_regression(out_dir, cfg.seed, k, original_ops, &shrunk, &targets);
+            return BridgeReport {
+                cases_run,
+                messages_sent,
+                elapsed: started.elapsed(),
+                found: Some(BridgeFound { case: k, original_ops, shrunk, file }),
+                known,
+            };
+        }
+    }
+    BridgeReport { cases_run, messages_sent, elapsed: started.elapsed(), found: None, known }
+}
+
+/// The scenario text of a shrunk case: id `regressions.<name>`, the requirements found (MUST
+/// ones known to the catalogue) beside BR-MCP-19, and notes saying where it came from.
+pub fn regression_yaml(name: &str, s: &BridgeShrunk, notes: &str) -> String {
+    let f = s.run.failure.as_ref().expect("a failure");
+    let mut reqs: Vec<&str> = BASE.to_vec();
+    for x in &f.findings {
+        let must = crate::requirements::get(x.requirement).is_some_and(|q| q.level == crate::requirements::Level::Must);
+        if must && !reqs.contains(&x.requirement) {
+            reqs.push(x.requirement);
+        }
+    }
+    let title = match f.findings.first() {
+        Some(x) => format!("Regression ({}): {}", x.requirement, x.message.lines().next().unwrap_or("")),
+        None if f.divergent.is_some() => "Regression: bridges answered this generated session differently".into(),
+        None => "Regression: a generated host session the bridge did not serve as the spec requires".into(),
+    };
+    s.run.case.scenario_yaml(&format!("regressions.{name}"), &title, &reqs, notes)
+}
+
+fn write_regression(
+    out_dir: &Path,
+    seed: u64,
+    case: u64,
+    original: usize,
+    s: &BridgeShrunk,
+    targets: &[Arc<Target>],
+) -> PathBuf {
+    let f = s.run.failure.as_ref().expect("a failure");
+    let mut notes = format!(
+        "Found by `protomcp-conform explore --bridge … --seed {seed}` (case {case}) against {}; shrunk from {original} to {} ops in {} replays.\n",
+        targets.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(" and "),
+        s.run.case.len(),
+        s.replays
+    );
+    for x in &f.findings {
+        notes.push_str(&format!("{x}\n"));
+    }
+    notes.push_str(&format!("runner: {}", f.message.lines().next().unwrap_or("")));
+    let name = format!("explore-bridge-{seed}-{case}");
+    let text = regression_yaml(&name, s, &notes);
+    let path = out_dir.join(format!("{name}.yaml"));
+    let _ = std::fs::create_dir_all(out_dir).and_then(|_| std::fs::write(&path, text));
+    path
+}
