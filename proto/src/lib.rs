@@ -6,6 +6,7 @@
 //! - [`payload`]: one sideband payload as the field's bytes (verbatim or bounded zstd), a leaf;
 //! - [`sideband`]: raw sideband transfers and chunked-stream reassembly;
 //! - [`envelopes`]: the arm table and the builder vocabulary used everywhere else;
+//! - [`varint`]: the one protobuf varint, key and length-prefix reader, and the nesting limit, a leaf;
 //! - [`wire`]: a schema-driven protobuf scanner that keeps unknown fields and error offsets;
 //! - [`violation`]: protocol rules broken on the wire, with the party at fault;
 //! - [`fuzzing`]: the bodies of the cargo-fuzz targets, also replayed by `cargo test`;
@@ -37,6 +38,7 @@ pub mod sideband;
 pub mod spec;
 #[cfg(feature = "proptest")]
 pub mod strategies;
+pub mod varint;
 pub mod violation;
 pub mod wire;
 

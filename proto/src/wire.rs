@@ -11,9 +11,7 @@ use std::fmt;
 use bytes::Bytes;
 
 use crate::schema::{FieldKind, MESSAGES, MessageSchema};
-
-/// prost's recursion limit for nested messages and groups.
-const RECURSION_LIMIT: u32 = 100;
+use crate::varint::{self, RECURSION_LIMIT, ReadErrorKind};
 
 /// A field the schema does not know, kept with its raw bytes (tag included).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,54 +150,29 @@ impl Scanner<'_> {
         WireError { offset, path: path.to_owned(), kind }
     }
 
+    fn read_err(&self, path: &str, e: varint::ReadError) -> WireError {
+        let kind = match e.kind {
+            ReadErrorKind::TruncatedVarint => WireErrorKind::TruncatedVarint,
+            ReadErrorKind::OverlongVarint => WireErrorKind::OverlongVarint,
+            ReadErrorKind::InvalidKey(k) => WireErrorKind::InvalidKey(k),
+            ReadErrorKind::InvalidWireType(t) => WireErrorKind::InvalidWireType(t),
+            ReadErrorKind::FieldNumberZero => WireErrorKind::FieldNumberZero,
+            ReadErrorKind::LengthOverrun { len, left } => WireErrorKind::LengthOverrun { len, left },
+        };
+        self.err(e.offset, path, kind)
+    }
+
     fn varint(&self, pos: &mut usize, end: usize, path: &str) -> Result<u64, WireError> {
-        let start = *pos;
-        let mut value: u64 = 0;
-        for i in 0..10 {
-            if *pos >= end {
-                return Err(self.err(start, path, WireErrorKind::TruncatedVarint));
-            }
-            let b = self.body[*pos];
-            *pos += 1;
-            if i == 9 && b > 1 {
-                return Err(self.err(start, path, WireErrorKind::OverlongVarint));
-            }
-            value |= u64::from(b & 0x7f) << (7 * i);
-            if b < 0x80 {
-                return Ok(value);
-            }
-        }
-        Err(self.err(start, path, WireErrorKind::OverlongVarint))
+        varint::read(self.body, pos, end).map_err(|e| self.read_err(path, e))
     }
 
     /// Reads a key; returns (field number, wire type).
     fn key(&self, pos: &mut usize, end: usize, path: &str) -> Result<(u32, u8), WireError> {
-        let at = *pos;
-        let key = self.varint(pos, end, path)?;
-        if key > u64::from(u32::MAX) {
-            return Err(self.err(at, path, WireErrorKind::InvalidKey(key)));
-        }
-        let wire_type = (key & 7) as u8;
-        if wire_type > 5 {
-            return Err(self.err(at, path, WireErrorKind::InvalidWireType(wire_type)));
-        }
-        let number = (key >> 3) as u32;
-        if number == 0 {
-            return Err(self.err(at, path, WireErrorKind::FieldNumberZero));
-        }
-        Ok((number, wire_type))
+        varint::read_key(self.body, pos, end).map_err(|e| self.read_err(path, e))
     }
 
     fn len_delimited(&self, pos: &mut usize, end: usize, path: &str) -> Result<(usize, usize), WireError> {
-        let at = *pos;
-        let len = self.varint(pos, end, path)?;
-        let left = end - *pos;
-        if len > left as u64 {
-            return Err(self.err(at, path, WireErrorKind::LengthOverrun { len, left }));
-        }
-        let start = *pos;
-        *pos += len as usize;
-        Ok((start, *pos))
+        varint::read_len_delimited(self.body, pos, end).map_err(|e| self.read_err(path, e))
     }
 
     fn message(
