@@ -4,6 +4,9 @@
 
 #![deny(unsafe_code)]
 
+pub use protomcp_scenario as scenario;
+pub use protomcp_scenario::requirements;
+
 pub mod bounded;
 pub mod bridge;
 pub mod capture;
@@ -11,7 +14,6 @@ pub mod coverage;
 pub mod dump;
 pub mod duration;
 pub mod explore;
-pub mod fuzzing;
 pub mod host;
 pub mod io;
 pub mod limits;
@@ -19,9 +21,7 @@ pub mod matrix;
 pub mod mock;
 pub mod os;
 pub mod proto_mcp;
-pub mod requirements;
 pub mod runner;
-pub mod scenario;
 pub mod testee;
 pub mod tmpdir;
 pub mod transcript;

@@ -285,8 +285,7 @@ pub const LEAK_MIN_PROCESSES: f64 = 2.0;
 /// a garbage collector runs when it likes.
 pub const LEAK_MIN_RSS_KIB: f64 = 16.0 * 1024.0;
 pub const LEAK_MIN_RSS_SHARE: f64 = 0.25;
-/// A verdict reads at least this many samples after the warm-up; fewer: no verdict.
-pub const LEAK_MIN_SAMPLES: usize = 4;
+pub use protomcp_scenario::LEAK_MIN_SAMPLES;
 
 /// A resource that grew with the rounds of a soak.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]

@@ -1,5 +1,5 @@
-//! Replays the committed seeds of the `scenario_parser` and `session_ops` fuzz targets through
-//! the functions the targets call.
+//! Replays the committed seeds of the `session_ops` fuzz target through the function the target
+//! calls.
 
 use std::path::PathBuf;
 
@@ -18,24 +18,6 @@ fn replay(target: &str, f: fn(&[u8])) {
             let why = panic.downcast_ref::<String>().cloned().or(panic.downcast_ref::<&str>().map(|s| s.to_string()));
             panic!("{}: {}", path.display(), why.unwrap_or_default());
         }
-    }
-}
-
-#[test]
-fn scenario_parser_seeds() {
-    replay("scenario_parser", protomcp_harness::fuzzing::scenario_parser);
-}
-
-#[test]
-fn broken_scenarios_report_locations() {
-    // Not a tautology: these inputs do produce errors, each checked for its location.
-    for text in [
-        "id: x\n",
-        "steps: [",
-        "id: a.b\ntitle: t\nrequirements: [TP-NOPE-1]\nlevel: MUST\nrole: tool-process\nsteps: [{handshake: {}}]\n",
-    ] {
-        assert!(protomcp_harness::scenario::parse_str(std::path::Path::new("fuzz.yaml"), text).is_err());
-        protomcp_harness::fuzzing::scenario_parser(text.as_bytes());
     }
 }
 

@@ -12,8 +12,8 @@ use super::error::SourceLoc;
 use super::pattern::Pattern;
 use super::template::Template;
 use super::yaml::Loc;
+use crate::Misbehave;
 use crate::requirements::{Level, Requirement};
-use crate::testee::Misbehave;
 
 /// The spec's times (§1.5): `T_PROMPT` is the default wait of `expect` and friends, `T_START`
 /// the default wait of `handshake`.
@@ -339,9 +339,13 @@ pub enum Action {
         within: Duration,
     },
     /// Repeats a call mix while sampling the target's process group; a resource that grows with
-    /// the rounds is a leak ([`Soak`], [`crate::io::resources::leaks`]).
+    /// the rounds is a leak ([`Soak`]; the harness judges the samples).
     Soak(Soak),
 }
+
+/// A leak verdict reads at least this many samples after the warm-up; fewer: no verdict (the
+/// loader refuses a soak that could not give them).
+pub const LEAK_MIN_SAMPLES: usize = 4;
 
 /// `soak`: `repeat` rounds; in each, every call of `mix` is sent (all in flight together) and
 /// every answer awaited within `within`; the target's process group is sampled before the first

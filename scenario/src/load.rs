@@ -18,8 +18,8 @@ use super::pattern::{Compiler, Pattern};
 use super::raw::{self, Ms, RawScenario, RawStep, RawStepEntry};
 use super::template::{self, Template};
 use super::yaml::{Loc, Node, NodeKind};
+use crate::Misbehave;
 use crate::requirements::{self, Level, strength};
-use crate::testee::Misbehave;
 
 /// Largest scenario file the loader reads.
 pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
@@ -624,7 +624,7 @@ impl Checker<'_> {
                 self.error(k.loc, format!("`{}` is not an environment variable name", k.name));
                 continue;
             }
-            if k.name == crate::testee::ENV_SOCKET {
+            if k.name == protomcp_proto::spec::ENV_SOCKET {
                 self.error(k.loc, "PROTOMCP_SOCKET belongs to the harness; use `testee.socket` to break it");
                 continue;
             }
@@ -779,12 +779,12 @@ impl Checker<'_> {
             let last = u64::from(!repeat.is_multiple_of(sample_every));
             multiples(repeat) - from + at_zero + last
         };
-        if read < crate::io::resources::LEAK_MIN_SAMPLES as u64 {
+        if read < crate::LEAK_MIN_SAMPLES as u64 {
             self.error(
                 loc(&k.repeat),
                 format!(
                     "a soak of {repeat} rounds sampled every {sample_every} with a warm-up of {warmup} leaves {read} samples to judge; at least {} are needed",
-                    crate::io::resources::LEAK_MIN_SAMPLES
+                    crate::LEAK_MIN_SAMPLES
                 ),
             );
             return None;

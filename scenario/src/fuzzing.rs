@@ -1,5 +1,5 @@
-//! Body of the `scenario_parser` cargo-fuzz target (fuzz/fuzz_targets/scenario_parser.rs), also
-//! replayed over the committed seeds by `cargo test -p protomcp-harness --test testsuite fuzz_seeds`.
+//! Body of the `scenario_parser` cargo-fuzz target (scenario/fuzz/fuzz_targets/scenario_parser.rs), also
+//! replayed over the committed seeds by `cargo test -p protomcp-scenario`.
 
 use std::path::Path;
 
@@ -8,7 +8,7 @@ use std::path::Path;
 pub fn scenario_parser(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let file = Path::new("fuzz.yaml");
-    let Err(errors) = crate::scenario::parse_str(file, text) else { return };
+    let Err(errors) = crate::parse_str(file, text) else { return };
     assert!(!errors.0.is_empty(), "an error result names at least one error");
     for e in &errors.0 {
         let shown = e.to_string();

@@ -27,7 +27,7 @@ pub fn spec_order(id: &str) -> usize {
 pub use protomcp_proto::violation::{Level, Party};
 
 /// The committed table: one requirement per line, `ID \t LEVEL \t feature|- \t active|withdrawn \t text`.
-pub const TABLE: &str = include_str!("../../data/requirements.tsv");
+pub const TABLE: &str = include_str!("../../../harness/data/requirements.tsv");
 
 /// Optional features of a tool process (spec §1.3).
 pub const TP_FEATURES: &[&str] = &[

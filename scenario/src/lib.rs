@@ -1,9 +1,10 @@
-//! The scenario language: YAML files that each check one behaviour of a tool process (or, later,
-//! a bridge) and cite the requirements of `spec/protocol.md` they check. `scenarios/README.md`
-//! is the language reference.
+//! The scenario language: YAML files that each check one behaviour of a tool process or a bridge
+//! and cite the requirements of `spec/protocol.md` they check. `scenarios/README.md` is the
+//! language reference.
 //!
-//! This module is sans-IO: it reads and checks scenario files, and gives the runner everything
-//! it needs to execute them against a live peer:
+//! This crate is sans-IO and has no async runtime: it reads and checks scenario files, and gives
+//! the runner (`protomcp_harness::runner`) everything it needs to execute them against a live
+//! peer:
 //!
 //! - [`load_file`], [`load_dir`], [`parse_str`]: files into [`Scenario`]s, or
 //!   [`ScenarioErrors`] whose every entry displays as `file:line:col: message`;
@@ -13,19 +14,29 @@
 //! - [`match_envelope`], [`match_any_order`]: a compiled [`Pattern`] against the tree of what
 //!   the peer sent, explaining a failure as a [`Mismatch`];
 //! - [`normalize`]: sideband transfers and streams as the equivalent CallToolResponse tree, so
-//!   one pattern fits every form of a result.
+//!   one pattern fits every form of a result;
+//! - [`requirements`]: the requirement tables of both profiles (protomcp's TP/BR, proto-mcp's PM)
+//!   that scenarios cite;
+//! - [`Misbehave`]: the names of the reference testee's hostile modes;
+//! - [`fuzzing`]: the body of the `scenario_parser` fuzz target.
+
+#![deny(unsafe_code)]
 
 mod error;
+pub mod fuzzing;
 mod load;
+pub mod misbehave;
 mod model;
 pub mod normalize;
 pub mod pattern;
 mod raw;
+pub mod requirements;
 pub mod template;
 pub mod yaml;
 
 pub use error::{ScenarioError, ScenarioErrors, SourceLoc};
 pub use load::{MAX_FILE_BYTES, load_dir, load_file, parse_str, scenario_files};
+pub use misbehave::Misbehave;
 pub use model::*;
 pub use pattern::{Mismatch, Pattern, PatternError, match_any_order, match_envelope, match_value};
 pub use template::{Captures, RenderError, Template};

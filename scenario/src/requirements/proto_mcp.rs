@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use crate::requirements::{ExtractError, Extracted, Level, Requirement, parse_table, to_table};
 
 /// The committed table.
-pub const TABLE: &str = include_str!("../../data/proto-mcp-requirements.tsv");
+pub const TABLE: &str = include_str!("../../../harness/data/proto-mcp-requirements.tsv");
 
 /// The features a proto-mcp server may have (profile §1.4).
 pub const FEATURES: &[&str] = &["dual", "call", "resources", "paging", "inline", "grpc", "ws"];

@@ -1,0 +1,40 @@
+//! The scenario crate's integration tests: the committed seeds of the `scenario_parser` fuzz
+//! target (`scenario/fuzz/`) replayed through the function the target calls.
+
+use std::path::PathBuf;
+
+fn replay(target: &str, f: fn(&[u8])) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds").join(target);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 5, "{}: a seed corpus, not {} files", dir.display(), files.len());
+    for path in files {
+        let data = std::fs::read(&path).unwrap();
+        if let Err(panic) = std::panic::catch_unwind(|| f(&data)) {
+            let why = panic.downcast_ref::<String>().cloned().or(panic.downcast_ref::<&str>().map(|s| s.to_string()));
+            panic!("{}: {}", path.display(), why.unwrap_or_default());
+        }
+    }
+}
+
+#[test]
+fn scenario_parser_seeds() {
+    replay("scenario_parser", protomcp_scenario::fuzzing::scenario_parser);
+}
+
+#[test]
+fn broken_scenarios_report_locations() {
+    // Not a tautology: these inputs do produce errors, each checked for its location.
+    for text in [
+        "id: x\n",
+        "steps: [",
+        "id: a.b\ntitle: t\nrequirements: [TP-NOPE-1]\nlevel: MUST\nrole: tool-process\nsteps: [{handshake: {}}]\n",
+    ] {
+        assert!(protomcp_scenario::parse_str(std::path::Path::new("fuzz.yaml"), text).is_err());
+        protomcp_scenario::fuzzing::scenario_parser(text.as_bytes());
+    }
+}
