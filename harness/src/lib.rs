@@ -1,6 +1,22 @@
 //! I/O side of protomcp-conform: everything that touches sockets, processes and clocks. The
-//! protocol decisions themselves live in `protomcp-proto`. The only `unsafe` is in [`os`]
-//! (libc calls, each behind a safe function); it is denied everywhere else.
+//! protocol decisions themselves live in `protomcp-proto`, the scenario language in
+//! `protomcp-scenario` (re-exported here as [`scenario`] and [`requirements`]). The only `unsafe`
+//! is in [`os`] (libc calls, each behind a safe function); it is denied everywhere else.
+//!
+//! The modules, bottom layer first; a module uses only modules of the layers below it (and
+//! `tests/testsuite/module_cycles.rs` fails on any cycle among siblings):
+//!
+//! 1. leaves: [`os`] (libc), [`limits`] (every bound on what a peer fills), [`tmpdir`] (where
+//!    temp dirs go), [`duration`] (the one duration grammar of the command line), [`dump`]
+//!    (a captured byte stream as readable lines);
+//! 2. [`bounded`] (head-and-tail buffers), [`io`] (the Envelope transport over unix sockets),
+//!    [`transcript`] (what a run saw, normalized), [`host`] (the hand-rolled MCP host that drives
+//!    a bridge), [`testee`] (the reference tool process);
+//! 3. [`bridge`] (the reference bridge), [`mock`] (the relay mock tool process of bridge runs);
+//! 4. [`runner`] (scenarios against a target: processes, verdicts, reports);
+//! 5. what builds on the runner: [`explore`] (generated cases and shrinking), [`capture`] (a real
+//!    session recorded as two scenarios), [`matrix`] (requirement × target), [`proto_mcp`] (the
+//!    proto-mcp profile), and [`coverage`] (requirements without a scenario).
 
 #![deny(unsafe_code)]
 
