@@ -42,3 +42,8 @@ fn sideband_seeds() {
 fn mcp_message_frame_seeds() {
     replay("mcp_message_frame", fuzzing::mcp_message_frame);
 }
+
+#[test]
+fn mcp_input_seeds() {
+    replay("mcp_input", fuzzing::mcp_input);
+}
