@@ -223,8 +223,9 @@ pub fn host_answers(r: &CaseResult, case: &BridgeCase) -> String {
                     (Some(res), _) => {
                         let mut s = "result".to_owned();
                         if let Some(c) = res.get("content") {
+                            // The short parts first: side by side, long lines are cut.
                             s.push_str(&format!(
-                                " content={c} isError={} structured={}",
+                                " isError={} structured={} content={c}",
                                 res.get("isError").and_then(Value::as_bool).unwrap_or(false),
                                 res.get("structuredContent").map_or("-".into(), Value::to_string)
                             ));

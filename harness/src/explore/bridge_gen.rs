@@ -177,6 +177,12 @@ pub struct BridgeCase {
     pub ops: Vec<BOp>,
 }
 
+/// The tool process's tools: `echo` and `slow` are called, `spare` is enabled and disabled.
+static TOOLS: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+    let tool = |name: &str| json!({"name": name, "description": name, "input_schema_json": "{\"type\":\"object\"}"});
+    json!([tool("echo"), tool("slow"), tool("spare")])
+});
+
 /// splitmix64: a small deterministic generator (the case is a pure function of its seed).
 #[derive(Debug, Clone)]
 pub struct Rng(u64);
@@ -344,10 +350,13 @@ pub fn generate(seed: u64, max_ops: usize, http: bool) -> BridgeCase {
                 BOp::Line { text }
             }
             // A cancelled call may be answered or not (BR-CANCEL-02): the waits after it could
-            // take that answer in place of the one they are for, so it ends the case, as the
-            // tool process's death does.
+            // take that answer in place of the one they are for, so it ends the case.
             8 | 9 => BOp::Cancel { id: ids.fresh(&mut rng), n, ping: ids.fresh(&mut rng) },
-            10 => BOp::Die { id: ids.fresh(&mut rng), n, ping: ids.fresh(&mut rng) },
+            // The tool process dies mid-call; the session goes on with its successor (at most
+            // twice a case: a bridge may give up after three restarts in a row).
+            10 if ops.iter().filter(|o: &&BOp| matches!(o, BOp::Die { .. })).count() < 2 => {
+                BOp::Die { id: ids.fresh(&mut rng), n, ping: ids.fresh(&mut rng) }
+            }
             _ => {
                 let token = rng.chance(40).then(|| format!("tok-{n}"));
                 let mut during = Vec::new();
@@ -380,7 +389,7 @@ pub fn generate(seed: u64, max_ops: usize, http: bool) -> BridgeCase {
             }
             _ => {}
         }
-        let last = matches!(op, BOp::Die { .. } | BOp::Cancel { .. });
+        let last = matches!(op, BOp::Cancel { .. });
         ops.push(op);
         if last {
             break;
@@ -473,9 +482,7 @@ impl BridgeCase {
         }
         let _ = writeln!(o.text, "timeout_ms: {}", 20_000 + 6_000 * self.ops.len() as u64);
         let _ = writeln!(o.text, "steps:");
-        let tool =
-            |name: &str| json!({"name": name, "description": name, "input_schema_json": "{\"type\":\"object\"}"});
-        o.step(json!({"tool_handshake": {"tools": [tool("echo"), tool("slow"), tool("spare")]}}));
+        o.step(json!({"tool_handshake": {"tools": *TOOLS}}));
         let caps = if self.capabilities { json!({"sampling": {}, "roots": {"listChanged": true}}) } else { json!({}) };
         o.host_send(rpc(
             Some(&self.init_id),
@@ -613,7 +620,12 @@ impl BOp {
                 o.step(json!({"close": {}}));
                 o.host_wait(3000, &["BR-LIFECYCLE-03"]);
                 o.host_send(rpc(Some(ping), "ping", None));
-                o.host_wait(3000, &["BR-MCP-08"]);
+                o.host_wait(3000, &["BR-LIFECYCLE-04"]);
+                // The successor's start-up (BR-LIFECYCLE-05: the bridge restarts it).
+                o.step_checks(json!({"tool_handshake": {"tools": *TOOLS, "within_ms": 5000}}), &["BR-LIFECYCLE-05"]);
+                // No event marks the moment the bridge puts the new connection in service; a
+                // call before it may rightly get an error (BR-LIFECYCLE-06): T_PROMPT.
+                o.step(json!({"sleep": {"ms": 1000}}));
             }
         }
     }
