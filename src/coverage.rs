@@ -42,7 +42,7 @@ fn untestable() -> Result<BTreeMap<String, String>> {
     let mut all = BTreeMap::new();
     for (name, text) in run::bundled::UNTESTABLE {
         let file = format!("harness/data/untestable/{name}");
-        for (id, reason) in coverage::parse_untestable(&file, text).map_err(anyhow::Error::msg)? {
+        for (id, reason) in coverage::parse_untestable(&file, text)? {
             if all.insert(id.clone(), reason).is_some() {
                 anyhow::bail!("{file}: `{id}` is listed twice");
             }

@@ -269,7 +269,7 @@ fn profile(cli: ProfileCli) -> Result<ExitCode> {
         }
         Some(ProfileCommand::Coverage { scenarios, verbose }) => {
             let all = load(scenarios.as_deref())?;
-            let untestable = pm::untestable().map_err(|e| anyhow!(e))?;
+            let untestable = pm::untestable()?;
             let (entries, stale) = pm::coverage(&all, &untestable);
             let mut areas: std::collections::BTreeMap<&str, (usize, usize, usize, usize)> = Default::default();
             for e in &entries {
@@ -438,7 +438,7 @@ fn run(a: RunArgs) -> Result<ExitCode> {
         std::fs::write(p, serde_json::to_string_pretty(&v)?).with_context(|| format!("writing {}", p.display()))?;
     }
     if let Some(p) = &a.junit {
-        let x = report::junit_report(&label, &results).map_err(|e| anyhow!(e))?;
+        let x = report::junit_report(&label, &results)?;
         std::fs::write(p, x).with_context(|| format!("writing {}", p.display()))?;
     }
     if let Some(p) = &a.html {

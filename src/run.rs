@@ -681,7 +681,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     }
     if let Some(p) = &a.junit {
         let v: Vec<(&str, &[CaseResult])> = done_sides.iter().map(|(t, r)| (t.name.as_str(), r.as_slice())).collect();
-        let xml = report::junit_report_sides(&v).map_err(anyhow::Error::msg)?;
+        let xml = report::junit_report_sides(&v)?;
         std::fs::write(p, xml).with_context(|| format!("writing {}", p.display()))?;
     }
     if let Some(p) = &a.html {

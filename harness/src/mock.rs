@@ -103,7 +103,7 @@ impl SocketReport {
     /// BR-SECURITY-01: the socket lives in a directory only `uid` can access (0700), or has mode
     /// 0600 itself (no permission for group or others, in both cases, and owned by `uid`).
     /// `Err` says what is open to whom.
-    pub fn private(&self, uid: u32) -> Result<(), String> {
+    pub fn private(&self, uid: u32) -> Result<(), SocketNotPrivate> {
         let dir = self.dir_mode.is_some_and(|d| d.owner_only(uid));
         let sock = self.socket_mode.is_some_and(|s| s.owner_only(uid));
         if dir || sock {
@@ -114,13 +114,24 @@ impl SocketReport {
             Some(m) => format!("mode {:04o}, owned by uid {} (not {uid})", m.mode, m.uid),
             None => "not found".to_owned(),
         };
-        Err(format!(
-            "the socket {} ({}) is open to other users, and so is its directory ({}): expected a 0700 directory or a 0600 socket",
-            self.socket,
-            show(self.socket_mode),
-            show(self.dir_mode)
-        ))
+        Err(SocketNotPrivate {
+            socket: self.socket.clone(),
+            socket_mode: show(self.socket_mode),
+            dir_mode: show(self.dir_mode),
+        })
     }
+}
+
+/// A bridge's socket that other users can reach (BR-SECURITY-01): its mode and its directory's,
+/// as the mock found them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the socket {socket} ({socket_mode}) is open to other users, and so is its directory ({dir_mode}): expected a 0700 directory or a 0600 socket"
+)]
+pub struct SocketNotPrivate {
+    pub socket: String,
+    pub socket_mode: String,
+    pub dir_mode: String,
 }
 
 /// The reports in `path`, in the order the relays wrote them (lines that do not parse are
@@ -289,13 +300,13 @@ mod tests {
         assert!(report(0o600, 0o1777).private(7).is_ok());
         assert!(report(0o755, 0o700).private(7).is_ok());
         assert!(report(0o700, 0o755).private(7).is_ok());
-        let open = report(0o755, 0o1777).private(7).unwrap_err();
+        let open = report(0o755, 0o1777).private(7).unwrap_err().to_string();
         assert!(open.contains("mode 0755") && open.contains("mode 1777"), "{open}");
         assert!(report(0o620, 0o750).private(7).is_err());
         // Owner-only modes of another user do not count.
         assert!(report(0o600, 0o700).private(8).is_err());
         let gone = SocketReport { socket_mode: None, ..report(0, 0o755) };
-        assert!(gone.private(7).unwrap_err().contains("not found"));
+        assert!(gone.private(7).unwrap_err().socket_mode.contains("not found"));
     }
 
     #[test]

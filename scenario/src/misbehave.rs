@@ -117,3 +117,19 @@ impl std::str::FromStr for Misbehave {
         Misbehave::ALL.iter().find(|(_, n)| *n == s).map(|(m, _)| *m).ok_or_else(|| UnknownMisbehave(s.to_owned()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        assert_eq!(Misbehave::ALL.len(), Misbehave::NAMES.len());
+        for ((m, n), listed) in Misbehave::ALL.iter().zip(Misbehave::NAMES) {
+            assert_eq!(n, listed);
+            assert_eq!(n.parse::<Misbehave>(), Ok(*m));
+            assert_eq!(m.to_string(), *n);
+        }
+        assert!("nope".parse::<Misbehave>().unwrap_err().to_string().contains("never-connect"));
+    }
+}

@@ -58,7 +58,7 @@ fn parse_repeat(spec: &str) -> Result<Piece, String> {
 }
 
 /// Splits `s` into literal text and placeholders; the error says what is malformed.
-pub fn parse(s: &str) -> Result<Vec<Piece>, String> {
+pub(crate) fn parse(s: &str) -> Result<Vec<Piece>, String> {
     let mut pieces = Vec::new();
     let mut lit = String::new();
     let mut chars = s.char_indices().peekable();

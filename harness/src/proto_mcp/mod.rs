@@ -28,19 +28,8 @@ pub const UNTESTABLE: &str = include_str!("../../data/proto-mcp-untestable.yaml"
 pub const CATALOGUE_DIR: &str = "scenarios/proto-mcp";
 
 /// Parses the untestable list: every ID a PM MUST/SHOULD, every reason non-empty.
-pub fn untestable() -> Result<BTreeMap<String, String>, String> {
-    let map: BTreeMap<String, String> =
-        serde_saphyr::from_str(UNTESTABLE).map_err(|e| format!("proto-mcp.yaml: {e}"))?;
-    for (id, reason) in &map {
-        let r = requirements::get(id).ok_or_else(|| format!("proto-mcp.yaml: `{id}` is not a PM requirement"))?;
-        if r.level == Level::May {
-            return Err(format!("proto-mcp.yaml: `{id}` is a MAY"));
-        }
-        if reason.trim().is_empty() {
-            return Err(format!("proto-mcp.yaml: `{id}` has no reason"));
-        }
-    }
-    Ok(map)
+pub fn untestable() -> Result<BTreeMap<String, String>, crate::coverage::UntestableError> {
+    crate::coverage::parse_untestable_in("proto-mcp.yaml", UNTESTABLE, requirements::get)
 }
 
 /// One PM requirement and what covers it.

@@ -751,7 +751,7 @@ impl Run<'_> {
             }
             Action::ExpectSocketPrivate => {
                 let uid = crate::os::uid();
-                self.tool_report()?.private(uid).map_err(StepError::Fail)
+                self.tool_report()?.private(uid).map_err(|e| StepError::Fail(e.to_string()))
             }
             Action::ToolConnectAgain { within } => {
                 let within = self.ex.t(*within);

@@ -121,18 +121,18 @@ pub fn json_report(target: &str, results: &[CaseResult]) -> serde_json::Value {
 }
 
 /// The JUnit XML report.
-pub fn junit_report(target: &str, results: &[CaseResult]) -> Result<String, String> {
+pub fn junit_report(target: &str, results: &[CaseResult]) -> Result<String, quick_junit::SerializeError> {
     junit_report_sides(&[(target, results)])
 }
 
 /// The JUnit XML report of a run against several targets: one test suite per target.
-pub fn junit_report_sides(sides: &[(&str, &[CaseResult])]) -> Result<String, String> {
+pub fn junit_report_sides(sides: &[(&str, &[CaseResult])]) -> Result<String, quick_junit::SerializeError> {
     use quick_junit::Report;
     let mut report = Report::new("protomcp-conform");
     for (target, results) in sides {
         report.add_test_suite(junit_suite(target, results));
     }
-    report.to_string().map_err(|e| e.to_string())
+    report.to_string()
 }
 
 fn junit_suite(target: &str, results: &[CaseResult]) -> quick_junit::TestSuite {

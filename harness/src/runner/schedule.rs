@@ -25,16 +25,21 @@ pub enum Schedule {
     Random(u64),
 }
 
+/// A `--schedule` value that names no schedule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown schedule {0:?}: whole, split1, coalesce or random:SEED")]
+pub struct UnknownSchedule(pub String);
+
 impl Schedule {
     /// `whole`, `split1`, `coalesce`, `random:SEED`.
-    pub fn parse(s: &str) -> Result<Schedule, String> {
+    pub fn parse(s: &str) -> Result<Schedule, UnknownSchedule> {
         match s {
             "whole" => Ok(Schedule::Whole),
             "split1" => Ok(Schedule::Split1),
             "coalesce" => Ok(Schedule::Coalesce),
             _ => match s.strip_prefix("random:").map(str::parse::<u64>) {
                 Some(Ok(seed)) => Ok(Schedule::Random(seed)),
-                _ => Err(format!("unknown schedule {s:?}: whole, split1, coalesce or random:SEED")),
+                _ => Err(UnknownSchedule(s.to_owned())),
             },
         }
     }

@@ -105,7 +105,7 @@ impl Options {
     pub fn from_env() -> Self {
         let threshold = |name: &str| {
             let value = std::env::var_os(name);
-            parse_threshold(value.as_deref()).unwrap_or_else(|bad| {
+            parse_threshold(value.as_deref()).unwrap_or_else(|BadThreshold(bad)| {
                 eprintln!("protomcp-conform testee: {name}={bad:?} is not a byte count; using {DEFAULT_THRESHOLD}");
                 DEFAULT_THRESHOLD
             })
@@ -121,7 +121,7 @@ impl Options {
 /// The value of a threshold variable: unset or empty means the default; otherwise a decimal
 /// byte count (surrounding whitespace allowed). `Err` carries the malformed value for the
 /// diagnostic; the caller then uses the default (TP-SIDEBAND-13).
-pub fn parse_threshold(value: Option<&OsStr>) -> Result<usize, String> {
+pub fn parse_threshold(value: Option<&OsStr>) -> Result<usize, BadThreshold> {
     let Some(value) = value else { return Ok(DEFAULT_THRESHOLD) };
     let text = value.to_string_lossy();
     let trimmed = text.trim();
@@ -129,10 +129,15 @@ pub fn parse_threshold(value: Option<&OsStr>) -> Result<usize, String> {
         return Ok(DEFAULT_THRESHOLD);
     }
     if !trimmed.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(text.into_owned());
+        return Err(BadThreshold(text.into_owned()));
     }
-    trimmed.parse::<usize>().map_err(|_| text.into_owned())
+    trimmed.parse::<usize>().map_err(|_| BadThreshold(text.into_owned()))
 }
+
+/// A threshold variable's value that is not a byte count (as it was given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a byte count")]
+pub struct BadThreshold(pub String);
 
 /// The testee process: reads `PROTOMCP_SOCKET`, connects, and serves until the connection ends.
 /// Returns the exit status (see [`exit`]).
@@ -230,7 +235,7 @@ mod tests {
         assert_eq!(p("0"), Ok(0));
         assert_eq!(p(" 1024\n"), Ok(1024));
         for bad in ["abc", "-1", "+5", "1e6", "12kb", "99999999999999999999999999", "0x10"] {
-            assert_eq!(p(bad), Err(bad.to_owned()), "{bad}");
+            assert_eq!(p(bad), Err(BadThreshold(bad.to_owned())), "{bad}");
         }
     }
 }
