@@ -539,91 +539,100 @@ fn not_passing(h: &mut String, sides: &[Side<'_>]) {
         h.push_str("<p>Every scenario that ran passed.</p>\n");
     }
     for (target, r) in bad {
-        let parts = message_parts(&r.message);
-        let _ = writeln!(
-            h,
-            "<details class=\"case\" id=\"{}\" data-verdict=\"{}\"{}>\n<summary><span class=\"v v-{}\">{}</span> \
-             <code>{}</code> — {}</summary>\n<dl>",
-            escape(&anchor(&r.id)),
-            r.verdict.name(),
-            if matches!(r.verdict, Verdict::Fail | Verdict::Error | Verdict::Xpass | Verdict::Flaky | Verdict::Leak) {
-                " open"
-            } else {
-                ""
-            },
-            class(r.verdict),
-            r.verdict.name(),
-            escape(&r.id),
-            escape(&r.title)
-        );
-        let dd = |h: &mut String, k: &str, v: &str| {
-            let _ = writeln!(h, "<dt>{k}</dt><dd>{v}</dd>");
-        };
-        dd(h, "target", &escape(target));
-        dd(h, "level", &r.level.to_string());
-        dd(h, "requirements", &escape(&r.requirements.join(", ")));
-        if !r.broken.is_empty() {
-            dd(h, "broken", &format!("<span class=\"broken\">{}</span>", escape(&r.broken.join(", "))));
-        }
-        dd(h, "scenario file", &format!("<code>{}</code>", escape(&r.file)));
-        if let Some(l) = &parts.location {
-            dd(h, "failing step", &format!("<code class=\"location\">{}</code>", escape(l)));
-        }
-        if let Some(e) = &parts.expected {
-            dd(h, "expected", &format!("<code class=\"expected\">{}</code>", escape(e)));
-        }
-        if let Some(a) = &parts.arrived {
-            dd(h, "arrived", &format!("<pre class=\"arrived\">{}</pre>", escape(a)));
-        }
-        if let Some(u) = &r.resources {
-            let mut text = format!("at the start: {}\nat the end: {}", u.start.describe(), u.end.describe());
-            if !u.during.is_empty() {
-                let _ = write!(text, "\nthe most of {} samples every second: {}", u.during.len(), u.peak().describe());
-            }
-            if let (Some(first), Some(last)) = (u.samples.first(), u.samples.last()) {
-                let _ = write!(
-                    text,
-                    "\n{} soak samples, round {}: {}\n… round {}: {}",
-                    u.samples.len(),
-                    first.rounds,
-                    first.figures.describe(),
-                    last.rounds,
-                    last.figures.describe()
-                );
-            }
-            dd(h, "resources", &format!("<pre class=\"resources\">{}</pre>", escape(&text)));
-        }
-        dd(h, "duration", &format!("{} ms", r.duration.as_millis()));
-        h.push_str("</dl>\n");
-        let _ = writeln!(h, "<h4>message</h4>\n<pre class=\"message\">{}</pre>", escape(&r.message));
-        if !r.runs.is_empty() {
-            h.push_str("<h4>runs</h4>\n<ol class=\"runs\">");
-            for (v, m) in &r.runs {
-                let _ = write!(h, "<li><span class=\"v v-{}\">{}</span> {}</li>", class(*v), v.name(), escape(m));
-            }
-            h.push_str("</ol>\n");
-        }
-        let mut t = r.transcript_text();
-        if t.len() > TRANSCRIPT_LIMIT {
-            let mut cut = TRANSCRIPT_LIMIT;
-            while !t.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            let total = t.len();
-            t.truncate(cut);
-            let _ = write!(t, "\n… cut at {cut} of {total} bytes (--transcripts DIR keeps the whole)\n");
-        }
-        let _ = writeln!(h, "<h4>transcript</h4>\n<pre class=\"transcript\">{}</pre>", escape(&t));
-        if !r.stderr_tail.trim().is_empty() {
-            let _ =
-                writeln!(h, "<h4>target stderr (tail)</h4>\n<pre class=\"stderr\">{}</pre>", escape(&r.stderr_tail));
-        }
-        if !r.command.is_empty() {
-            let _ = writeln!(h, "<p>target command: <code>{}</code></p>", escape(&r.command.join(" ")));
-        }
-        h.push_str("</details>\n");
+        case(h, target, r);
     }
-    // Skipped scenarios: one row per target and reason.
+    skipped(h, sides);
+    h.push_str("</section>\n");
+}
+
+/// The details of one scenario that did not pass.
+fn case(h: &mut String, target: &str, r: &CaseResult) {
+    let parts = message_parts(&r.message);
+    let _ = writeln!(
+        h,
+        "<details class=\"case\" id=\"{}\" data-verdict=\"{}\"{}>\n<summary><span class=\"v v-{}\">{}</span> \
+         <code>{}</code> — {}</summary>\n<dl>",
+        escape(&anchor(&r.id)),
+        r.verdict.name(),
+        if matches!(r.verdict, Verdict::Fail | Verdict::Error | Verdict::Xpass | Verdict::Flaky | Verdict::Leak) {
+            " open"
+        } else {
+            ""
+        },
+        class(r.verdict),
+        r.verdict.name(),
+        escape(&r.id),
+        escape(&r.title)
+    );
+    let dd = |h: &mut String, k: &str, v: &str| {
+        let _ = writeln!(h, "<dt>{k}</dt><dd>{v}</dd>");
+    };
+    dd(h, "target", &escape(target));
+    dd(h, "level", &r.level.to_string());
+    dd(h, "requirements", &escape(&r.requirements.join(", ")));
+    if !r.broken.is_empty() {
+        dd(h, "broken", &format!("<span class=\"broken\">{}</span>", escape(&r.broken.join(", "))));
+    }
+    dd(h, "scenario file", &format!("<code>{}</code>", escape(&r.file)));
+    if let Some(l) = &parts.location {
+        dd(h, "failing step", &format!("<code class=\"location\">{}</code>", escape(l)));
+    }
+    if let Some(e) = &parts.expected {
+        dd(h, "expected", &format!("<code class=\"expected\">{}</code>", escape(e)));
+    }
+    if let Some(a) = &parts.arrived {
+        dd(h, "arrived", &format!("<pre class=\"arrived\">{}</pre>", escape(a)));
+    }
+    if let Some(u) = &r.resources {
+        let mut text = format!("at the start: {}\nat the end: {}", u.start.describe(), u.end.describe());
+        if !u.during.is_empty() {
+            let _ = write!(text, "\nthe most of {} samples every second: {}", u.during.len(), u.peak().describe());
+        }
+        if let (Some(first), Some(last)) = (u.samples.first(), u.samples.last()) {
+            let _ = write!(
+                text,
+                "\n{} soak samples, round {}: {}\n… round {}: {}",
+                u.samples.len(),
+                first.rounds,
+                first.figures.describe(),
+                last.rounds,
+                last.figures.describe()
+            );
+        }
+        dd(h, "resources", &format!("<pre class=\"resources\">{}</pre>", escape(&text)));
+    }
+    dd(h, "duration", &format!("{} ms", r.duration.as_millis()));
+    h.push_str("</dl>\n");
+    let _ = writeln!(h, "<h4>message</h4>\n<pre class=\"message\">{}</pre>", escape(&r.message));
+    if !r.runs.is_empty() {
+        h.push_str("<h4>runs</h4>\n<ol class=\"runs\">");
+        for (v, m) in &r.runs {
+            let _ = write!(h, "<li><span class=\"v v-{}\">{}</span> {}</li>", class(*v), v.name(), escape(m));
+        }
+        h.push_str("</ol>\n");
+    }
+    let mut t = r.transcript_text();
+    if t.len() > TRANSCRIPT_LIMIT {
+        let mut cut = TRANSCRIPT_LIMIT;
+        while !t.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let total = t.len();
+        t.truncate(cut);
+        let _ = write!(t, "\n… cut at {cut} of {total} bytes (--transcripts DIR keeps the whole)\n");
+    }
+    let _ = writeln!(h, "<h4>transcript</h4>\n<pre class=\"transcript\">{}</pre>", escape(&t));
+    if !r.stderr_tail.trim().is_empty() {
+        let _ = writeln!(h, "<h4>target stderr (tail)</h4>\n<pre class=\"stderr\">{}</pre>", escape(&r.stderr_tail));
+    }
+    if !r.command.is_empty() {
+        let _ = writeln!(h, "<p>target command: <code>{}</code></p>", escape(&r.command.join(" ")));
+    }
+    h.push_str("</details>\n");
+}
+
+/// Skipped scenarios: one row per target and reason.
+fn skipped(h: &mut String, sides: &[Side<'_>]) {
     let mut skipped: BTreeMap<(&str, String), Vec<&str>> = BTreeMap::new();
     for s in sides {
         for r in s.results.iter().filter(|r| r.verdict == Verdict::Skip) {
@@ -648,103 +657,7 @@ fn not_passing(h: &mut String, sides: &[Side<'_>]) {
         }
         h.push_str("</tbody>\n</table>\n");
     }
-    h.push_str("</section>\n");
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    fn result(id: &str, verdict: Verdict, reqs: &[&str], broken: &[&str], message: &str) -> CaseResult {
-        CaseResult {
-            id: id.into(),
-            title: format!("title of {id}"),
-            file: format!("scenarios/{id}.yaml"),
-            requirements: reqs.iter().map(|s| s.to_string()).collect(),
-            broken: broken.iter().map(|s| s.to_string()).collect(),
-            held: Vec::new(),
-            level: Level::Must,
-            verdict,
-            message: message.into(),
-            duration: Duration::from_millis(5),
-            transcript_tail: Vec::new(),
-            transcript: Default::default(),
-            stderr_tail: String::new(),
-            command: Vec::new(),
-            runs: Vec::new(),
-            intermittent: false,
-            resources: None,
-            golden: None,
-        }
-    }
-
-    #[test]
-    fn a_failure_message_gives_location_expectation_and_what_arrived() {
-        let m = "scenarios/calls/x.yaml:13:5: expect: request_id: expected \"a\", got \"b\"\n  arrived: {\"x\":1}\n           {\"y\":2}\nmore";
-        let p = message_parts(m);
-        assert_eq!(p.location.as_deref(), Some("scenarios/calls/x.yaml:13:5"));
-        assert_eq!(p.expected.as_deref(), Some("expect: request_id: expected \"a\", got \"b\""));
-        assert_eq!(p.arrived.as_deref(), Some("{\"x\":1}\n{\"y\":2}"));
-        assert_eq!(message_parts("the testee exited"), MessageParts::default());
-    }
-
-    #[test]
-    fn everything_a_peer_wrote_is_escaped() {
-        let evil = "<script>alert(1)</script>\"'&\u{1b}";
-        let mut r = result("calls.x", Verdict::Fail, &["TP-CALL-01"], &["TP-CALL-01"], evil);
-        r.stderr_tail = evil.into();
-        r.title = evil.into();
-        r.command = vec![evil.into()];
-        let html = report(evil, &[Side { target: evil, results: &[r] }]);
-        assert!(!html.contains("<script>alert"), "{html}");
-        assert!(!html.contains('\u{1b}'));
-        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&amp;\\u{001b}"), "{html}");
-        // Exactly one script element: ours.
-        assert_eq!(html.matches("<script>").count(), 1);
-    }
-
-    #[test]
-    fn the_report_has_counts_attribution_and_no_external_reference() {
-        let a = [
-            result("calls.a", Verdict::Pass, &["TP-CALL-01"], &[], ""),
-            result("calls.b", Verdict::Fail, &["TP-CALL-01", "TP-CALL-02"], &["TP-CALL-02"], "x.yaml:1:2: boom"),
-            result("calls.c", Verdict::Skip, &["TP-CALL-03"], &[], "feature not claimed by the target: x"),
-        ];
-        let b = [result("bridge.a", Verdict::Warn, &["BR-CALL-01"], &["BR-CALL-01"], "w")];
-        let html = report("t", &[Side { target: "one", results: &a }, Side { target: "two", results: &b }]);
-        assert!(html.contains("<tr data-target=\"one\"><td>one</td><td class=\"n\" data-verdict=\"PASS\">1</td><td class=\"n\" data-verdict=\"FAIL\">1</td>"), "{html}");
-        assert!(html.contains("<tr class=\"total\" data-target=\"total\">"), "{html}");
-        assert!(html.contains("FAILED: 1 pass, 1 fail, 1 warn, 1 skip"), "{html}");
-        // TP-CALL-02 was broken in calls.b; TP-CALL-01 passed in calls.a and was not reached in calls.b.
-        let row = html.lines().find(|l| l.contains("id=\"req-TP-CALL-02\"")).expect("row");
-        assert!(
-            row.contains("data-verdicts=\"FAIL SKIP\"") && row.contains("broken in <a href=\"#case-calls.b\">"),
-            "{row}"
-        );
-        let row = html.lines().find(|l| l.contains("id=\"req-TP-CALL-01\"")).expect("row");
-        assert!(row.contains("v-pass") && row.contains("1 PASS, 1 SKIP"), "{row}");
-        assert!(html.contains("id=\"case-calls.b\"") && html.contains("<code class=\"location\">x.yaml:1:2</code>"));
-        assert!(html.contains("feature not claimed by the target: x"));
-        for external in ["http://", "https://", "src=", "<link", "@import", "url("] {
-            assert!(!html.contains(external), "{external} in the report");
-        }
-        assert!(!html.contains("id=\"golden\""), "no golden section without --golden");
-    }
-
-    #[test]
-    fn a_changed_golden_transcript_is_shown_with_its_diff_beside_its_pass() {
-        use crate::runner::golden::Golden;
-        let mut a = [
-            result("calls.a", Verdict::Pass, &["TP-CALL-01"], &[], ""),
-            result("calls.b", Verdict::Pass, &[], &[], ""),
-        ];
-        a[0].golden = Some(Golden::Changed { diff: "--- golden\n+++ this run\n-<old>\n+<new>\n".into() });
-        a[1].golden = Some(Golden::Same);
-        let html = report("t", &[Side { target: "one", results: &a }]);
-        assert!(html.contains("<h2>Golden transcripts changed (1)</h2>"), "{html}");
-        assert!(html.contains("<code>calls.a</code> golden CHANGED"), "{html}");
-        assert!(html.contains("-&lt;old&gt;\n+&lt;new&gt;"), "{html}");
-        assert!(!html.contains("<code>calls.b</code> golden"), "{html}");
-    }
-}
+mod tests;
