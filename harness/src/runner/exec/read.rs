@@ -1,0 +1,185 @@
+//! Reading the tool side: the next frame as a tree (sideband and streams folded into their
+//! result), list pulls answered on the way, transcript items deferred while polling.
+
+use super::*;
+
+impl Exec<'_> {
+    /// The next tree (not in `ignore`) until `deadline`; sideband transfers and completed streams
+    /// arrive as their equivalent result.
+    pub(super) async fn next(&mut self, deadline: Instant, ignore: &[Arm]) -> Result<Got, StepError> {
+        self.flush_held().await?;
+        while let Some(got) = self.stash.pop_front() {
+            self.flush_deferred();
+            match got? {
+                Got::Value(v) if arm_of(&v).and_then(Arm::from_name).is_some_and(|a| ignore.contains(&a)) => {}
+                got => return Ok(got),
+            }
+        }
+        loop {
+            // A peer that sends without end ends the step here, not at its deadline.
+            if let Some(f) = self.flood() {
+                return Err(StepError::Fail(f));
+            }
+            let conn = self.conn.as_mut().ok_or_else(|| StepError::Error("no connection".into()))?;
+            let rx = conn.rx.as_mut().ok_or_else(|| StepError::Error("the connection is closed".into()))?;
+            let item = match tokio::time::timeout_at(deadline, rx.next()).await {
+                Err(_) => return Ok(Got::Timeout),
+                Ok(None) => {
+                    record(&mut self.deferred, &mut self.transcript, self.deferring, Item::Eof);
+                    return Ok(Got::Eof);
+                }
+                Ok(Some(Err(e))) => {
+                    record(
+                        &mut self.deferred,
+                        &mut self.transcript,
+                        self.deferring,
+                        Item::StreamError { error: e.to_string() },
+                    );
+                    return Err(StepError::Fail(format!("the connection broke: {e}")));
+                }
+                Ok(Some(Ok(i))) => i,
+            };
+            let Some(v) = self.tree_of(item)? else { continue };
+            let ignored = arm_of(&v).and_then(Arm::from_name).is_some_and(|a| ignore.contains(&a));
+            let pulled = self.lists.as_ref().and_then(|l| l.answer(&v));
+            let note = if pulled.is_some() {
+                Some("a list pull: answered by the harness".to_owned())
+            } else {
+                ignored.then(|| "ignored".to_owned())
+            };
+            let item = Item::Frame { dir: Dir::FromTestee, tree: Some(v.clone()), hex: None, note };
+            if pulled.is_some() {
+                self.transcript.push(item);
+            } else {
+                record(&mut self.deferred, &mut self.transcript, self.deferring, item);
+            }
+            if let Some(mut reply) = pulled {
+                reply["request_id"] = v.get("request_id").cloned().unwrap_or(json!(""));
+                self.send_value(reply).await?;
+                continue;
+            }
+            if !ignored {
+                return Ok(Got::Value(v));
+            }
+        }
+    }
+
+    /// The tree a frame read from the tool process stands for: a sideband transfer or a
+    /// completed stream as its result; `None` for a frame that only announces what follows (a
+    /// RawHeader, a stream's chunk), which is recorded here.
+    fn tree_of(&mut self, item: Incoming) -> Result<Option<Value>, StepError> {
+        Ok(Some(match item {
+            Incoming::Malformed(e) => {
+                let body = match &e {
+                    protomcp_proto::frame::FrameError::Undecodable { body, .. } => Some(hex(body)),
+                    _ => None,
+                };
+                record(
+                    &mut self.deferred,
+                    &mut self.transcript,
+                    self.deferring,
+                    Item::Malformed { error: e.to_string(), hex: body },
+                );
+                return Err(StepError::Fail(format!("the testee sent a malformed frame: {e}")));
+            }
+            Incoming::Frame(Frame::Sideband(sb)) => {
+                let rid = self.conn_mut()?.raw_header_rid.take().unwrap_or_default();
+                sideband_value(&sb, &rid)
+            }
+            Incoming::Frame(Frame::Envelope(d)) => {
+                let tree = frame_value(&d).map_err(|e| StepError::Error(e.to_string()))?;
+                if arm_of(&tree) == Some("raw_header") {
+                    // The payload follows as a Sideband item, which stands for the result.
+                    record(&mut self.deferred, &mut self.transcript, self.deferring, from(tree, "sideband header"));
+                    self.conn_mut()?.raw_header_rid = Some(d.envelope.request_id.clone());
+                    return Ok(None);
+                }
+                match self.conn_mut()?.streams.handle(&d.envelope) {
+                    None => tree,
+                    Some(ev @ StreamEvent::Complete { .. }) => {
+                        record(
+                            &mut self.deferred,
+                            &mut self.transcript,
+                            self.deferring,
+                            from(tree.clone(), "stream end"),
+                        );
+                        stream_value(&ev).unwrap_or(tree)
+                    }
+                    Some(StreamEvent::Progress { .. }) => {
+                        record(&mut self.deferred, &mut self.transcript, self.deferring, from(tree, "stream"));
+                        return Ok(None);
+                    }
+                    Some(StreamEvent::Failed { rid, error, .. }) => {
+                        json!({"request_id": rid, "via": "stream", "stream": {"error": error.to_string()}})
+                    }
+                    // A chunk without an open stream (one after the final chunk, or under a
+                    // rid that never had a header) breaks TP-STREAM-02: it is a frame the
+                    // steps see, so `expect` and `expect_nothing` catch it.
+                    Some(StreamEvent::Orphan { violation, .. }) => {
+                        let mut tree = tree;
+                        if let Some(obj) = tree.as_object_mut() {
+                            obj.insert("stream".into(), json!({"orphan": violation.to_string()}));
+                        }
+                        tree
+                    }
+                }
+            }
+        }))
+    }
+
+    fn conn_mut(&mut self) -> Result<&mut Conn, StepError> {
+        self.conn.as_mut().ok_or_else(|| StepError::Error("no connection".into()))
+    }
+
+    /// The next frame before `deadline`, or `None` when the connection ends (end of file, or it
+    /// broke, as `expect_close` counts it); nothing within the time is a failure.
+    pub(crate) async fn next_or_end(
+        &mut self,
+        deadline: Instant,
+        within: Duration,
+    ) -> Result<Option<Value>, StepError> {
+        match self.next(deadline, &[]).await {
+            Ok(Got::Value(v)) => Ok(Some(v)),
+            Ok(Got::Eof) | Err(StepError::Fail(_)) => Ok(None),
+            Ok(Got::Timeout) => Err(StepError::Fail(format!("nothing arrived within {within:?}"))),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) async fn next_required(
+        &mut self,
+        deadline: Instant,
+        within: Duration,
+        ignore: &[Arm],
+    ) -> Result<Value, StepError> {
+        match self.next(deadline, ignore).await? {
+            Got::Value(v) => Ok(v),
+            Got::Eof => Err(StepError::Fail("the testee closed the connection".into())),
+            Got::Timeout => Err(StepError::Fail(format!("nothing arrived within {within:?}"))),
+        }
+    }
+
+    pub(super) fn flush_deferred(&mut self) {
+        for item in std::mem::take(&mut self.deferred) {
+            self.transcript.push(item);
+        }
+    }
+
+    /// Reads what the tool process has sent without waiting, so that list pulls the bridge makes
+    /// on demand (BR-HANDSHAKE-09) are answered while host steps wait for the bridge; anything
+    /// else is kept for the next step that reads. Does nothing before `tool_handshake` set
+    /// [`Exec::lists`] or while a step's result is already kept.
+    pub(crate) async fn poll_pulls(&mut self) {
+        if self.lists.is_none() || !self.stash.is_empty() || self.conn.as_ref().is_none_or(|c| c.rx.is_none()) {
+            return;
+        }
+        self.deferring = true;
+        let got = self.next(Instant::now(), &[]).await;
+        self.deferring = false;
+        match got {
+            // Chunks of a stream still open stay deferred: they belong to its end.
+            Ok(Got::Timeout) => {}
+            got => self.stash.push_back(got),
+        }
+    }
+}
