@@ -253,7 +253,7 @@ pub(crate) fn command_target(cmd: &str, features: Option<&[String]>) -> Result<T
 }
 
 /// Runs the target's build command, if any, reporting it on stderr.
-pub(crate) fn build(t: &Target) -> std::result::Result<(), String> {
+pub(crate) fn build(t: &Target) -> std::result::Result<(), runner::target::TargetError> {
     if let Some(b) = &t.build {
         eprintln!("protomcp-conform: {}: building: {}", t.name, b.join(" "));
         t.run_build()?;
@@ -274,7 +274,7 @@ pub(crate) fn bridge_target(cmd: &str, transport: Option<&str>, url: Option<&str
         None => exe,
     };
     let mut t = if bridge_manifest::is_manifest_dir(Path::new(cmd)) {
-        bridge_manifest::load_target(Path::new(cmd), exe).map_err(anyhow::Error::msg)?
+        bridge_manifest::load_target(Path::new(cmd), exe)?
     } else {
         let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
         if argv.is_empty() {
@@ -344,7 +344,7 @@ pub(crate) fn target(a: &RunArgs) -> Result<Target> {
         Target::reference(std::env::current_exe().context("locating this binary")?)
     };
     if let Some(k) = &a.known_failures {
-        t.known_failures = runner::load_known_failures(k).map_err(anyhow::Error::msg)?;
+        t.known_failures = runner::load_known_failures(k)?;
     }
     Ok(t)
 }
@@ -374,8 +374,7 @@ pub(crate) fn reference_bridge_target(exe: PathBuf) -> Result<Target> {
     t.known_failures = runner::target::parse_known_failures(
         Path::new("harness/data/reference-bridge-known-failures.yaml"),
         REFERENCE_BRIDGE_KNOWN_FAILURES,
-    )
-    .map_err(anyhow::Error::msg)?;
+    )?;
     Ok(t)
 }
 

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use toml::Spanned;
 
 use super::bridge::{BridgeTransport, DEFAULT_URL};
-use super::target::{KnownFailures, Target, TargetKind, load_known_failures};
+use super::target::{KnownFailures, Target, TargetError, TargetKind, load_known_failures};
 use crate::requirements::{Party, features};
 
 /// The manifest's file name.
@@ -73,12 +73,12 @@ fn at(path: &Path, text: &str, offset: usize) -> String {
     format!("{}:{line}:{col}", path.display())
 }
 
-/// A TOML parse error as `file:line:col: message`.
-pub fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> String {
-    let msg = e.message().trim();
+/// A TOML parse error, placed at `file:line:col`.
+fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> TargetError {
+    let message = e.message().trim().to_owned();
     match e.span() {
-        Some(span) => format!("{}: {msg}", at(path, text, span.start)),
-        None => format!("{}: {msg}", path.display()),
+        Some(span) => TargetError::Invalid { at: at(path, text, span.start), message },
+        None => TargetError::Invalid { at: path.display().to_string(), message },
     }
 }
 
@@ -88,12 +88,12 @@ pub fn is_manifest_dir(dir: &Path) -> bool {
 }
 
 /// Reads `dir/protomcp-conform.toml` into a bridge target; `exe` runs the mock.
-pub fn load_target(dir: &Path, exe: PathBuf) -> Result<Target, String> {
-    let dir = &std::path::absolute(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+pub fn load_target(dir: &Path, exe: PathBuf) -> Result<Target, TargetError> {
+    let dir = &std::path::absolute(dir).map_err(TargetError::read(dir))?;
     let path = dir.join(FILE);
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(&path).map_err(TargetError::read(&path))?;
     let m: BridgeManifest = toml::from_str(&text).map_err(|e| toml_error(&path, &text, &e))?;
-    let err = |offset: usize, msg: String| format!("{}: {msg}", at(&path, &text, offset));
+    let err = |offset: usize, message: String| TargetError::Invalid { at: at(&path, &text, offset), message };
     let mut argv = m.bridge.get_ref().argv();
     if argv.is_empty() {
         return Err(err(m.bridge.span().start, "`bridge` is empty".into()));
@@ -161,7 +161,8 @@ mod tests {
     fn load(text: &str) -> Result<Target, String> {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join(FILE), text).unwrap();
-        load_target(d.path(), "/x/protomcp-conform".into()).map_err(|e| e.replace(&d.path().display().to_string(), "D"))
+        load_target(d.path(), "/x/protomcp-conform".into())
+            .map_err(|e| e.to_string().replace(&d.path().display().to_string(), "D"))
     }
 
     #[test]

@@ -26,6 +26,9 @@ pub enum CheckoutError {
     NotAnSdk(PathBuf, String),
     #[error("{path}: {message}")]
     Manifest { path: PathBuf, message: String },
+    /// The checkout's (or the generated) `protomcp-conform.toml` as a target.
+    #[error(transparent)]
+    Target(#[from] super::target::TargetError),
     #[error("no bundled {0} testee in this build of protomcp-conform")]
     NoBundledTestee(&'static str),
     #[error("writing the testee into {path}: {source}")]
@@ -274,7 +277,7 @@ pub fn prepare(sdk: &Sdk, files: &[(&str, &[u8])], cache: &Path) -> Result<Targe
         }
         std::fs::write(&manifest_path, t.to_string()).map_err(io(&manifest_path))?;
     }
-    let mut target = Manifest::load_target(&dir).map_err(CheckoutError::Setup)?;
+    let mut target = Manifest::load_target(&dir)?;
     target.name = format!("{} testee on the checkout {}", lang, src.display());
     Ok(target)
 }
@@ -283,8 +286,7 @@ pub fn prepare(sdk: &Sdk, files: &[(&str, &[u8])], cache: &Path) -> Result<Targe
 /// the checkout in `cache`.
 pub fn sdk_target(dir: &Path, files: &[(&str, &[u8])], cache: &Path) -> Result<Target, CheckoutError> {
     if dir.join("protomcp-conform.toml").is_file() {
-        return Manifest::load_target(dir)
-            .map_err(|message| CheckoutError::Manifest { path: dir.join("protomcp-conform.toml"), message });
+        return Ok(Manifest::load_target(dir)?);
     }
     // Absolute: the testee is built and run in the cache directory.
     let dir = &std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());

@@ -240,7 +240,7 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
     let started = Instant::now();
     let mut res = CaseResult::new(s);
     let outcome = match target.plan(s) {
-        Err(why) => Outcome::Skipped(why),
+        Err(why) => Outcome::Skipped(why.to_string()),
         Ok(argv) => {
             res.command = argv.clone();
             execute(s, target, cfg, argv, &mut res).await

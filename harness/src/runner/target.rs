@@ -90,41 +90,37 @@ impl Target {
     }
 
     /// The command that starts the testee for `s`, or why `s` is skipped.
-    pub fn plan(&self, s: &Scenario) -> Result<Vec<String>, String> {
+    pub fn plan(&self, s: &Scenario) -> Result<Vec<String>, Skip> {
         match (&self.kind, s.role) {
             (TargetKind::Bridge { argv, transport, .. }, Role::Bridge) => {
                 let t = transport.scenario_transport();
                 if !s.transports.is_empty() && !s.transports.contains(&t) {
                     let only: Vec<&str> = s.transports.iter().map(|t| t.name()).collect();
-                    return Err(format!(
-                        "runs only over {} (transports:), the bridge is driven over {}",
-                        only.join(", "),
-                        t.name()
-                    ));
+                    return Err(Skip::OtherTransport { only: only.join(", "), driven: t.name() });
                 }
                 let missing: Vec<&str> =
                     s.needs.iter().filter(|n| !self.features.contains(n)).map(String::as_str).collect();
                 if !missing.is_empty() {
-                    return Err(format!("feature not claimed by the bridge: {}", missing.join(", ")));
+                    return Err(Skip::NotClaimed { party: "bridge", features: missing.join(", ") });
                 }
                 if let Some(why) = self.skip.get(&s.id) {
-                    return Err(format!("the target cannot express this scenario: {why}"));
+                    return Err(Skip::CannotExpress(why.clone()));
                 }
                 return Ok(argv.clone());
             }
-            (TargetKind::Bridge { .. }, _) => return Err("a tool-process scenario; the target is a bridge".into()),
-            (_, Role::Bridge) => return Err("a bridge scenario: runs with --bridge".into()),
+            (TargetKind::Bridge { .. }, _) => return Err(Skip::ToolProcessScenario),
+            (_, Role::Bridge) => return Err(Skip::BridgeScenario),
             _ => {}
         }
         if let Some(why) = self.skip.get(&s.id) {
-            return Err(format!("the target cannot express this scenario: {why}"));
+            return Err(Skip::CannotExpress(why.clone()));
         }
         let missing: Vec<&str> = s.needs.iter().filter(|n| !self.features.contains(n)).map(String::as_str).collect();
         if let Some((f, why)) = missing.iter().find_map(|f| self.unsupported.get(*f).map(|w| (f, w))) {
-            return Err(format!("feature `{f}` not supported by the target: {why}"));
+            return Err(Skip::Unsupported { feature: f.to_string(), why: why.clone() });
         }
         if !missing.is_empty() {
-            return Err(format!("feature not claimed by the target: {}", missing.join(", ")));
+            return Err(Skip::NotClaimed { party: "target", features: missing.join(", ") });
         }
         match &self.kind {
             TargetKind::Reference { exe } => {
@@ -140,12 +136,10 @@ impl Target {
             }
             TargetKind::Command { argv, middleware_command } => {
                 if s.testee.misbehave.is_some() {
-                    return Err("a self-test of the harness (misbehave): runs only against the reference testee".into());
+                    return Err(Skip::SelfTest);
                 }
                 if s.testee.middleware {
-                    return middleware_command
-                        .clone()
-                        .ok_or_else(|| "needs the middleware variant: the manifest has no middleware_command".into());
+                    return middleware_command.clone().ok_or(Skip::NoMiddlewareCommand);
                 }
                 Ok(argv.clone())
             }
@@ -156,7 +150,7 @@ impl Target {
                     || !s.testee.env.is_empty()
                     || stderr
                 {
-                    return Err("needs a testee process (in-process target)".into());
+                    return Err(Skip::NeedsProcess);
                 }
                 Ok(Vec::new())
             }
@@ -165,10 +159,34 @@ impl Target {
     }
 }
 
+/// Why a scenario does not run against a target (a SKIP, not a failure of anyone).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Skip {
+    #[error("runs only over {only} (transports:), the bridge is driven over {driven}")]
+    OtherTransport { only: String, driven: &'static str },
+    #[error("feature not claimed by the {party}: {features}")]
+    NotClaimed { party: &'static str, features: String },
+    #[error("feature `{feature}` not supported by the target: {why}")]
+    Unsupported { feature: String, why: String },
+    #[error("the target cannot express this scenario: {0}")]
+    CannotExpress(String),
+    #[error("a tool-process scenario; the target is a bridge")]
+    ToolProcessScenario,
+    #[error("a bridge scenario: runs with --bridge")]
+    BridgeScenario,
+    #[error("a self-test of the harness (misbehave): runs only against the reference testee")]
+    SelfTest,
+    #[error("needs the middleware variant: the manifest has no middleware_command")]
+    NoMiddlewareCommand,
+    #[error("needs a testee process (in-process target)")]
+    NeedsProcess,
+}
+
 impl Target {
     /// Runs the target's `build` command, if any, in its directory; on failure the error holds the
     /// command, its status and the tail of its output.
-    pub fn run_build(&self) -> Result<(), String> {
+    pub fn run_build(&self) -> Result<(), TargetError> {
         let Some(argv) = &self.build else { return Ok(()) };
         let mut cmd = std::process::Command::new(&argv[0]);
         cmd.args(&argv[1..]).stdin(std::process::Stdio::null());
@@ -184,10 +202,10 @@ impl Target {
         // Output goes to a temp file (its tail is shown on failure), so a chatty build costs no
         // memory; a build that does not finish within BUILD_TIMEOUT is killed.
         let shown = argv.join(" ");
-        let no_log = |e: std::io::Error| format!("cannot create a log for the build: {e}");
+        let no_log = TargetError::BuildLog;
         let mut log = tempfile::tempfile().map_err(no_log)?;
         cmd.stdout(log.try_clone().map_err(no_log)?).stderr(log.try_clone().map_err(no_log)?);
-        let mut child = cmd.spawn().map_err(|e| format!("cannot run the build command `{shown}`: {e}"))?;
+        let mut child = cmd.spawn().map_err(|source| TargetError::BuildNotRun { command: shown.clone(), source })?;
         let deadline = std::time::Instant::now() + BUILD_TIMEOUT;
         let status = loop {
             match child.try_wait() {
@@ -198,7 +216,7 @@ impl Target {
                     break None;
                 }
                 Ok(None) => std::thread::sleep(std::time::Duration::from_millis(100)),
-                Err(e) => return Err(format!("waiting for the build command `{shown}`: {e}")),
+                Err(source) => return Err(TargetError::BuildNotRun { command: shown, source }),
             }
         };
         if status.is_some_and(|s| s.success()) {
@@ -209,7 +227,32 @@ impl Target {
             Some(s) => s.to_string(),
             None => format!("killed after {} s without finishing", BUILD_TIMEOUT.as_secs()),
         };
-        Err(format!("the build command `{shown}` failed ({why}):\n{tail}"))
+        Err(TargetError::BuildFailed { command: shown, why, tail })
+    }
+}
+
+/// Why a target's configuration cannot be used: its manifest, its known-failures file or its
+/// build command (the user's setup, never the target's protocol behaviour).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TargetError {
+    #[error("{}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    /// What a manifest or known-failures file says wrong; `at` is its path or `path:line:col`.
+    #[error("{at}: {message}")]
+    Invalid { at: String, message: String },
+    #[error("cannot create a log for the build: {0}")]
+    BuildLog(std::io::Error),
+    #[error("cannot run the build command `{command}`: {source}")]
+    BuildNotRun { command: String, source: std::io::Error },
+    #[error("the build command `{command}` failed ({why}):\n{tail}")]
+    BuildFailed { command: String, why: String, tail: String },
+}
+
+impl TargetError {
+    /// The error of reading `path`.
+    pub fn read(path: &Path) -> impl FnOnce(std::io::Error) -> TargetError + '_ {
+        move |source| TargetError::Read { path: path.to_path_buf(), source }
     }
 }
 
@@ -263,23 +306,24 @@ pub struct Manifest {
 
 impl Manifest {
     /// Reads `dir/protomcp-conform.toml` into a target; relative paths in it are taken from `dir`.
-    pub fn load_target(dir: &Path) -> Result<Target, String> {
+    pub fn load_target(dir: &Path) -> Result<Target, TargetError> {
         // The testee and the build run with `dir` as their working directory, so a command given
         // relative to it must not stay relative to ours.
-        let dir = &std::path::absolute(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let dir = &std::path::absolute(dir).map_err(TargetError::read(dir))?;
         let path = dir.join("protomcp-conform.toml");
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let m: Manifest = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(&path).map_err(TargetError::read(&path))?;
+        let invalid = |message: String| TargetError::Invalid { at: path.display().to_string(), message };
+        let m: Manifest = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
         if m.command.is_empty() {
-            return Err(format!("{}: `command` is empty", path.display()));
+            return Err(invalid("`command` is empty".into()));
         }
         for f in m.features.iter().chain(m.unsupported.keys()) {
             if !TP_FEATURES.contains(&f.as_str()) {
-                return Err(format!("{}: unknown feature `{f}`; valid: {}", path.display(), TP_FEATURES.join(", ")));
+                return Err(invalid(format!("unknown feature `{f}`; valid: {}", TP_FEATURES.join(", "))));
             }
         }
         if let Some(f) = m.features.iter().find(|f| m.unsupported.contains_key(*f)) {
-            return Err(format!("{}: feature `{f}` is both claimed and listed as unsupported", path.display()));
+            return Err(invalid(format!("feature `{f}` is both claimed and listed as unsupported")));
         }
         let resolve = |argv: Vec<String>| -> Vec<String> {
             let mut argv = argv;
@@ -336,21 +380,21 @@ enum OneOrMany {
 
 /// Reads a known-failures file: a YAML mapping of scenario id → `{requirement, reason}` (or a plain
 /// reason). Every requirement must exist in the spec.
-pub fn load_known_failures(path: &Path) -> Result<KnownFailures, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn load_known_failures(path: &Path) -> Result<KnownFailures, TargetError> {
+    let text = std::fs::read_to_string(path).map_err(TargetError::read(path))?;
     parse_known_failures(path, &text)
 }
 
 /// Parses the text of a known-failures file; `path` names it in errors.
-pub fn parse_known_failures(path: &Path, text: &str) -> Result<KnownFailures, String> {
+pub fn parse_known_failures(path: &Path, text: &str) -> Result<KnownFailures, TargetError> {
+    let invalid = |message: String| TargetError::Invalid { at: path.display().to_string(), message };
     if text.trim().is_empty() {
         return Ok(KnownFailures::new());
     }
     let raw = serde_saphyr::from_str::<BTreeMap<String, RawKnown>>(text).map_err(|e| {
-        format!(
-            "{}: {e}\n  each entry is `scenario.id: {{requirement: ID, reason: \"what the target does instead\"}}`",
-            path.display()
-        )
+        invalid(format!(
+            "{e}\n  each entry is `scenario.id: {{requirement: ID, reason: \"what the target does instead\"}}`"
+        ))
     })?;
     let mut out = KnownFailures::new();
     for (id, entry) in raw {
@@ -364,10 +408,10 @@ pub fn parse_known_failures(path: &Path, text: &str) -> Result<KnownFailures, St
                     OneOrMany::Many(v) => v,
                 };
                 if requirement.is_empty() {
-                    return Err(format!("{}: {id}: `requirement` names no requirement", path.display()));
+                    return Err(invalid(format!("{id}: `requirement` names no requirement")));
                 }
                 if let Some(bad) = requirement.iter().find(|r| crate::requirements::get(r).is_none()) {
-                    return Err(format!("{}: {id}: `{bad}` is not a requirement of the spec", path.display()));
+                    return Err(invalid(format!("{id}: `{bad}` is not a requirement of the spec")));
                 }
                 super::verdict::KnownFailure { requirement, reason: e.reason, intermittent: e.intermittent }
             }

@@ -49,7 +49,7 @@ fn a_bridge_target_skips_scenarios_of_another_transport() {
     if let TargetKind::Bridge { transport, .. } = &mut t.kind {
         *transport = BridgeTransport::Http { url: "http://127.0.0.1:{port}/mcp".into() };
     }
-    let why = t.plan(&stdio_only).unwrap_err();
+    let why = t.plan(&stdio_only).unwrap_err().to_string();
     assert_eq!(why, "runs only over stdio (transports:), the bridge is driven over http");
     assert!(t.plan(&any).is_ok());
 }
