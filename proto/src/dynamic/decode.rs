@@ -194,22 +194,35 @@ impl Decoder<'_> {
             }
         }
         if let Some((number, bytes)) = arm {
-            let field = schema.field(number).expect("arms are known");
-            let FieldKind::Message(child) = field.kind else {
-                return self.wire(start, format!("oneof member `{}` is not a message", field.name));
-            };
-            if depth == 0 {
-                return self.wire(start, "nesting too deep");
-            }
-            let mut path = self.path.clone();
-            path.push(PathSeg::Key(field.name.to_owned()));
-            let inner = Decoder { body: &bytes, path }.message(child, 0, bytes.len(), depth - 1)?;
-            obj.insert(field.name.to_owned(), inner);
+            let (name, inner) = self.arm_value(schema, number, &bytes, start, depth)?;
+            obj.insert(name.to_owned(), inner);
         }
         if !unknown.is_empty() {
             obj.insert(UNKNOWN_FIELDS.to_owned(), Value::Array(unknown));
         }
         Ok(Value::Object(obj))
+    }
+
+    /// The oneof arm in effect, decoded from the bytes of its consecutive occurrences.
+    fn arm_value(
+        &self,
+        schema: &MessageSchema,
+        number: u32,
+        bytes: &[u8],
+        start: usize,
+        depth: u32,
+    ) -> Result<(&'static str, Value), DynError> {
+        let field = schema.field(number).expect("arms are known");
+        let FieldKind::Message(child) = field.kind else {
+            return self.wire(start, format!("oneof member `{}` is not a message", field.name));
+        };
+        if depth == 0 {
+            return self.wire(start, "nesting too deep");
+        }
+        let mut path = self.path.clone();
+        path.push(PathSeg::Key(field.name.to_owned()));
+        let inner = Decoder { body: bytes, path }.message(child, 0, bytes.len(), depth - 1)?;
+        Ok((field.name, inner))
     }
 
     fn known_value(
