@@ -202,26 +202,7 @@ mod tests {
     use super::*;
 
     fn case(id: &str, reqs: &[&str], verdict: Verdict) -> CaseResult {
-        CaseResult {
-            id: id.into(),
-            title: String::new(),
-            file: String::new(),
-            requirements: reqs.iter().map(|r| r.to_string()).collect(),
-            broken: Vec::new(),
-            held: Vec::new(),
-            level: crate::requirements::Level::Must,
-            verdict,
-            message: String::new(),
-            duration: std::time::Duration::ZERO,
-            transcript_tail: Vec::new(),
-            transcript: Default::default(),
-            stderr_tail: String::new(),
-            command: Vec::new(),
-            runs: Vec::new(),
-            intermittent: false,
-            resources: None,
-            golden: None,
-        }
+        CaseResult { requirements: reqs.iter().map(|r| r.to_string()).collect(), verdict, ..CaseResult::blank(id) }
     }
 
     #[test]

@@ -169,24 +169,12 @@ fn dedup(v: &mut Vec<String>) {
 /// The result of `sc` before it runs: a pass with nothing seen yet.
 fn blank_result(sc: &Scenario, target: &Target) -> CaseResult {
     CaseResult {
-        id: sc.id.clone(),
         title: sc.title.clone(),
         file: sc.file.display().to_string(),
         requirements: sc.requirements.iter().map(|q| q.id.to_owned()).collect(),
-        broken: Vec::new(),
-        held: Vec::new(),
         level: sc.level,
-        verdict: Verdict::Pass,
-        message: String::new(),
-        duration: Duration::ZERO,
-        transcript_tail: Vec::new(),
-        transcript: Default::default(),
-        stderr_tail: String::new(),
         command: target.command.clone(),
-        runs: Vec::new(),
-        intermittent: false,
-        resources: None,
-        golden: None,
+        ..CaseResult::blank(&sc.id)
     }
 }
 

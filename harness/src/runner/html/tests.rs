@@ -3,24 +3,14 @@ use std::time::Duration;
 
 fn result(id: &str, verdict: Verdict, reqs: &[&str], broken: &[&str], message: &str) -> CaseResult {
     CaseResult {
-        id: id.into(),
         title: format!("title of {id}"),
         file: format!("scenarios/{id}.yaml"),
         requirements: reqs.iter().map(|s| s.to_string()).collect(),
         broken: broken.iter().map(|s| s.to_string()).collect(),
-        held: Vec::new(),
-        level: Level::Must,
         verdict,
         message: message.into(),
         duration: Duration::from_millis(5),
-        transcript_tail: Vec::new(),
-        transcript: Default::default(),
-        stderr_tail: String::new(),
-        command: Vec::new(),
-        runs: Vec::new(),
-        intermittent: false,
-        resources: None,
-        golden: None,
+        ..CaseResult::blank(id)
     }
 }
 
