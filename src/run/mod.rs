@@ -1,0 +1,416 @@
+//! The `run` command (the default), `list` and `explain`: argument handling and output. The
+//! work is `protomcp_harness::runner`'s.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use protomcp_harness::runner::{self, CaseResult, Config, Summary, Target, report, shell_quote};
+use protomcp_harness::scenario::{self, Scenario, ScenarioErrors};
+
+pub(crate) mod bundled {
+    include!(concat!(env!("OUT_DIR"), "/scenarios.rs"));
+}
+
+/// Which scenarios.
+#[derive(Args, Debug, Clone, Default)]
+pub struct Selection {
+    /// A scenario file or directory (repeatable). Default: the catalogue bundled in the binary.
+    #[arg(long, value_name = "PATH")]
+    scenarios: Vec<PathBuf>,
+    /// Only scenarios whose id matches the glob (`*`, `?`; repeatable: any of them).
+    #[arg(long, value_name = "GLOB")]
+    only: Vec<String>,
+    /// Also run the soak scenarios of the catalogue (`soak.*`, `bridge.soak.*`: up to 10,000
+    /// calls each while the target's processes, threads, descriptors and memory are sampled; a
+    /// resource that grows with the calls is a LEAK). They take tens of seconds each, so a run
+    /// leaves them out unless this flag, --only or --scenarios names them.
+    #[arg(long)]
+    soak: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    sel: Selection,
+    /// An SDK's testee: reads DIR/protomcp-conform.toml (command, middleware_command, features,
+    /// known_failures, env).
+    #[arg(long, value_name = "DIR", conflicts_with = "testee")]
+    sdk: Option<PathBuf>,
+    /// A testee command line, split on whitespace; it claims every feature unless --features.
+    #[arg(long, value_name = "CMD ARGS…")]
+    testee: Option<String>,
+    /// A bridge under test (runs the `role: bridge` scenarios): a command line split on
+    /// whitespace, or a DIR holding protomcp-conform.toml (keys bridge, transport, url, features,
+    /// known_failures, env, skip, build, name; the bridge runs in DIR). Placeholders replaced in
+    /// every argument: {mock} = an executable that runs this binary's mock tool process,
+    /// {socket} = a socket path in the scenario's private temp dir, {dir} = that dir, {port} = a
+    /// free TCP port on 127.0.0.1 chosen per scenario (for --bridge-transport http), {exe} = this
+    /// binary.
+    /// Example: --bridge 'protomcp-conform bridge --call-timeout 3s -- {mock}'.
+    #[arg(long, value_name = "CMD ARGS…|DIR", conflicts_with_all = ["sdk", "testee"])]
+    bridge: Option<String>,
+    /// How the harness reaches the bridge: stdio (MCP lines on its stdin/stdout; the default) or
+    /// http (Streamable HTTP at --bridge-url: the first host step waits until the URL accepts a
+    /// connection, at most T_START = 10 s; then POSTs, JSON or SSE responses, the session's GET
+    /// event stream, DELETE for host_close). Scenarios with `transports: [stdio]` are skipped over
+    /// http. Example: --bridge 'protomcp-conform bridge --transport http --port {port} -- {mock}'
+    /// --bridge-transport http.
+    #[arg(long, value_name = "T", value_parser = ["stdio", "http"], requires = "bridge")]
+    bridge_transport: Option<String>,
+    /// The bridge's MCP endpoint over http, with the placeholders above (implies
+    /// --bridge-transport http). Default: http://127.0.0.1:{port}/mcp.
+    #[arg(long, value_name = "URL", requires = "bridge")]
+    bridge_url: Option<String>,
+    /// With --testee: the features it claims (comma-separated). With --bridge: the bridge
+    /// features it claims (http, subscribe, watch, auth, apikey, socket; http is implied by
+    /// --bridge-transport http), replacing a manifest's. scenarios/README.md says what each needs.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    features: Option<Vec<String>>,
+    /// A known-failures file (YAML: scenario id → reason); overrides the manifest's.
+    #[arg(long, value_name = "FILE")]
+    known_failures: Option<PathBuf>,
+    /// Write the JSON report here.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write a JUnit XML report here.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Write an HTML report here: one self-contained file (summary, per-area bars, requirement ×
+    /// verdict filterable by verdict, level and area, every scenario not passing with its
+    /// transcript).
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Print a line for every skipped scenario too (otherwise one line per reason, with a count).
+    #[arg(short = 'v', long)]
+    verbose: bool,
+    /// Write the normalized transcript of every scenario to DIR/<scenario id>.txt (created if
+    /// missing): every frame both ways, request ids renamed, times, paths and PIDs bracketed.
+    #[arg(long, value_name = "DIR")]
+    transcripts: Option<PathBuf>,
+    /// Compare each scenario's normalized transcript with DIR/<scenario id>.snap (insta's
+    /// snapshot format) and show CHANGED (with a diff) or NEW beside the verdict; either fails
+    /// the run (exit 1) as a snapshot test does. A new or changed transcript is left as
+    /// DIR/<id>.snap.new for review (`cargo insta review`, or --accept); with CI set in the
+    /// environment nothing is written. Skipped scenarios and the few whose transcript is not
+    /// deterministic are not compared.
+    #[arg(long, value_name = "DIR")]
+    golden: Option<PathBuf>,
+    /// With --golden: write every new or changed transcript as DIR/<id>.snap (and remove its
+    /// .snap.new). Refused when CI is set: CI never writes golden files.
+    #[arg(long, requires = "golden")]
+    accept: bool,
+    /// Scenarios run in parallel (default: four per core, at most 8: scenarios mostly wait).
+    #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    jobs: Option<u32>,
+    /// Multiply every time of every scenario by X (at least 1), for slow machines.
+    #[arg(long, value_name = "X", default_value_t = 1.0)]
+    timeout_scale: f64,
+    /// Run every selected scenario N times (each on a fresh target) and fold the runs into one
+    /// verdict: a scenario whose runs disagree (in verdict or in the requirement broken) is FLAKY,
+    /// shown with every run's verdict and message, and fails the run (exit 1).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    repeat: u32,
+    /// How the harness's writes reach the socket: whole (default), split1 (one byte per write),
+    /// coalesce (frames held back and written together), random:SEED (seeded cuts and pauses).
+    /// Recorded in every transcript.
+    #[arg(long, value_name = "SCHEDULE", value_parser = runner::schedule::Schedule::parse)]
+    schedule: Option<runner::schedule::Schedule>,
+}
+
+/// A usage or scenario-file error: exit status 2.
+fn usage(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("protomcp-conform: {msg}");
+    ExitCode::from(2)
+}
+
+/// The scenarios selected, each with its file text; `Err` is the exit status after reporting.
+pub(crate) fn load(sel: &Selection) -> std::result::Result<Vec<(Scenario, String)>, ExitCode> {
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    if sel.scenarios.is_empty() {
+        for (rel, text) in bundled::SCENARIOS {
+            // Another profile's catalogue, in its own language (harness::proto_mcp), as
+            // scenario::load_dir leaves it out.
+            if rel.starts_with("proto-mcp/") {
+                continue;
+            }
+            match scenario::parse_str(&Path::new("scenarios").join(rel), text) {
+                Ok(s) => out.push((s, (*text).to_owned())),
+                Err(ScenarioErrors(e)) => errors.extend(e),
+            }
+        }
+    } else {
+        for p in &sel.scenarios {
+            let loaded = if p.is_dir() { scenario::load_dir(p) } else { scenario::load_file(p).map(|s| vec![s]) };
+            match loaded {
+                Ok(v) => out.extend(v.into_iter().map(|s| {
+                    let text = std::fs::read_to_string(&s.file).unwrap_or_default();
+                    (s, text)
+                })),
+                Err(ScenarioErrors(e)) => errors.extend(e),
+            }
+        }
+    }
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    for (s, _) in &out {
+        let here = s.at(s.id_loc).to_string();
+        if let Some(first) = seen.insert(s.id.clone(), here.clone()) {
+            errors.push(scenario::ScenarioError::new(
+                &s.file,
+                s.id_loc,
+                format!("duplicate scenario id `{}`: also defined at {first}", s.id),
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        for e in &errors {
+            eprintln!("{e}");
+        }
+        eprintln!("protomcp-conform: {} error(s) in scenario files", errors.len());
+        return Err(ExitCode::from(2));
+    }
+    if !sel.only.is_empty() {
+        out.retain(|(s, _)| sel.only.iter().any(|g| runner::glob_match(g, &s.id)));
+    }
+    out.sort_by(|a, b| a.0.id.cmp(&b.0.id));
+    Ok(out)
+}
+
+/// What a run of `selected` executes: the soak scenarios only with `--soak` or when `--only` or
+/// `--scenarios` chose them; with how many were left out.
+pub(crate) fn leave_out_soaks(
+    sel: &Selection,
+    mut selected: Vec<(Scenario, String)>,
+) -> (Vec<(Scenario, String)>, usize) {
+    let before = selected.len();
+    if !sel.soak && sel.only.is_empty() && sel.scenarios.is_empty() {
+        selected.retain(|(s, _)| !s.is_soak());
+    }
+    let left = before - selected.len();
+    (selected, left)
+}
+
+pub fn run(a: RunArgs) -> Result<ExitCode> {
+    let selected = match load(&a.sel) {
+        Ok(s) => s,
+        Err(code) => return Ok(code),
+    };
+    let all_ids: Vec<String> = selected.iter().map(|(s, _)| s.id.clone()).collect();
+    let (selected, soaks_left) = leave_out_soaks(&a.sel, selected);
+    if selected.is_empty() {
+        eprintln!("protomcp-conform: no scenario selected: a run that executes nothing is an error");
+        return Ok(ExitCode::from(3));
+    }
+    let sides = match sides(&a, selected.into_iter().map(|(s, _)| s).collect()) {
+        Ok(s) => s,
+        Err(e) => return Ok(usage(format!("{e:#}"))),
+    };
+    for side in &sides {
+        if let Err(e) = build(&side.target) {
+            eprintln!("protomcp-conform: {e}");
+            return Ok(ExitCode::from(3));
+        }
+    }
+    if a.sel.only.is_empty() && a.sel.scenarios.is_empty() {
+        warn_unknown_known_failures(&sides, &all_ids);
+    }
+    if !a.timeout_scale.is_finite() || a.timeout_scale <= 0.0 {
+        return Ok(usage("--timeout-scale must be a positive number"));
+    }
+    let golden = match golden_dir(&a) {
+        Ok(g) => g,
+        Err(e) => return Ok(usage(e)),
+    };
+    let golden_failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut cfg = Config { timeout_scale: a.timeout_scale, repeat: a.repeat as usize, ..Config::default() };
+    runner::schedule::set(a.schedule.unwrap_or_default());
+    if let Some(j) = a.jobs {
+        cfg.jobs = j as usize;
+    }
+    let tty = std::io::stdout().is_terminal();
+    let progress = std::io::stderr().is_terminal();
+    let verbose = a.verbose;
+    let args = target_args(&a);
+    let several = sides.len() > 1;
+    let mut done_sides: Vec<(Arc<Target>, Vec<CaseResult>)> = Vec::new();
+    for side in &sides {
+        let mut out = std::io::stdout().lock();
+        if several {
+            writeln!(
+                out,
+                "{}== {}: {} scenarios against the {}",
+                if done_sides.is_empty() { "" } else { "\n" },
+                side.label,
+                side.scenarios.len(),
+                side.target.name
+            )?;
+        }
+        drop(out);
+        let finished: Arc<Mutex<Vec<CaseResult>>> = Arc::new(Mutex::new(Vec::new()));
+        let on_done = on_done_printer(finished.clone(), golden.clone(), golden_failed.clone(), progress, verbose, tty);
+        let Some(mut results) = execute(side.scenarios.clone(), side.target.clone(), cfg.clone(), on_done)? else {
+            let done = finished.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let s = Summary::of(done.iter().map(|r| r.verdict));
+            eprintln!(
+                "protomcp-conform: interrupted after {} of {} scenarios ({s}, target: {})",
+                done.len(),
+                side.scenarios.len(),
+                side.target.name
+            );
+            return Ok(ExitCode::from(130));
+        };
+        // The golden comparisons were made as each scenario finished (its line shows them).
+        {
+            let done = finished.lock().unwrap_or_else(|e| e.into_inner());
+            for r in results.iter_mut() {
+                r.golden = done.iter().find(|d| d.id == r.id).and_then(|d| d.golden.clone());
+            }
+        }
+        print_side(&side.target, &results, golden.as_ref(), &args, verbose, tty)?;
+        done_sides.push((side.target.clone(), results));
+    }
+    let mut exit =
+        done_sides.iter().map(|(_, r)| Summary::of(r.iter().map(|r| r.verdict)).exit_code()).max().unwrap_or(3);
+    if let Some(g) = &golden {
+        exit = exit.max(golden_exit(g, &done_sides, &golden_failed)?);
+    }
+    let all: Vec<&CaseResult> = done_sides.iter().flat_map(|(_, r)| r.iter()).collect();
+    let names: Vec<&str> = done_sides.iter().map(|(t, _)| t.name.as_str()).collect();
+    if several {
+        print_total(exit, &all, &names)?;
+    }
+    if soaks_left > 0 {
+        writeln!(
+            std::io::stdout().lock(),
+            "{soaks_left} soak scenarios not run (--soak runs them: thousands of calls each while the target's resources are sampled; LEAK when one grows)"
+        )?;
+    }
+    write_reports(&a, &done_sides, &names)?;
+    Ok(ExitCode::from(exit))
+}
+
+/// Warns of known failures that name no scenario of the catalogue.
+fn warn_unknown_known_failures(sides: &[targets::Side], all_ids: &[String]) {
+    let mut warned = std::collections::BTreeSet::new();
+    for id in sides.iter().flat_map(|s| s.target.known_failures.keys()) {
+        if !all_ids.contains(id) && warned.insert(id) {
+            eprintln!("protomcp-conform: warning: known failure `{id}` names no scenario of the catalogue");
+        }
+    }
+}
+
+/// Runs `scenarios` against `target`; `None` when SIGINT interrupted the run, after every testee
+/// group was killed and every temp dir removed (reported on stderr).
+pub(crate) fn execute(
+    scenarios: Arc<Vec<Scenario>>,
+    target: Arc<Target>,
+    cfg: Config,
+    on_done: runner::OnDone,
+) -> Result<Option<Vec<CaseResult>>> {
+    runner::process::become_subreaper();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    let results = rt.block_on(async {
+        tokio::select! {
+            r = runner::run_all(scenarios, target, cfg, on_done) => Some(r),
+            _ = tokio::signal::ctrl_c() => None,
+        }
+    });
+    if results.is_none() {
+        let (groups, dirs) = runner::process::emergency_cleanup();
+        eprintln!("\nprotomcp-conform: interrupted: killed {groups} testee group(s), removed {dirs} temp dir(s)");
+    }
+    rt.shutdown_background();
+    Ok(results)
+}
+
+/// The golden directory of `--golden`, in the mode `--accept` and the environment give.
+fn golden_dir(a: &RunArgs) -> std::result::Result<Option<runner::golden::GoldenDir>, String> {
+    use runner::golden::{GoldenDir, Mode};
+    let Some(dir) = &a.golden else { return Ok(None) };
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
+    let mode = match (a.accept, ci) {
+        (true, true) => {
+            return Err("--accept writes golden files, and CI is set in the environment: CI never writes them \
+                        (run --accept where CI is unset, and commit the files)"
+                .to_owned());
+        }
+        (true, false) => Mode::Accept,
+        (false, true) => Mode::ReadOnly,
+        (false, false) => Mode::Check,
+    };
+    if dir.exists() && !dir.is_dir() {
+        return Err(format!("--golden {}: not a directory", dir.display()));
+    }
+    if mode == Mode::ReadOnly && !dir.is_dir() {
+        return Err(format!(
+            "--golden {}: no such directory, and CI is set, so it would not be written (write it with --accept where CI is unset)",
+            dir.display()
+        ));
+    }
+    Ok(Some(GoldenDir { dir: dir.clone(), mode }))
+}
+
+pub fn list(sel: &Selection) -> Result<ExitCode> {
+    let selected = match load(sel) {
+        Ok(s) => s,
+        Err(code) => return Ok(code),
+    };
+    let mut out = std::io::stdout().lock();
+    for (s, _) in &selected {
+        let reqs: Vec<&str> = s.requirements.iter().map(|r| r.id).collect();
+        writeln!(out, "{}\t{}\t{}\t{}", s.id, s.level, reqs.join(","), s.title)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn explain(sel: &Selection, id: &str) -> Result<ExitCode> {
+    let selected = match load(&Selection { only: Vec::new(), ..sel.clone() }) {
+        Ok(s) => s,
+        Err(code) => return Ok(code),
+    };
+    let Some((s, text)) = selected.iter().find(|(s, _)| s.id == id) else {
+        return Ok(usage(format!("no scenario `{id}` (see `protomcp-conform list`)")));
+    };
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{} — {}\n{} · {:?} · file {}", s.id, s.title, s.level, s.role, s.file.display())?;
+    if !s.needs.is_empty() {
+        writeln!(out, "needs: {}", s.needs.join(", "))?;
+    }
+    writeln!(out, "\nRequirements:")?;
+    for r in &s.requirements {
+        writeln!(out, "  {} [{}] {}", r.id, r.level, r.text)?;
+    }
+    let step_checks: Vec<_> = s.steps.iter().filter(|st| !st.checks.is_empty()).collect();
+    if !step_checks.is_empty() {
+        writeln!(out, "\nSteps that check their own requirements (a failure there breaks those):")?;
+        for st in step_checks {
+            let ids: Vec<&str> = st.checks.iter().map(|r| r.id).collect();
+            writeln!(out, "  {}:{} {}: {}", s.file.display(), st.loc.line, st.keyword(), ids.join(", "))?;
+            for r in st.checks.iter().filter(|r| !s.requirements.iter().any(|c| c.id == r.id)) {
+                writeln!(out, "    {} [{}] {}", r.id, r.level, r.text)?;
+            }
+        }
+    }
+    writeln!(out, "\nScenario:\n{}", text.trim_end())?;
+    let mut rerun = String::from("protomcp-conform");
+    for p in &sel.scenarios {
+        rerun.push_str(&format!(" --scenarios {}", shell_quote(&p.display().to_string())));
+    }
+    writeln!(out, "\nRe-run just this scenario:\n  {rerun} --only {}", shell_quote(id))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+mod output;
+mod targets;
+
+use output::{golden_exit, on_done_printer, print_side, print_total, write_reports};
+pub(crate) use targets::{bridge_target, build, command_target, sdk_target};
+use targets::{sides, target_args};
+
+#[cfg(test)]
+mod tests;
