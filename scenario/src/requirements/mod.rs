@@ -168,21 +168,32 @@ pub struct Extracted {
 /// of the spec's markdown. A line that starts like a bullet but does not parse, an unknown
 /// feature or a duplicate ID is an error, so format drift in the spec cannot go unnoticed.
 pub fn extract(markdown: &str) -> Result<Vec<Extracted>, ExtractError> {
+    extract_with(markdown, &["TP-", "BR-"], |id, f| {
+        features(if id.starts_with("BR-") { Party::Bridge } else { Party::ToolProcess }).contains(&f)
+    })
+}
+
+/// The bullets whose ID starts with one of `prefixes` (`PREFIX-AREA-NN`), each feature of a
+/// `[LEVEL · feature, feature]` tag checked by `known(id, feature)`; a `(withdrawn)` in the text
+/// withdraws the requirement. Both profiles' tables are read by it.
+pub fn extract_with(
+    markdown: &str,
+    prefixes: &[&str],
+    known: impl Fn(&str, &str) -> bool,
+) -> Result<Vec<Extracted>, ExtractError> {
     let mut out: Vec<Extracted> = Vec::new();
     for (i, line) in markdown.lines().enumerate() {
         let bad = |message: String| ExtractError { line: i + 1, message };
-        let Some(rest) = line.strip_prefix("- **").filter(|r| r.starts_with("TP-") || r.starts_with("BR-")) else {
+        let Some(rest) = line.strip_prefix("- **").filter(|r| prefixes.iter().any(|p| r.starts_with(p))) else {
             continue;
         };
         let Some((id, rest)) = rest.split_once("** [") else { return Err(bad("expected `** [` after the ID".into())) };
-        let id_ok = {
-            let parts: Vec<&str> = id.split('-').collect();
-            parts.len() == 3
-                && !parts[1].is_empty()
-                && parts[1].bytes().all(|b| b.is_ascii_uppercase())
-                && parts[2].len() == 2
-                && parts[2].bytes().all(|b| b.is_ascii_digit())
-        };
+        let parts: Vec<&str> = id.split('-').collect();
+        let id_ok = parts.len() == 3
+            && !parts[1].is_empty()
+            && parts[1].bytes().all(|b| b.is_ascii_uppercase())
+            && parts[2].len() == 2
+            && parts[2].bytes().all(|b| b.is_ascii_digit());
         if !id_ok {
             return Err(bad(format!("malformed requirement ID `{id}`")));
         }
@@ -192,11 +203,10 @@ pub fn extract(markdown: &str) -> Result<Vec<Extracted>, ExtractError> {
             None => (tag, None),
         };
         let level = level_of(level).ok_or_else(|| bad(format!("{id}: unknown level `{level}`")))?;
-        let party = if id.starts_with("BR-") { Party::Bridge } else { Party::ToolProcess };
         if let Some(f) = feature
-            && !features(party).contains(&f)
+            && let Some(unknown) = f.split(", ").find(|f| !known(id, f))
         {
-            return Err(bad(format!("{id}: unknown feature `{f}`")));
+            return Err(bad(format!("{id}: unknown feature `{unknown}`")));
         }
         if text.contains('\t') {
             return Err(bad(format!("{id}: the text holds a tab")));

@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use crate::requirements::{ExtractError, Extracted, Level, Requirement, parse_table, to_table};
+use crate::requirements::{ExtractError, Extracted, Requirement, parse_table, to_table};
 
 /// The committed table.
 pub const TABLE: &str = include_str!("../../../harness/data/proto-mcp-requirements.tsv");
@@ -34,51 +34,7 @@ pub fn features_of(r: &Requirement) -> Vec<&'static str> {
 /// profile's markdown. A PM bullet that does not parse, an unknown feature or a duplicate ID is
 /// an error.
 pub fn extract(markdown: &str) -> Result<Vec<Extracted>, ExtractError> {
-    let mut out: Vec<Extracted> = Vec::new();
-    for (i, line) in markdown.lines().enumerate() {
-        let bad = |message: String| ExtractError { line: i + 1, message };
-        let Some(rest) = line.strip_prefix("- **").filter(|r| r.starts_with("PM-")) else { continue };
-        let Some((id, rest)) = rest.split_once("** [") else { return Err(bad("expected `** [` after the ID".into())) };
-        let parts: Vec<&str> = id.split('-').collect();
-        let id_ok = parts.len() == 3
-            && !parts[1].is_empty()
-            && parts[1].bytes().all(|b| b.is_ascii_uppercase())
-            && parts[2].len() == 2
-            && parts[2].bytes().all(|b| b.is_ascii_digit());
-        if !id_ok {
-            return Err(bad(format!("malformed requirement ID `{id}`")));
-        }
-        let Some((tag, text)) = rest.split_once("] ") else { return Err(bad(format!("{id}: unterminated `[LEVEL]`"))) };
-        let (level, feature) = match tag.split_once(" · ") {
-            Some((l, f)) => (l, Some(f)),
-            None => (tag, None),
-        };
-        let level = match level {
-            "MUST" => Level::Must,
-            "SHOULD" => Level::Should,
-            "MAY" => Level::May,
-            other => return Err(bad(format!("{id}: unknown level `{other}`"))),
-        };
-        if let Some(f) = feature
-            && let Some(unknown) = f.split(", ").find(|f| !FEATURES.contains(f))
-        {
-            return Err(bad(format!("{id}: unknown feature `{unknown}`")));
-        }
-        if text.contains('\t') {
-            return Err(bad(format!("{id}: the text holds a tab")));
-        }
-        if out.iter().any(|r| r.id == id) {
-            return Err(bad(format!("duplicate requirement ID {id}")));
-        }
-        out.push(Extracted {
-            id: id.to_owned(),
-            level,
-            feature: feature.map(str::to_owned),
-            withdrawn: false,
-            text: text.trim_end().to_owned(),
-        });
-    }
-    Ok(out)
+    super::extract_with(markdown, &["PM-"], |_, f| FEATURES.contains(&f))
 }
 
 /// The committed table for the profile's markdown.
