@@ -1061,8 +1061,8 @@ type HttpService = rmcp::transport::streamable_http_server::StreamableHttpServic
 >;
 type HttpBody = http_body_util::combinators::BoxBody<hyper::body::Bytes, std::convert::Infallible>;
 
-/// The largest POST body the gate reads (rmcp's own limit).
-const MAX_POST_BODY: usize = 4 << 20;
+// The largest POST body the gate reads (rmcp's own limit).
+use protomcp_proto::mcp_input::MAX_POST_BODY;
 
 /// Frees the id of a request passed on to rmcp when the body of its POST's response ends.
 struct Release {
@@ -1228,20 +1228,20 @@ async fn gated_post(
         }
     };
     let (verdict, id) = registry.gates.check(&session, &bytes);
+    // A message without an id to answer (parse error, invalid request) is a bad request; an error
+    // answer to a request is an ordinary JSON-RPC response; nothing to answer is 202 (BR-HTTP-07).
+    let status = protomcp_proto::mcp_input::post_status(&verdict).and_then(|s| http::StatusCode::from_u16(s).ok());
     match verdict {
         Verdict::Answer(v) => {
-            // A message without an id to answer (parse error, invalid request) is a bad request;
-            // an error answer to a request is an ordinary JSON-RPC response.
-            let status = if v["id"].is_null() { http::StatusCode::BAD_REQUEST } else { http::StatusCode::OK };
+            let status = status.unwrap_or(http::StatusCode::OK);
             let mut resp = hyper::Response::new(Full::new(Bytes::from(v.to_string())).boxed());
             *resp.status_mut() = status;
             resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
             resp
         }
-        // BR-HTTP-07: nothing to answer.
         Verdict::Drop => {
             let mut resp = hyper::Response::new(Full::new(Bytes::new()).boxed());
-            *resp.status_mut() = http::StatusCode::ACCEPTED;
+            *resp.status_mut() = status.unwrap_or(http::StatusCode::ACCEPTED);
             resp
         }
         Verdict::Pass => {
