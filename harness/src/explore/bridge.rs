@@ -152,12 +152,43 @@ impl ToolSide {
     }
 }
 
+/// A CallToolRequest the bridge must not have sent whatever the host asked: its arguments are
+/// not a JSON object (BR-CALL-03) or it names a tool the tool process never registered
+/// (BR-CALL-04). The model would only see a call no host request asks for.
+fn refused_call(env: &pb::Envelope, tools: &[String]) -> Option<Finding> {
+    let Some(pb::envelope::Msg::CallTool(c)) = &env.msg else { return None };
+    let object =
+        c.arguments_json.is_empty() || serde_json::from_str::<Value>(&c.arguments_json).is_ok_and(|v| v.is_object());
+    if !object {
+        return Some(Finding {
+            requirement: "BR-CALL-03",
+            message: format!(
+                "the bridge forwarded tools/call {} with arguments_json {} (not an object)",
+                c.name, c.arguments_json
+            ),
+        });
+    }
+    if !tools.is_empty() && !tools.contains(&c.name) {
+        return Some(Finding {
+            requirement: "BR-CALL-04",
+            message: format!(
+                "the bridge forwarded tools/call of {:?}, a tool the tool process never registered",
+                c.name
+            ),
+        });
+    }
+    None
+}
+
 /// The model's findings on a bridge scenario's transcript (one host session, `a`). Times are not
 /// known here: the runner's steps judge the deadlines (BR-LIFECYCLE-03's `T_PROMPT` included), the
 /// model judges what was answered, how, and how often.
 pub fn check_bridge_transcript(items: &[Item]) -> Vec<Finding> {
     let mut m = BridgeModel::new();
     let mut tool = ToolSide::default();
+    let mut own = Vec::new();
+    // The tools the tool process registered (every ToolListResponse it sent).
+    let mut tools: Vec<String> = Vec::new();
     for it in items {
         match it {
             Item::Host { dir: Dir::ToTestee, message, raw } => {
@@ -177,11 +208,17 @@ pub fn check_bridge_transcript(items: &[Item]) -> Vec<Finding> {
                 if t.get("via").is_none()
                     && let Some(env) = tree_env(t)
                 {
-                    m.tool_received(&env);
+                    match refused_call(&env, &tools) {
+                        Some(f) => own.push(f),
+                        None => m.tool_received(&env),
+                    }
                 }
             }
             Item::Frame { dir: Dir::ToTestee, tree, hex, .. } => {
                 for env in tool.sent(tree.as_ref(), hex.as_deref()) {
+                    if let Some(pb::envelope::Msg::ToolList(l)) = &env.msg {
+                        tools.extend(l.tools.iter().map(|t| t.name.clone()));
+                    }
                     m.tool_sent(&env);
                 }
             }
@@ -191,7 +228,8 @@ pub fn check_bridge_transcript(items: &[Item]) -> Vec<Finding> {
         }
     }
     // Every deadline has passed: what is still owed is owed for good.
-    m.finish(u64::MAX / 2)
+    own.extend(m.finish(u64::MAX / 2));
+    own
 }
 
 /// What the host saw, normalized for comparing bridges: per request id (in the order sent), the
