@@ -462,27 +462,10 @@ impl Checker<'_> {
     fn check_role_steps(&mut self, steps: &[Step], role: Role) {
         for st in steps {
             let a = &st.action;
-            let bridge_only = matches!(
-                a,
-                Action::HostSend(_)
-                    | Action::HostExpect(_)
-                    | Action::HostExpectNothing(_)
-                    | Action::HostHttp(_)
-                    | Action::HostClose
-                    | Action::ToolHandshake(_)
-                    | Action::ReloadBegins(_)
-                    | Action::Touch(_)
-                    | Action::ExpectSocket { .. }
-                    | Action::ExpectSocketPrivate
-                    | Action::ToolConnectAgain { .. }
-                    | Action::ExpectToolExit { .. }
-            );
-            let tp_only =
-                matches!(a, Action::Handshake(_) | Action::ExpectAlive { .. } | Action::ExpectNoConnect { .. });
-            if bridge_only && role != Role::Bridge {
+            if a.bridge_only() && role != Role::Bridge {
                 self.error(st.loc, format!("`{}` belongs to bridge scenarios (role: bridge)", a.keyword()));
             }
-            if tp_only && role == Role::Bridge {
+            if a.tool_process_only() && role == Role::Bridge {
                 self.error(
                     st.loc,
                     format!(

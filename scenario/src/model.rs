@@ -420,6 +420,31 @@ impl SoakCall {
 }
 
 impl Action {
+    /// A step only a bridge scenario has: host steps, the tool side's handshake and connections,
+    /// the socket and the tool process's exit (the loader refuses it elsewhere).
+    pub fn bridge_only(&self) -> bool {
+        matches!(
+            self,
+            Action::HostSend(_)
+                | Action::HostExpect(_)
+                | Action::HostExpectNothing(_)
+                | Action::HostHttp(_)
+                | Action::HostClose
+                | Action::ToolHandshake(_)
+                | Action::ReloadBegins(_)
+                | Action::Touch(_)
+                | Action::ExpectSocket { .. }
+                | Action::ExpectSocketPrivate
+                | Action::ToolConnectAgain { .. }
+                | Action::ExpectToolExit { .. }
+        )
+    }
+
+    /// A step only a tool-process scenario has (a bridge scenario uses `tool_handshake`).
+    pub fn tool_process_only(&self) -> bool {
+        matches!(self, Action::Handshake(_) | Action::ExpectAlive { .. } | Action::ExpectNoConnect { .. })
+    }
+
     pub fn keyword(&self) -> &'static str {
         match self {
             Action::Handshake(_) => "handshake",

@@ -135,20 +135,8 @@ impl Exec<'_> {
                 })
             }
             Action::Soak(k) => self.soak(k).await,
-            Action::HostSend(_)
-            | Action::HostExpect(_)
-            | Action::HostExpectNothing(_)
-            | Action::HostHttp(_)
-            | Action::HostClose
-            | Action::ToolHandshake(_)
-            | Action::ReloadBegins(_)
-            | Action::Touch(_)
-            | Action::ExpectSocket { .. }
-            | Action::ExpectSocketPrivate
-            | Action::ToolConnectAgain { .. }
-            | Action::ExpectToolExit { .. } => {
-                Err(StepError::Error(format!("`{}` runs only against a bridge", action.keyword())))
-            }
+            // The loader keeps these out of tool-process scenarios ([`Action::bridge_only`]).
+            _ => Err(StepError::Error(format!("`{}` runs only against a bridge", action.keyword()))),
         }
     }
 
