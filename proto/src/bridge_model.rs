@@ -80,7 +80,7 @@ enum Mode {
 }
 
 /// The active tool set as far as the model knows it (§10).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Tools {
     /// Rids of the bridge's ListToolsRequests (discoveries) not yet answered.
     discovery: BTreeSet<String>,
@@ -94,6 +94,24 @@ struct Tools {
     blocked: BTreeSet<String>,
     /// Every active set since the first discovery, by version (`None`: not known).
     history: Vec<Option<BTreeSet<String>>>,
+    /// Still `true` until the first message of the tool process (the bridge just started),
+    /// `false` from then on and after a restart.
+    fresh: bool,
+}
+
+impl Default for Tools {
+    fn default() -> Self {
+        Tools {
+            discovery: BTreeSet::new(),
+            registered: None,
+            mode: None,
+            disabled: BTreeSet::new(),
+            allowed: BTreeSet::new(),
+            blocked: BTreeSet::new(),
+            history: Vec::new(),
+            fresh: true,
+        }
+    }
 }
 
 impl Tools {
@@ -431,17 +449,24 @@ impl BridgeModel {
     fn tool_list_control(&mut self, env: &pb::Envelope, now_ms: Option<u64>) {
         let before = self.tools.active();
         let t = &mut self.tools;
+        if t.fresh {
+            // BR-TOOLLIST-01: a bridge that has just started is open with empty sets; what the
+            // tool process changes before its first tool list applies to them (BR-TOOLLIST-07).
+            t.fresh = false;
+            t.mode = Some(Mode::Open);
+        }
         match &env.msg {
             Some(Msg::ToolList(list)) if t.discovery.remove(&env.request_id) => {
                 let names = list.tools.iter().map(|d| d.name.clone()).collect();
                 if t.registered.is_none() {
-                    // BR-TOOLLIST-01: a bridge that has just started is open with empty sets.
-                    t.mode = Some(Mode::Open);
-                    t.history.push(None);
-                } else {
-                    // BR-TOOLLIST-15: the mode and sets may be kept or reset.
-                    t.mode = None;
+                    // The first discovery: version 0 is the starting set, nothing to announce.
+                    t.registered = Some(names);
+                    let start = t.active();
+                    t.history.push(start);
+                    return;
                 }
+                // BR-TOOLLIST-15: the mode and sets may be kept or reset.
+                t.mode = None;
                 t.registered = Some(names);
             }
             Some(Msg::EnableTools(r)) => t.enable(&r.tool_names),
@@ -458,11 +483,6 @@ impl BridgeModel {
                 t.disable(&b.disable);
             }
             _ => return,
-        }
-        if self.tools.history.len() == 1 && self.tools.history[0].is_none() {
-            // The first discovery: version 0 is the starting set, nothing to announce.
-            self.tools.history[0] = self.tools.active();
-            return;
         }
         self.tools_updated(before, now_ms);
     }
@@ -649,6 +669,7 @@ impl BridgeModel {
         // BR-TOOLLIST-15: across a restart the mode and sets may be kept or reset.
         let before = self.tools.active();
         self.tools.mode = None;
+        self.tools.fresh = false;
         self.tools.discovery.clear();
         self.tools_updated(before, Some(now_ms));
     }
@@ -1053,6 +1074,24 @@ mod tests {
         // A ToolListResponse under a rid the bridge never asked with is not a discovery.
         m.tool_sent(&env::tool_list([env::tool("other", "", "{}")]).with_rid("stray"));
         assert_eq!(active(&m), Vec::<String>::new());
+        assert_eq!(m.finish(5000), vec![]);
+    }
+
+    #[test]
+    fn what_the_tool_process_disables_before_its_first_tool_list_is_in_effect_after_discovery() {
+        let mut m = BridgeModel::new();
+        m.tool_sent(&env::disable_tools(["x"]));
+        discovered(&mut m, &["x", "y"]);
+        initialized(&mut m, "a");
+        tools_list(&mut m, "a", 1, 10, &["y"]);
+        assert_eq!(m.finish(5000), vec![], "no change after discovery, nothing owed");
+        // A restart before the first discovery leaves the sets to the bridge (BR-TOOLLIST-15).
+        let mut m = BridgeModel::new();
+        m.tool_sent(&env::disable_tools(["x"]));
+        m.tool_ended(5);
+        discovered(&mut m, &["x", "y"]);
+        tools_list(&mut m, "a", 1, 10, &["x", "y"]);
+        tools_list(&mut m, "a", 2, 20, &["y"]);
         assert_eq!(m.finish(5000), vec![]);
     }
 }
