@@ -6,6 +6,7 @@
 //! - [`payload`]: one sideband payload as the field's bytes (verbatim or bounded zstd), a leaf;
 //! - [`sideband`]: raw sideband transfers and chunked-stream reassembly;
 //! - [`envelopes`]: the arm table and the builder vocabulary used everywhere else;
+//! - [`fixture`]: the fixture contract's tools (names, features), one table;
 //! - [`varint`]: the one protobuf varint, key and length-prefix reader, and the nesting limit, a leaf;
 //! - [`wire`]: a schema-driven protobuf scanner that keeps unknown fields and error offsets;
 //! - [`violation`]: protocol rules broken on the wire, with the party at fault;
@@ -27,6 +28,7 @@ pub mod pb {
 pub mod bridge_model;
 pub mod dynamic;
 pub mod envelopes;
+pub mod fixture;
 pub mod frame;
 pub mod fuzzing;
 pub mod mcp;

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use protomcp_proto::envelopes as env;
+use protomcp_proto::fixture::FixtureTool;
 use protomcp_proto::frame::{LARGE_LIMIT, MAX_FRAME};
 use protomcp_proto::pb::{CallToolResponse, ToolDefinition, ToolError};
 use serde_json::value::RawValue;
@@ -12,26 +13,6 @@ use serde_json::{Value, json};
 
 use super::cx::{CallCx, Failure, Reply, ReverseKind, text_json};
 use super::sideband::call_result_envelope_len;
-
-/// Which handler a tool runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ToolKind {
-    Echo,
-    Add,
-    Fail,
-    FailSoft,
-    Slow,
-    Big,
-    BigErr,
-    Toggle,
-    Secret,
-    Structured,
-    Logit,
-    Narrow,
-    Ask,
-    Roots,
-    StreamBig,
-}
 
 /// JSON Schema type of an argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,7 +43,6 @@ pub(crate) struct Param {
 /// One tool of the fixture.
 #[derive(Debug)]
 pub(crate) struct ToolSpec {
-    pub name: &'static str,
     pub description: &'static str,
     pub params: &'static [Param],
     /// JSON text of the output schema (TP-HANDSHAKE-05).
@@ -72,7 +52,13 @@ pub(crate) struct ToolSpec {
     /// Builds results of up to `LARGE_LIMIT` bytes: runs under a small concurrency limit so a
     /// flood of such calls cannot exhaust memory.
     pub heavy: bool,
-    pub kind: ToolKind,
+    pub kind: FixtureTool,
+}
+
+impl ToolSpec {
+    pub fn name(&self) -> &'static str {
+        self.kind.name()
+    }
 }
 
 const fn p(name: &'static str, ty: ParamType, description: &'static str) -> Param {
@@ -87,145 +73,130 @@ pub(crate) const STRUCTURED_OUTPUT_SCHEMA: &str = r#"{"type":"object","propertie
 /// The tool table: every tool of Appendix B.1 (the reference claims every feature).
 pub(crate) const TOOLS: &[ToolSpec] = &[
     ToolSpec {
-        name: "echo",
         description: "Returns `text` unchanged as one text element.",
         params: &[p("text", ParamType::String, "Text to return")],
         output_schema: None,
         hidden: false,
         heavy: false,
-        kind: ToolKind::Echo,
+        kind: FixtureTool::Echo,
     },
     ToolSpec {
-        name: "add",
         description: "Returns the decimal sum of the integers `a` and `b`.",
         params: &[p("a", ParamType::Integer, "First addend"), p("b", ParamType::Integer, "Second addend")],
         output_schema: None,
         hidden: false,
         heavy: false,
-        kind: ToolKind::Add,
+        kind: FixtureTool::Add,
     },
     ToolSpec {
-        name: "fail",
         description: "Always fails inside its handler with the message `fixture failure`.",
         params: &[],
         output_schema: None,
         hidden: false,
         heavy: false,
-        kind: ToolKind::Fail,
+        kind: FixtureTool::Fail,
     },
     ToolSpec {
-        name: "fail_soft",
         description: "Returns an error result with error code E_FIXTURE, retryable.",
         params: &[],
         output_schema: None,
         hidden: false,
         heavy: false,
-        kind: ToolKind::FailSoft,
+        kind: FixtureTool::FailSoft,
     },
     ToolSpec {
-        name: "slow",
         description: "Takes `steps` × 100 ms, reporting progress after each step; stops early when cancelled.",
         params: &[p("steps", ParamType::Integer, "Number of 100 ms steps")],
         output_schema: None,
         hidden: false,
         heavy: false,
-        kind: ToolKind::Slow,
+        kind: FixtureTool::Slow,
     },
     ToolSpec {
-        name: "big",
         description: "Returns a text of `n` `x` characters (large ones travel through the sideband).",
         params: N_PARAM,
         output_schema: None,
         hidden: false,
         heavy: true,
-        kind: ToolKind::Big,
+        kind: FixtureTool::Big,
     },
     ToolSpec {
-        name: "big_err",
         description: "Returns an error result of `n` `x` characters with error code E_BIG (shortened to fit a frame).",
         params: N_PARAM,
         output_schema: None,
         hidden: false,
         heavy: true,
-        kind: ToolKind::BigErr,
+        kind: FixtureTool::BigErr,
     },
     ToolSpec {
-        name: "toggle",
         description: "Returns `ok` and enables (`enable` true) or disables the tool `secret`.",
         params: &[p("enable", ParamType::Boolean, "Enable `secret` when true, disable it when false")],
         output_schema: None,
         hidden: false,
         heavy: false,
-        kind: ToolKind::Toggle,
+        kind: FixtureTool::Toggle,
     },
     ToolSpec {
-        name: "secret",
         description: "Returns `secret`; hidden at startup.",
         params: &[],
         output_schema: None,
         hidden: true,
         heavy: false,
-        kind: ToolKind::Secret,
+        kind: FixtureTool::Secret,
     },
     ToolSpec {
-        name: "structured",
         description: "Returns the structured content {\"answer\":42}, also as a text element.",
         params: &[],
         output_schema: Some(STRUCTURED_OUTPUT_SCHEMA),
         hidden: false,
         heavy: false,
-        kind: ToolKind::Structured,
+        kind: FixtureTool::Structured,
     },
     ToolSpec {
-        name: "logit",
         description: "Logs `fixture log` at level info, then returns `logged`.",
         params: &[],
         output_schema: None,
         hidden: false,
         heavy: false,
-        kind: ToolKind::Logit,
+        kind: FixtureTool::Logit,
     },
     ToolSpec {
-        name: "narrow",
         description: "Restricts the active tools to echo and narrow and returns the resulting active set.",
         params: &[],
         output_schema: None,
         hidden: false,
         heavy: false,
-        kind: ToolKind::Narrow,
+        kind: FixtureTool::Narrow,
     },
     ToolSpec {
-        name: "ask",
         description: "Asks the host's model `question` and returns the answer's text.",
         params: &[p("question", ParamType::String, "Question for the model")],
         output_schema: None,
         hidden: false,
         heavy: false,
-        kind: ToolKind::Ask,
+        kind: FixtureTool::Ask,
     },
     ToolSpec {
-        name: "roots",
         description: "Returns the host's root URIs, one per line.",
         params: &[],
         output_schema: None,
         hidden: false,
         heavy: false,
-        kind: ToolKind::Roots,
+        kind: FixtureTool::Roots,
     },
     ToolSpec {
-        name: "stream_big",
         description: "Returns a text of `n` `x` characters as a chunked stream.",
         params: N_PARAM,
         output_schema: None,
         hidden: false,
         heavy: true,
-        kind: ToolKind::StreamBig,
+        kind: FixtureTool::StreamBig,
     },
 ];
 
 /// The tool registered under exactly `name` (TP-CALL-19: hidden or not).
 pub(crate) fn find(name: &str) -> Option<&'static ToolSpec> {
-    TOOLS.iter().find(|t| t.name == name)
+    TOOLS.iter().find(|t| t.name() == name)
 }
 
 /// The input schema: `{"type":"object","properties":{…},"required":[…]}` (TP-HANDSHAKE-04);
@@ -250,14 +221,14 @@ pub(crate) fn definitions() -> Vec<ToolDefinition> {
         .iter()
         .map(|t| ToolDefinition {
             output_schema_json: t.output_schema.unwrap_or_default().to_owned(),
-            ..env::tool(t.name, t.description, &input_schema(t))
+            ..env::tool(t.name(), t.description, &input_schema(t))
         })
         .collect()
 }
 
 /// Names of the tools registered hidden.
 pub(crate) fn hidden() -> Vec<String> {
-    TOOLS.iter().filter(|t| t.hidden).map(|t| t.name.to_owned()).collect()
+    TOOLS.iter().filter(|t| t.hidden).map(|t| t.name().to_owned()).collect()
 }
 
 /// A checked argument value.
@@ -309,16 +280,16 @@ pub(crate) fn check_args(spec: &ToolSpec, arguments_json: &str) -> Result<Args, 
         Err(e) => {
             return Err(match serde_json::from_str::<Box<RawValue>>(text) {
                 Ok(_) => {
-                    format!("Invalid arguments for {}: expected a JSON object, got {}", spec.name, json_kind(text))
+                    format!("Invalid arguments for {}: expected a JSON object, got {}", spec.name(), json_kind(text))
                 }
-                Err(_) => format!("Invalid arguments for {}: not valid JSON ({e})", spec.name),
+                Err(_) => format!("Invalid arguments for {}: not valid JSON ({e})", spec.name()),
             });
         }
     };
     let mut args = Args::default();
     for param in spec.params {
         let Some(raw) = members.get(param.name) else {
-            return Err(format!("Invalid arguments for {}: missing required argument {:?}", spec.name, param.name));
+            return Err(format!("Invalid arguments for {}: missing required argument {:?}", spec.name(), param.name));
         };
         let value = match param.ty {
             ParamType::String => serde_json::from_str::<String>(raw.get()).ok().map(ArgValue::Str),
@@ -328,7 +299,7 @@ pub(crate) fn check_args(spec: &ToolSpec, arguments_json: &str) -> Result<Args, 
         let Some(value) = value else {
             return Err(format!(
                 "Invalid arguments for {}: argument {:?} must be {} {}",
-                spec.name,
+                spec.name(),
                 param.name,
                 if param.ty == ParamType::Integer { "an" } else { "a" },
                 param.ty.schema_name()
@@ -410,13 +381,13 @@ fn bad_length(tool: &str) -> Reply {
 }
 
 /// Runs the handler of `kind`. `Err` is a handler failure (the Rust form of "raises").
-pub(crate) async fn handle(kind: ToolKind, cx: &CallCx, args: Args) -> Result<Reply, Failure> {
+pub(crate) async fn handle(kind: FixtureTool, cx: &CallCx, args: Args) -> Result<Reply, Failure> {
     Ok(match kind {
-        ToolKind::Echo => text(args.str("text")),
-        ToolKind::Add => text(&(args.int("a") + args.int("b")).to_string()),
+        FixtureTool::Echo => text(args.str("text")),
+        FixtureTool::Add => text(&(args.int("a") + args.int("b")).to_string()),
         // D-01 / TP-CALL-07: the failure becomes an error result carrying its message.
-        ToolKind::Fail => return Err(Failure::new("fixture failure")),
-        ToolKind::FailSoft => error(
+        FixtureTool::Fail => return Err(Failure::new("fixture failure")),
+        FixtureTool::FailSoft => error(
             "soft failure",
             Some(ToolError {
                 error_code: "E_FIXTURE".into(),
@@ -425,13 +396,13 @@ pub(crate) async fn handle(kind: ToolKind, cx: &CallCx, args: Args) -> Result<Re
                 retryable: true,
             }),
         ),
-        ToolKind::Slow => slow(cx, args.int("steps")).await,
-        ToolKind::Big => match length(args.int("n")) {
+        FixtureTool::Slow => slow(cx, args.int("steps")).await,
+        FixtureTool::Big => match length(args.int("n")) {
             Some(n) => Reply::Response(CallToolResponse { result_json: x_json(n), ..Default::default() }),
             None => bad_length("big"),
         },
-        ToolKind::BigErr => big_err(cx.rid(), args.int("n")),
-        ToolKind::Toggle => {
+        FixtureTool::BigErr => big_err(cx.rid(), args.int("n")),
+        FixtureTool::Toggle => {
             // TP-CALL-15: the names exactly as the handler gives them.
             let mut r = CallToolResponse { result_json: text_json("ok"), ..Default::default() };
             if args.bool("enable") {
@@ -441,8 +412,8 @@ pub(crate) async fn handle(kind: ToolKind, cx: &CallCx, args: Args) -> Result<Re
             }
             Reply::Response(r)
         }
-        ToolKind::Secret => text("secret"),
-        ToolKind::Structured => {
+        FixtureTool::Secret => text("secret"),
+        FixtureTool::Structured => {
             // TP-CALL-16/17/18: a JSON object conforming to the output schema, also as text.
             let answer = json!({"answer": 42}).to_string();
             Reply::Response(CallToolResponse {
@@ -451,21 +422,21 @@ pub(crate) async fn handle(kind: ToolKind, cx: &CallCx, args: Args) -> Result<Re
                 ..Default::default()
             })
         }
-        ToolKind::Logit => {
+        FixtureTool::Logit => {
             // TP-LOG-01..05: one LogMessage, empty rid, level info, data_json a JSON string,
             // written before the result (same task, one ordered channel).
             cx.log("info", "fixture", &Value::from("fixture log").to_string()).await;
             text("logged")
         }
-        ToolKind::Narrow => {
+        FixtureTool::Narrow => {
             let reply = cx.reverse(ReverseKind::ActiveTools, env::set_allowed(["echo", "narrow"])).await?;
             match reply.msg {
                 Some(protomcp_proto::pb::envelope::Msg::ActiveTools(a)) => text(&a.tool_names.join(",")),
                 _ => return Err(Failure::new("unexpected answer to SetAllowedRequest")),
             }
         }
-        ToolKind::Ask => ask(cx, args.str("question")).await,
-        ToolKind::Roots => {
+        FixtureTool::Ask => ask(cx, args.str("question")).await,
+        FixtureTool::Roots => {
             let reply = cx.reverse(ReverseKind::Roots, protomcp_proto::pb::ListRootsRequest {}.into()).await?;
             match reply.msg {
                 Some(protomcp_proto::pb::envelope::Msg::ListRootsResponse(r)) => {
@@ -475,7 +446,7 @@ pub(crate) async fn handle(kind: ToolKind, cx: &CallCx, args: Args) -> Result<Re
                 _ => return Err(Failure::new("unexpected answer to ListRootsRequest")),
             }
         }
-        ToolKind::StreamBig => match length(args.int("n")) {
+        FixtureTool::StreamBig => match length(args.int("n")) {
             Some(n) => Reply::Stream(x_json(n)),
             None => bad_length("stream_big"),
         },
@@ -565,6 +536,12 @@ async fn ask(cx: &CallCx, question: &str) -> Reply {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_testee_registers_every_fixture_tool_once() {
+        let kinds: Vec<FixtureTool> = TOOLS.iter().map(|t| t.kind).collect();
+        assert_eq!(kinds, FixtureTool::all().collect::<Vec<_>>());
+    }
+
     fn spec(name: &str) -> &'static ToolSpec {
         find(name).expect("listed")
     }
@@ -581,10 +558,10 @@ mod tests {
     fn every_schema_is_an_object_schema() {
         for t in TOOLS {
             let s: Value = serde_json::from_str(&input_schema(t)).unwrap();
-            assert_eq!(s["type"], "object", "{}", t.name);
+            assert_eq!(s["type"], "object", "{}", t.name());
             assert!(s["properties"].is_object());
             let required = s.get("required").and_then(Value::as_array).map_or(0, Vec::len);
-            assert_eq!(required, t.params.len(), "{}", t.name);
+            assert_eq!(required, t.params.len(), "{}", t.name());
         }
         assert_eq!(hidden(), ["secret"]);
     }

@@ -26,6 +26,7 @@
 use std::collections::BTreeSet;
 
 use crate::envelopes::{self as env, Arm};
+use crate::fixture::FixtureTool;
 use crate::pb::Envelope;
 
 /// A tool of the fixture contract (Appendix B.1), or one that does not exist.
@@ -62,32 +63,31 @@ impl Tool {
         Tool::Unknown,
     ];
 
+    /// The fixture tool it is (`None` for [`Tool::Unknown`]).
+    pub fn fixture(self) -> Option<FixtureTool> {
+        Some(match self {
+            Tool::Echo => FixtureTool::Echo,
+            Tool::Add => FixtureTool::Add,
+            Tool::Fail => FixtureTool::Fail,
+            Tool::FailSoft => FixtureTool::FailSoft,
+            Tool::Slow => FixtureTool::Slow,
+            Tool::Big => FixtureTool::Big,
+            Tool::Toggle => FixtureTool::Toggle,
+            Tool::Secret => FixtureTool::Secret,
+            Tool::Structured => FixtureTool::Structured,
+            Tool::Logit => FixtureTool::Logit,
+            Tool::StreamBig => FixtureTool::StreamBig,
+            Tool::Unknown => return None,
+        })
+    }
+
     pub fn name(self) -> &'static str {
-        match self {
-            Tool::Echo => "echo",
-            Tool::Add => "add",
-            Tool::Fail => "fail",
-            Tool::FailSoft => "fail_soft",
-            Tool::Slow => "slow",
-            Tool::Big => "big",
-            Tool::Toggle => "toggle",
-            Tool::Secret => "secret",
-            Tool::Structured => "structured",
-            Tool::Logit => "logit",
-            Tool::StreamBig => "stream_big",
-            Tool::Unknown => "no_such_tool",
-        }
+        self.fixture().map_or("no_such_tool", FixtureTool::name)
     }
 
     /// The feature (spec §1.3) a testee must claim to register the tool.
     pub fn feature(self) -> Option<&'static str> {
-        match self {
-            Tool::Secret => Some("hidden"),
-            Tool::Structured => Some("structured"),
-            Tool::Logit => Some("log"),
-            Tool::StreamBig => Some("stream"),
-            _ => None,
-        }
+        self.fixture().and_then(FixtureTool::feature)
     }
 }
 
