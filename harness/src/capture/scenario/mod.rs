@@ -36,9 +36,9 @@ use crate::explore::yaml_out::{escape, flow_verbatim};
 use crate::scenario::pattern::KEYWORDS;
 use crate::transcript::{Dir, Item};
 
-/// `T_PROMPT` and `T_START` of the spec, in ms.
-const T_PROMPT: u64 = 1000;
-const T_START: u64 = 10_000;
+/// `T_PROMPT` and `T_START` of the spec ([`protomcp_proto::spec`]), in ms.
+const T_PROMPT: u64 = protomcp_proto::spec::T_PROMPT.as_millis() as u64;
+const T_START: u64 = protomcp_proto::spec::T_START.as_millis() as u64;
 /// The longest wait written for one step.
 const WITHIN_MAX: u64 = 120_000;
 /// The note of a RawHeader frame and of the payload item after it (as the relay records them).

@@ -23,8 +23,7 @@ use tokio_util::codec::FramedRead;
 
 /// Deadline of every single wait.
 pub const WAIT: Duration = Duration::from_secs(5);
-/// `T_PROMPT` of the spec.
-pub const T_PROMPT: Duration = Duration::from_secs(1);
+pub use protomcp_proto::spec::T_PROMPT;
 
 /// Every tool of Appendix B.1.
 pub const ALL_TOOLS: [&str; 15] = [
