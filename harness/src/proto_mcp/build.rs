@@ -9,6 +9,7 @@ use prost::Message;
 use protomcp_proto::mcp::pb;
 use protomcp_proto::mcp::prost_types::Any;
 use protomcp_proto::mcp::{Arm, default_handshake};
+use protomcp_proto::varint::put as varint;
 use serde_json::Value;
 
 /// What one `send` step writes.
@@ -22,7 +23,7 @@ pub struct Outgoing {
 }
 
 /// Replaces `{{name}}` in every string of `v` with `vars[name]` (an unknown name is an error).
-pub fn substitute(v: &Value, vars: &HashMap<String, String>) -> Result<Value, String> {
+pub(crate) fn substitute(v: &Value, vars: &HashMap<String, String>) -> Result<Value, String> {
     Ok(match v {
         Value::String(s) => {
             let mut out = String::new();
@@ -48,7 +49,7 @@ pub fn substitute(v: &Value, vars: &HashMap<String, String>) -> Result<Value, St
     })
 }
 
-pub fn hex(text: &str) -> Result<Vec<u8>, String> {
+pub(crate) fn hex(text: &str) -> Result<Vec<u8>, String> {
     protomcp_proto::dynamic::hex_decode(text)
 }
 
@@ -185,14 +186,6 @@ fn arm_body(arm: Arm, v: &Value) -> Result<Vec<u8>, String> {
     })
 }
 
-fn varint(mut n: u64, out: &mut Vec<u8>) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
 /// An unknown length-delimited field 15 (`7a len bytes`) of `n` bytes of `z`.
 fn unknown_15(n: usize) -> Vec<u8> {
     let mut out = vec![0x7a];
@@ -205,7 +198,7 @@ fn unknown_15(n: usize) -> Vec<u8> {
 /// `inner_extra_hex` (appended inside the arm), `outer_extra_hex` (appended to MCPMessage),
 /// `inner_unknown_len` (an unknown field 15 of that many bytes inside the arm) and `pad_to`
 /// (such a field sized so that the frame has at least that many bytes).
-pub fn message_frame(v: &Value) -> Result<(Vec<u8>, String), String> {
+pub(crate) fn message_frame(v: &Value) -> Result<(Vec<u8>, String), String> {
     let m = v.as_object().ok_or("a message is a map")?;
     let id = match m.get("id") {
         None => 0,
@@ -260,7 +253,7 @@ pub fn message_frame(v: &Value) -> Result<(Vec<u8>, String), String> {
 }
 
 /// The bytes of a `send` step.
-pub fn outgoing(v: &Value) -> Result<Outgoing, String> {
+pub(crate) fn outgoing(v: &Value) -> Result<Outgoing, String> {
     let pace = v.get("pace_ms").and_then(Value::as_u64).map(Duration::from_millis);
     let mut label = Vec::new();
     let mut bytes = Vec::new();
