@@ -50,7 +50,7 @@ pub(crate) fn substitute(v: &Value, vars: &HashMap<String, String>) -> Result<Va
 }
 
 pub(crate) fn hex(text: &str) -> Result<Vec<u8>, String> {
-    protomcp_proto::dynamic::hex_decode(text)
+    protomcp_proto::dynamic::hex_decode(text).map_err(|e| e.to_string())
 }
 
 fn text(v: &Value, key: &str) -> Result<String, String> {

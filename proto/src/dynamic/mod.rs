@@ -113,7 +113,7 @@ pub enum DynErrorKind {
     #[error("{value} is out of range for {kind}")]
     OutOfRange { kind: &'static str, value: String },
     #[error("invalid hex: {0}")]
-    BadHex(String),
+    BadHex(HexError),
     #[error("`hex` and `text` disagree")]
     BytesDisagree,
     #[error("{0}")]
@@ -177,18 +177,27 @@ fn put_len_delimited(number: u32, bytes: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(bytes);
 }
 
+/// Why hex text does not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HexError {
+    #[error("odd number of hex digits ({0})")]
+    OddDigits(usize),
+    #[error("`{}` is not a hex digit", char::from(*.0).escape_default())]
+    NotHex(u8),
+}
+
 /// Decodes hex text; ASCII whitespace is ignored.
-pub fn hex_decode(text: &str) -> Result<Vec<u8>, String> {
+pub fn hex_decode(text: &str) -> Result<Vec<u8>, HexError> {
     let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
     if !digits.len().is_multiple_of(2) {
-        return Err(format!("odd number of hex digits ({})", digits.len()));
+        return Err(HexError::OddDigits(digits.len()));
     }
-    let nibble = |b: u8| -> Result<u8, String> {
+    let nibble = |b: u8| -> Result<u8, HexError> {
         match b {
             b'0'..=b'9' => Ok(b - b'0'),
             b'a'..=b'f' => Ok(b - b'a' + 10),
             b'A'..=b'F' => Ok(b - b'A' + 10),
-            other => Err(format!("`{}` is not a hex digit", char::from(other).escape_default())),
+            other => Err(HexError::NotHex(other)),
         }
     };
     digits.chunks(2).map(|p| Ok((nibble(p[0])? << 4) | nibble(p[1])?)).collect()

@@ -163,7 +163,7 @@ pub(super) fn stream_result(
     use protomcp_proto::dynamic;
     let bad = |why: String| CaptureError::Unsupported(format!("a stream frame of the tool process: {why}"));
     let body = match hex {
-        Some(h) => dynamic::hex_decode(&h.replace(' ', "")).map_err(bad)?,
+        Some(h) => dynamic::hex_decode(&h.replace(' ', "")).map_err(|e| bad(e.to_string()))?,
         None => dynamic::encode(tree).map_err(|e| bad(e.to_string()))?,
     };
     let envelope =
