@@ -184,6 +184,12 @@ fn refused_call(env: &pb::Envelope, tools: &[String]) -> Option<Finding> {
 /// known here: the runner's steps judge the deadlines (BR-LIFECYCLE-03's `T_PROMPT` included), the
 /// model judges what was answered, how, and how often.
 pub fn check_bridge_transcript(items: &[Item]) -> Vec<Finding> {
+    check_bridge_transcript_split(items).0
+}
+
+/// [`check_bridge_transcript`], and how many of the findings came before the end of the session
+/// (the rest are what the end found still owed: requests unanswered, changes unannounced).
+pub fn check_bridge_transcript_split(items: &[Item]) -> (Vec<Finding>, usize) {
     let mut m = BridgeModel::new();
     let mut tool = ToolSide::default();
     let mut own = Vec::new();
@@ -227,9 +233,10 @@ pub fn check_bridge_transcript(items: &[Item]) -> Vec<Finding> {
             _ => {}
         }
     }
+    let streaming = own.len() + m.findings().len();
     // Every deadline has passed: what is still owed is owed for good.
     own.extend(m.finish(u64::MAX / 2));
-    own
+    (own, streaming)
 }
 
 /// What the host saw, normalized for comparing bridges: per request id (in the order sent), the
@@ -317,7 +324,7 @@ pub async fn run_case(case: &BridgeCase, targets: &[Arc<Target>], cfg: &Config, 
     let mut failure = None;
     let mut known = Vec::new();
     for (r, t) in results.iter().zip(targets) {
-        let mut findings = check_bridge_transcript(&r.transcript.to_vec());
+        let (mut findings, streaming) = check_bridge_transcript_split(&r.transcript.to_vec());
         let failed = !matches!(r.verdict, Verdict::Pass | Verdict::Skip);
         if failed && findings.is_empty() {
             // The runner's step failed and the model saw nothing wrong in what was exchanged:
@@ -332,8 +339,13 @@ pub async fn run_case(case: &BridgeCase, targets: &[Arc<Target>], cfg: &Config, 
         }
         // A deviation the target's known-failures file already records (by requirement) is
         // counted, not reported: the exploration looks for the ones the catalogue lacks.
+        // When a step failed, the session stopped there: what the end finds still owed follows
+        // from the stop, and a step that checks a known requirement may be what stopped it.
         let baseline = known_requirements(t);
-        if !findings.is_empty() && findings.iter().all(|f| baseline.contains(f.requirement)) {
+        let all_known = |f: &[Finding]| !f.is_empty() && f.iter().all(|f| baseline.contains(f.requirement));
+        let step_known = failed && r.broken.iter().any(|b| baseline.contains(b.as_str()));
+        let before_end = &findings[..streaming.min(findings.len())];
+        if all_known(&findings) || (step_known && (before_end.is_empty() || all_known(before_end))) {
             known.extend(findings.iter().map(|f| (t.name.clone(), f.requirement)));
             continue;
         }
