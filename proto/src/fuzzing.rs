@@ -686,3 +686,23 @@ pub fn check_gate_verdict(blank: bool, parsed: Option<&serde_json::Value>, id_in
         }
     }
 }
+
+/// Replays every file of a committed seed corpus (`dir`, at least five files) through a target's
+/// body, naming the file whose input broke an invariant. `cargo test` calls it for every target
+/// of both cargo-fuzz crates (`fuzz/`, `scenario/fuzz/`).
+pub fn replay_seeds(dir: &std::path::Path, body: fn(&[u8])) {
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 5, "{}: a seed corpus, not {} files", dir.display(), files.len());
+    for path in files {
+        let data = std::fs::read(&path).unwrap();
+        if let Err(panic) = std::panic::catch_unwind(|| body(&data)) {
+            let why = panic.downcast_ref::<String>().cloned().or(panic.downcast_ref::<&str>().map(|s| s.to_string()));
+            panic!("{}: {}", path.display(), why.unwrap_or_default());
+        }
+    }
+}

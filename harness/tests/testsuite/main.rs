@@ -5,7 +5,6 @@
 mod common;
 mod loader;
 
-mod fuzz_seeds;
 mod module_cycles;
 mod proto_mcp_profile;
 mod runner_process;
