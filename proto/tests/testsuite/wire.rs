@@ -3,7 +3,7 @@
 //! numbers and tag bytes of spec §2.2, written out here by hand from the spec.
 //!
 //! To regenerate the checked-in bytes after a deliberate change: `PROTOMCP_BLESS=1 cargo test -p
-//! protomcp-proto --test wire`, then read the diff.
+//! protomcp-proto --test testsuite wire`, then read the diff.
 
 use std::path::PathBuf;
 
