@@ -458,6 +458,20 @@ impl Handler {
     }
 
     /// Records a host request as the JSON-RPC message it was (transports that do not trace raw lines).
+    /// A list method's answer (`tools/list`, …): one page of `items` under `key`, traced.
+    fn list_page<T: serde::Serialize + DeserializeOwned>(
+        &self,
+        id: &m::RequestId,
+        method: &str,
+        key: &str,
+        items: Vec<Value>,
+        request: &Option<m::PaginatedRequestParams>,
+    ) -> Result<T, ErrorData> {
+        self.trace_request(id, method, request);
+        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+        self.traced(id, page(self.bridge.cfg.page_size, key, items, cursor).and_then(from_json))
+    }
+
     fn trace_request(&self, id: &m::RequestId, method: &str, params: &impl serde::Serialize) {
         if !self.session.trace {
             return;
@@ -540,14 +554,7 @@ impl ServerHandler for Handler {
         request: Option<m::PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<m::ListToolsResult, ErrorData> {
-        self.trace_request(&context.id, "tools/list", &request);
-        let page = page(
-            self.bridge.cfg.page_size,
-            "tools",
-            self.bridge.tools(),
-            request.as_ref().and_then(|r| r.cursor.as_deref()),
-        );
-        self.traced(&context.id, page.and_then(from_json))
+        self.list_page(&context.id, "tools/list", "tools", self.bridge.tools(), &request)
     }
 
     async fn call_tool(
@@ -581,14 +588,7 @@ impl ServerHandler for Handler {
         request: Option<m::PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<m::ListResourcesResult, ErrorData> {
-        self.trace_request(&context.id, "resources/list", &request);
-        let page = page(
-            self.bridge.cfg.page_size,
-            "resources",
-            self.bridge.resources(),
-            request.as_ref().and_then(|r| r.cursor.as_deref()),
-        );
-        self.traced(&context.id, page.and_then(from_json))
+        self.list_page(&context.id, "resources/list", "resources", self.bridge.resources(), &request)
     }
 
     async fn list_resource_templates(
@@ -596,14 +596,7 @@ impl ServerHandler for Handler {
         request: Option<m::PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<m::ListResourceTemplatesResult, ErrorData> {
-        self.trace_request(&context.id, "resources/templates/list", &request);
-        let page = page(
-            self.bridge.cfg.page_size,
-            "resourceTemplates",
-            self.bridge.templates(),
-            request.as_ref().and_then(|r| r.cursor.as_deref()),
-        );
-        self.traced(&context.id, page.and_then(from_json))
+        self.list_page(&context.id, "resources/templates/list", "resourceTemplates", self.bridge.templates(), &request)
     }
 
     async fn read_resource(
@@ -646,14 +639,7 @@ impl ServerHandler for Handler {
         request: Option<m::PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<m::ListPromptsResult, ErrorData> {
-        self.trace_request(&context.id, "prompts/list", &request);
-        let page = page(
-            self.bridge.cfg.page_size,
-            "prompts",
-            self.bridge.prompts(),
-            request.as_ref().and_then(|r| r.cursor.as_deref()),
-        );
-        self.traced(&context.id, page.and_then(from_json))
+        self.list_page(&context.id, "prompts/list", "prompts", self.bridge.prompts(), &request)
     }
 
     async fn get_prompt(
