@@ -17,8 +17,8 @@ use protomcp_proto::envelopes as env;
 use protomcp_proto::pb::envelope::Msg;
 use protomcp_proto::pb::{
     CallToolResponse, CompletionRequest, CompletionResponse, Envelope, GetPromptRequest, GetPromptResponse,
-    PromptArgument, PromptDefinition, PromptListResponse, PromptMessage, ReadResourceResponse, ResourceContent,
-    ResourceListResponse, ResourceTemplateDefinition, ResourceTemplateListResponse, SamplingRequest, ToolDefinition,
+    PromptArgument, PromptDefinition, PromptListResponse, PromptMessage, ReadResourceResponse, ResourceListResponse,
+    ResourceTemplateDefinition, ResourceTemplateListResponse, SamplingRequest, ToolDefinition,
 };
 use serde_json::{Value, json};
 
@@ -269,12 +269,7 @@ fn list_templates() -> ResourceTemplateListResponse {
 /// The contents of `uri`; zero contents when nothing matches (TP-RESOURCE-10). `{id}` matches one
 /// or more characters other than `/` (TP-RESOURCE-06).
 fn read(uri: &str) -> ReadResourceResponse {
-    let content = |mime: &str, text: String, blob: &[u8]| ResourceContent {
-        uri: uri.into(),
-        mime_type: mime.into(),
-        text,
-        blob: blob.to_vec().into(),
-    };
+    let content = |mime: &str, text: String, blob: &[u8]| super::resources::resource_content(uri, mime, text, blob);
     let found = match uri {
         STATIC_TEXT_URI => Some(content(TEXT_PLAIN, STATIC_TEXT.into(), &[])),
         STATIC_BINARY_URI => Some(content(IMAGE_PNG, String::new(), RED_PIXEL_PNG)),

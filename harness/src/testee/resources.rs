@@ -79,12 +79,7 @@ pub(crate) fn list_templates() -> ResourceTemplateListResponse {
 /// Binary content travels as blob, never as text (TP-RESOURCE-08). The failing handler gives
 /// zero contents, with a line on stderr (TP-RESOURCE-10/11).
 pub(crate) fn read(uri: &str) -> ReadResourceResponse {
-    let content = |mime: &str, text: String, blob: &[u8]| ResourceContent {
-        uri: uri.into(),
-        mime_type: mime.into(),
-        text,
-        blob: blob.to_vec().into(),
-    };
+    let content = |mime: &str, text: String, blob: &[u8]| resource_content(uri, mime, text, blob);
     let found = match uri {
         STATIC_URI => Some(content(TEXT_PLAIN, STATIC_TEXT.into(), &[])),
         ITEM_ZERO_URI => Some(content(TEXT_PLAIN, ITEM_ZERO_TEXT.into(), &[])),
@@ -176,6 +171,12 @@ pub(crate) fn complete(req: &CompletionRequest) -> CompletionResponse {
     let values: Vec<String> =
         candidates.iter().filter(|n| n.starts_with(req.argument_value.as_str())).map(|n| (*n).to_owned()).collect();
     CompletionResponse { total: values.len() as i32, values, has_more: false }
+}
+
+/// One content of a resource read: `text` or `blob` (binary never travels as text,
+/// TP-RESOURCE-08), with the URI asked for and a mime type.
+pub(crate) fn resource_content(uri: &str, mime: &str, text: String, blob: &[u8]) -> ResourceContent {
+    ResourceContent { uri: uri.into(), mime_type: mime.into(), text, blob: blob.to_vec().into() }
 }
 
 #[cfg(test)]
