@@ -19,13 +19,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use protomcp_harness::bridge::link::{Dispatch, Link};
+use protomcp_harness::bridge::link::{Link, Quiet};
 use protomcp_harness::bridge::process::ToolProcess;
-use protomcp_harness::bridge::state::ToolOp;
 use protomcp_harness::host::StdioHost;
 use protomcp_proto::EnvelopeExt;
 use protomcp_proto::envelopes as env;
-use protomcp_proto::pb::{self, Envelope, envelope::Msg};
+use protomcp_proto::pb::envelope::Msg;
 use serde_json::{Value, json};
 
 const SEQUENTIAL: usize = 3000;
@@ -35,20 +34,6 @@ const THROUGHPUT_CALLS: usize = 8000;
 
 fn bin() -> String {
     env!("CARGO_BIN_EXE_protomcp-conform").to_owned()
-}
-
-struct Quiet;
-
-impl Dispatch for Quiet {
-    fn control(&self, _op: &ToolOp) -> Vec<String> {
-        Vec::new()
-    }
-    fn progress(&self, _p: pb::ProgressNotification) {}
-    fn log(&self, _l: pb::LogMessage) {}
-    fn resource_changed(&self, _uri: String) {}
-    fn reverse(&self, _link: Arc<Link>, _rid: String, _msg: Msg) {}
-    fn diag(&self, _line: String) {}
-    fn trace(&self, _from_tp: bool, _envelope: &Envelope) {}
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {

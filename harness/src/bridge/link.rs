@@ -429,23 +429,25 @@ impl Link {
 use protomcp_proto::EnvelopeExt;
 use tokio::io::AsyncWriteExt;
 
+/// A [`Dispatch`] that drops everything but answers: for a link driven only through
+/// [`Link::request`] (tests, benchmarks).
+pub struct Quiet;
+
+impl Dispatch for Quiet {
+    fn control(&self, _op: &ToolOp) -> Vec<String> {
+        Vec::new()
+    }
+    fn progress(&self, _p: pb::ProgressNotification) {}
+    fn log(&self, _l: pb::LogMessage) {}
+    fn resource_changed(&self, _uri: String) {}
+    fn reverse(&self, _link: Arc<Link>, _rid: String, _msg: Msg) {}
+    fn diag(&self, _line: String) {}
+    fn trace(&self, _from_tp: bool, _envelope: &Envelope) {}
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    struct Quiet;
-
-    impl Dispatch for Quiet {
-        fn control(&self, _op: &ToolOp) -> Vec<String> {
-            Vec::new()
-        }
-        fn progress(&self, _p: pb::ProgressNotification) {}
-        fn log(&self, _l: pb::LogMessage) {}
-        fn resource_changed(&self, _uri: String) {}
-        fn reverse(&self, _link: Arc<Link>, _rid: String, _msg: Msg) {}
-        fn diag(&self, _line: String) {}
-        fn trace(&self, _from_tp: bool, _envelope: &Envelope) {}
-    }
 
     #[tokio::test]
     async fn a_tool_process_that_does_not_read_makes_requests_fail_once_the_queue_is_full() {
