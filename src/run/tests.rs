@@ -37,24 +37,9 @@ fn the_default_runs_bridge_is_the_reference_bridge_manifest() {
 #[test]
 fn skipped_scenarios_fold_into_one_line_per_reason() {
     let s = |id: &str, why: &str| CaseResult {
-        id: id.into(),
-        title: String::new(),
-        file: String::new(),
-        requirements: Vec::new(),
-        broken: Vec::new(),
-        held: Vec::new(),
-        level: protomcp_harness::requirements::Level::Must,
         verdict: runner::Verdict::Skip,
         message: why.into(),
-        duration: std::time::Duration::ZERO,
-        transcript_tail: Vec::new(),
-        transcript: Default::default(),
-        stderr_tail: String::new(),
-        command: Vec::new(),
-        runs: Vec::new(),
-        intermittent: false,
-        resources: None,
-        golden: None,
+        ..CaseResult::blank(id)
     };
     let mut rs: Vec<CaseResult> = (0..5).map(|i| s(&format!("bridge.x{i}"), "a bridge scenario")).collect();
     rs.push(s("calls.a", "feature not claimed: x\nmore"));
