@@ -69,23 +69,35 @@ pub struct Endpoint {
     pub path: String,
 }
 
+/// Why a URL names no endpoint the host driver can reach.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UrlError {
+    #[error("{0:?}: only http:// URLs are supported")]
+    NotHttp(String),
+    #[error("{url:?}: port {port:?} is not a number")]
+    BadPort { url: String, port: String },
+    #[error("{0:?}: no host")]
+    NoHost(String),
+}
+
 impl Endpoint {
     /// Parses `http://HOST[:PORT][/PATH]` (port 80 and path `/` by default; `[v6]` hosts).
-    pub fn parse(url: &str) -> Result<Endpoint, String> {
-        let rest = url.strip_prefix("http://").ok_or_else(|| format!("{url:?}: only http:// URLs are supported"))?;
+    pub fn parse(url: &str) -> Result<Endpoint, UrlError> {
+        let rest = url.strip_prefix("http://").ok_or_else(|| UrlError::NotHttp(url.to_owned()))?;
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
         };
         let (host, port) = match authority.rsplit_once(':') {
             Some((h, p)) if !p.contains(']') => {
-                (h, p.parse::<u16>().map_err(|_| format!("{url:?}: port {p:?} is not a number"))?)
+                (h, p.parse::<u16>().map_err(|_| UrlError::BadPort { url: url.to_owned(), port: p.to_owned() })?)
             }
             _ => (authority, 80),
         };
         let host = host.trim_start_matches('[').trim_end_matches(']');
         if host.is_empty() {
-            return Err(format!("{url:?}: no host"));
+            return Err(UrlError::NoHost(url.to_owned()));
         }
         Ok(Endpoint { authority: authority.to_owned(), host: host.to_owned(), port, path: path.to_owned() })
     }
