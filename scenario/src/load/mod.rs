@@ -1,0 +1,209 @@
+//! Reading scenario files: serde-saphyr for the structure (unknown keys rejected), then every
+//! check that needs the spec, the schema or the steps before — each error with its
+//! `file:line:col`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use protomcp_proto::dynamic::{DynErrorKind, PathSeg};
+use protomcp_proto::envelopes::Arm;
+use regex::Regex;
+use serde_saphyr::Spanned;
+
+use super::error::{ScenarioError, ScenarioErrors};
+use super::model::*;
+use super::pattern::{Compiler, Pattern};
+use super::raw::{self, Ms, RawScenario, RawStep, RawStepEntry};
+use super::template::{self, Template};
+use super::yaml::{Loc, Node, NodeKind};
+use crate::Misbehave;
+use crate::requirements::{self, Level, strength};
+
+mod action;
+mod scenario;
+mod steps;
+
+/// Largest scenario file the loader reads.
+pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Loads one scenario file.
+pub fn load_file(path: &Path) -> Result<Scenario, ScenarioErrors> {
+    let text = read(path)?;
+    parse_str(path, &text)
+}
+
+fn read(path: &Path) -> Result<String, ScenarioError> {
+    let io = |e: std::io::Error| ScenarioError::new(path, Loc::default(), format!("cannot read: {e}"));
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(ScenarioError::new(
+            path,
+            Loc::default(),
+            format!("{} bytes is more than a scenario file may have ({MAX_FILE_BYTES})", meta.len()),
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(io)?;
+    String::from_utf8(bytes).map_err(|e| {
+        ScenarioError::new(path, Loc::default(), format!("not UTF-8 (at byte {})", e.utf8_error().valid_up_to()))
+    })
+}
+
+/// Every `*.yaml` / `*.yml` file under `root`, recursively, sorted by path. Directories and
+/// files whose name starts with `.` are skipped; symbolic links to directories are not followed.
+pub fn scenario_files(root: &Path) -> Result<Vec<PathBuf>, ScenarioError> {
+    fn walk(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) -> Result<(), ScenarioError> {
+        let io = |e: std::io::Error| ScenarioError::new(dir, Loc::default(), format!("cannot list the directory: {e}"));
+        if depth > 32 {
+            return Err(ScenarioError::new(dir, Loc::default(), "directories nested more than 32 deep"));
+        }
+        for entry in std::fs::read_dir(dir).map_err(io)? {
+            let entry = entry.map_err(io)?;
+            let path = entry.path();
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let kind = entry.file_type().map_err(io)?;
+            if kind.is_dir() && depth == 0 && entry.file_name() == "proto-mcp" {
+                // Another profile's catalogue, in its own language (harness::proto_mcp).
+                continue;
+            }
+            if kind.is_dir() {
+                walk(&path, depth + 1, out)?;
+            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") && path.is_file() {
+                out.push(path);
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(root, 0, &mut out)?;
+    out.sort();
+    Ok(out)
+}
+
+/// Loads every scenario under `root` (see [`scenario_files`]), sorted by path. Every file is
+/// read even after an error, so that all problems are reported at once; scenario ids must be
+/// unique across the directory.
+pub fn load_dir(root: &Path) -> Result<Vec<Scenario>, ScenarioErrors> {
+    let files = scenario_files(root)?;
+    let mut scenarios = Vec::new();
+    let mut errors = Vec::new();
+    let mut seen: HashMap<String, (PathBuf, Loc)> = HashMap::new();
+    for file in files {
+        match load_file(&file) {
+            Ok(s) => {
+                if let Some((first, loc)) = seen.get(&s.id) {
+                    errors.push(ScenarioError::new(
+                        &s.file,
+                        s.id_loc,
+                        format!(
+                            "duplicate scenario id `{}`: also defined at {}:{}:{}",
+                            s.id,
+                            first.display(),
+                            loc.line,
+                            loc.col
+                        ),
+                    ));
+                } else {
+                    seen.insert(s.id.clone(), (s.file.clone(), s.id_loc));
+                }
+                scenarios.push(s);
+            }
+            Err(e) => errors.extend(e.0),
+        }
+    }
+    if errors.is_empty() { Ok(scenarios) } else { Err(ScenarioErrors(errors)) }
+}
+
+/// Parses and checks one scenario. `file` is only used for error messages and
+/// [`Scenario::file`].
+pub fn parse_str(file: &Path, text: &str) -> Result<Scenario, ScenarioErrors> {
+    let raw: RawScenario = match serde_saphyr::from_str_with_options(text, super::yaml::options()) {
+        Ok(r) => r,
+        Err(e) => {
+            let loc = e.location().map(|l| Loc::of(&l)).filter(|l| l.is_known()).unwrap_or(Loc::new(1, 1));
+            return Err(ScenarioError::new(file, loc, super::yaml::plain_message(&e)).into());
+        }
+    };
+    let mut c = Checker { file, errors: Vec::new() };
+    let scenario = c.scenario(raw);
+    if c.errors.is_empty() {
+        Ok(scenario)
+    } else {
+        c.errors.sort_by_key(|e| (e.line, e.col));
+        Err(ScenarioErrors(c.errors))
+    }
+}
+
+fn loc<T>(s: &Spanned<T>) -> Loc {
+    Loc::of_spanned(s)
+}
+
+fn ms(d: Option<&Spanned<Ms>>, default: Duration) -> Duration {
+    d.map_or(default, |m| Duration::from_millis(m.value.0))
+}
+
+fn id_syntax() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| Regex::new(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*(?:\.[a-z0-9]+(?:[-_][a-z0-9]+)*)+$").expect("valid"))
+}
+
+fn env_name() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| Regex::new(r"^[A-Za-z_][A-Za-z0-9_]*$").expect("valid"))
+}
+
+struct Checker<'a> {
+    file: &'a Path,
+    errors: Vec<ScenarioError>,
+}
+
+/// What the steps so far did to the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Conn {
+    Open,
+    /// `close: {mode: write}` at this place.
+    WriteClosed(Loc),
+    /// `close: {}` at this place.
+    Closed(Loc),
+}
+
+impl Checker<'_> {
+    fn error(&mut self, loc: Loc, message: impl Into<String>) {
+        self.errors.push(ScenarioError::new(self.file, loc, message));
+    }
+}
+
+impl raw::RawSignal {
+    /// The name without a `SIG` prefix.
+    fn value_name(&self) -> &str {
+        self.name.value.strip_prefix("SIG").unwrap_or(&self.name.value)
+    }
+}
+
+/// Calls `f` with every string in the tree and where it is.
+fn walk_strings(node: &Node, f: &mut dyn FnMut(&str, Loc)) {
+    match &node.kind {
+        NodeKind::Str(s) => f(s, node.loc),
+        NodeKind::Seq(items) => items.iter().for_each(|n| walk_strings(n, f)),
+        NodeKind::Map(entries) => entries.iter().for_each(|(_, n)| walk_strings(n, f)),
+        _ => {}
+    }
+}
+
+/// "unknown requirement" with a hint: the right spelling, or the IDs of the area.
+fn unknown_requirement(id: &str) -> String {
+    let upper = id.to_ascii_uppercase();
+    if upper != id && requirements::get(&upper).is_some() {
+        return format!("unknown requirement `{id}`; did you mean {upper}?");
+    }
+    let prefix: String = upper.rsplit_once('-').map(|(p, _)| format!("{p}-")).unwrap_or_default();
+    let area: Vec<&str> =
+        requirements::all().iter().filter(|r| !prefix.is_empty() && r.id.starts_with(&prefix)).map(|r| r.id).collect();
+    match (area.first(), area.last()) {
+        (Some(first), Some(last)) => format!("unknown requirement `{id}`; {prefix}* runs from {first} to {last}"),
+        _ => format!("unknown requirement `{id}`; IDs look like TP-CALL-01 (see spec/protocol.md)"),
+    }
+}
