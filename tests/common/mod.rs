@@ -99,7 +99,7 @@ pub fn text(o: &Output) -> String {
 }
 
 /// `--scenarios DIR` for every directory of the bridge catalogue but `soak/` (the whole-catalogue
-/// tests leave the soaks to tests/soak.rs: they take about a minute).
+/// tests leave the soaks to tests/testsuite/soak.rs: they take about a minute).
 pub fn bridge_catalogue_without_soaks() -> Vec<std::ffi::OsString> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(root.join("scenarios/bridge"))

@@ -52,7 +52,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 /// Delay before the first restart attempt; doubled for each further one.
 pub const RESTART_DELAY: Duration = Duration::from_millis(250);
 
-/// A hidden switch of the reference bridge for the harness's own tests (tests/explore_bridge.rs):
+/// A hidden switch of the reference bridge for the harness's own tests (tests/testsuite/explore_bridge.rs):
 /// `unanswered-after-restart`: a tools/call that arrives after the tool process was restarted is
 /// never answered (a planted bug `explore --bridge` must find); `unknown-tool-as-result`: a
 /// tools/call of an unknown tool gets an isError result instead of an error (a difference a
@@ -693,7 +693,7 @@ impl Bridge {
             match g.tools.get_active(name) {
                 Some(d) => !d.output_schema_json.is_empty(),
                 None if std::env::var_os(PLANTED_BUG).is_some_and(|v| v == "unknown-tool-as-result") => {
-                    // The planted divergence (tests/explore_bridge.rs): an isError result where
+                    // The planted divergence (tests/testsuite/explore_bridge.rs): an isError result where
                     // BR-CALL-04 wants error -32602.
                     return Ok(json!({"content": [{"type": "text", "text": format!("unknown tool: {name}")}], "isError": true}));
                 }
@@ -703,7 +703,7 @@ impl Bridge {
         if std::env::var_os(PLANTED_BUG).is_some_and(|v| v == "unanswered-after-restart")
             && link.generation > 1
         {
-            // The planted bug (tests/explore_bridge.rs): after a restart, calls are never
+            // The planted bug (tests/testsuite/explore_bridge.rs): after a restart, calls are never
             // answered (BR-MCP-19), as a bridge that lost its new link's call table would do.
             std::future::pending::<()>().await;
         }

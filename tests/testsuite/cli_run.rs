@@ -22,8 +22,7 @@ fn scenarios_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios")
 }
 
-mod common;
-use common::{Sandbox, code, text};
+use crate::common::{Sandbox, code, text};
 
 fn with_examples(c: &mut Command) -> &mut Command {
     for f in EXAMPLES {

@@ -8,8 +8,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-mod common;
-use common::{EXE, Sandbox, code, text};
+use crate::common::{EXE, Sandbox, code, text};
 
 fn chromium() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("PROTOMCP_CONFORM_CHROMIUM") {

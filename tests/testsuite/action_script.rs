@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-mod common;
-use common::{EXE, Sandbox, text};
+use crate::common::{EXE, Sandbox, text};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -7,8 +7,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-mod common;
-use common::{EXE, Sandbox, code, text};
+use crate::common::{EXE, Sandbox, code, text};
 
 fn soak(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/soak").join(name)

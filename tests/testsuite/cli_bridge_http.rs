@@ -5,8 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-mod common;
-use common::{EXE, Sandbox, bridge_catalogue_without_soaks, text};
+use crate::common::{EXE, Sandbox, bridge_catalogue_without_soaks, text};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

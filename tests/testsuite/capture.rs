@@ -4,7 +4,6 @@
 //! Python SDK testee (SKIP with the reason when pmcp or the Python venv is not there). Nothing
 //! may be left behind: no process, no temp dir.
 
-mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -12,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{EXE, Sandbox, code, text};
+use crate::common::{EXE, Sandbox, code, text};
 use serde_json::{Value, json};
 
 fn root() -> &'static Path {

@@ -6,8 +6,7 @@ use std::path::Path;
 
 const EXE: &str = env!("CARGO_BIN_EXE_protomcp-conform");
 
-mod common;
-use common::{Sandbox, text};
+use crate::common::{Sandbox, text};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

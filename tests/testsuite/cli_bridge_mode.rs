@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 const EXE: &str = env!("CARGO_BIN_EXE_protomcp-conform");
 
-mod common;
-use common::{Sandbox, bridge_catalogue_without_soaks, text};
+use crate::common::{Sandbox, bridge_catalogue_without_soaks, text};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
