@@ -1,0 +1,363 @@
+use serde_json::json;
+
+use super::*;
+use crate::EnvelopeExt;
+use crate::envelopes as env;
+
+fn call(id: u64, name: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": {}}})
+}
+
+fn result(id: u64, content: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": {"content": content}})
+}
+
+fn reqs(f: &[Finding]) -> Vec<&str> {
+    f.iter().map(|f| f.requirement).collect()
+}
+
+#[test]
+fn a_call_forwarded_and_answered_with_what_the_tool_process_sent_is_clean() {
+    let mut m = BridgeModel::new();
+    m.host_sent("a", &call(1, "echo"));
+    m.tool_received(&env::call_tool("echo", "{}").with_rid("r1"));
+    let r = pb::CallToolResponse { result_json: r#"[{"type":"text","text":"hi"},5]"#.into(), ..Default::default() };
+    m.tool_sent(&pb::Envelope { request_id: "r1".into(), msg: Some(Msg::CallResult(r)), ..Default::default() });
+    m.host_received("a", 10, &result(1, json!([{"type": "text", "text": "hi"}, {"type": "text", "text": "5"}])));
+    assert_eq!(m.finish(20), vec![]);
+}
+
+#[test]
+fn a_second_response_and_a_response_to_a_notification_break_br_mcp_19() {
+    let mut m = BridgeModel::new();
+    m.host_sent("a", &json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}));
+    m.host_received("a", 1, &json!({"jsonrpc": "2.0", "id": 7, "result": {}}));
+    m.host_received("a", 2, &json!({"jsonrpc": "2.0", "id": 7, "result": {}}));
+    m.host_sent("a", &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    m.host_received("a", 3, &json!({"jsonrpc": "2.0", "id": 8, "result": {}}));
+    assert_eq!(reqs(&m.finish(5)), ["BR-MCP-19", "BR-MCP-19"]);
+}
+
+#[test]
+fn an_unanswered_request_breaks_br_mcp_19_unless_the_host_cancelled_it() {
+    let mut m = BridgeModel::new();
+    m.host_sent("a", &call(1, "slow"));
+    m.host_sent("a", &call(2, "slow"));
+    m.host_sent("a", &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}));
+    let f = m.finish(100);
+    assert_eq!(reqs(&f), ["BR-MCP-19"]);
+    assert!(f[0].message.contains("id 1"), "{f:?}");
+}
+
+#[test]
+fn error_codes_must_be_integers_other_than_zero() {
+    let mut m = BridgeModel::new();
+    for (id, code) in [(1, json!(0)), (2, json!("x")), (3, json!(-32603))] {
+        m.host_sent("a", &json!({"jsonrpc": "2.0", "id": id, "method": "resources/read", "params": {"uri": "u"}}));
+        m.host_received("a", 1, &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": "m"}}));
+    }
+    assert_eq!(reqs(&m.finish(2)), ["BR-MCP-18", "BR-MCP-18"]);
+}
+
+#[test]
+fn a_result_that_differs_from_what_the_tool_process_sent_names_the_part() {
+    let mut m = BridgeModel::new();
+    m.host_sent("a", &call(1, "echo"));
+    m.tool_received(&env::call_tool("echo", "{}").with_rid("r1"));
+    let mut r = pb::CallToolResponse {
+        is_error: true,
+        result_json: r#"[{"type":"text","text":"x"}]"#.into(),
+        structured_content_json: r#"{"n":1}"#.into(),
+        ..Default::default()
+    };
+    m.tool_sent(&pb::Envelope { request_id: "r1".into(), msg: Some(Msg::CallResult(r.clone())), ..Default::default() });
+    // Dropped structuredContent (pmcp's BR-CALL-18 case) and isError lost.
+    m.host_received("a", 5, &result(1, json!([{"type": "text", "text": "x"}])));
+    assert_eq!(reqs(&m.finish(6)), ["BR-CALL-06", "BR-CALL-11"]);
+    // Not JSON at all: one text block with the whole string.
+    r.result_json = "plain".into();
+    assert_eq!(content_of(&r.result_json), json!([{"type": "text", "text": "plain"}]));
+    assert_eq!(content_of(""), json!([]));
+}
+
+#[test]
+fn a_request_envelope_no_host_request_asked_for_is_named() {
+    let mut m = BridgeModel::new();
+    m.host_sent("a", &json!({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel", "params": {"level": "info"}}));
+    m.tool_received(&env::read_resource("mem://a").with_rid("r9"));
+    m.tool_received(&env::call_tool("echo", "{}").with_rid("r10"));
+    // Pulls and cancellations may come at any time.
+    m.tool_received(&env::list_resources().with_rid("r11"));
+    m.tool_received(&env::cancel("r10"));
+    m.host_received("a", 1, &json!({"jsonrpc": "2.0", "id": 1, "result": {}}));
+    assert_eq!(reqs(&m.finish(2)), ["BR-MCP-14", "BR-CALL-01"]);
+}
+
+#[test]
+fn progress_goes_only_to_the_calling_session_and_never_after_the_response() {
+    let mut m = BridgeModel::new();
+    let mut c = call(1, "slow");
+    c["params"]["_meta"] = json!({"progressToken": "t"});
+    m.host_sent("a", &c);
+    m.host_sent("b", &call(1, "slow"));
+    m.tool_received(&env::call_tool_with_progress("slow", "{}", "p1").with_rid("r1"));
+    let p =
+        json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": 1}});
+    m.host_received("a", 1, &p);
+    m.host_received("b", 1, &p);
+    m.host_received("a", 2, &result(1, json!([])));
+    m.host_received("a", 3, &p);
+    let f = m.finish(4);
+    assert_eq!(reqs(&f), ["BR-PROGRESS-04", "BR-PROGRESS-03", "BR-MCP-19"], "{f:?}");
+}
+
+#[test]
+fn calls_in_flight_when_the_tool_process_dies_are_owed_an_answer_within_t_prompt() {
+    let mut m = BridgeModel::new();
+    m.host_sent("a", &call(1, "slow"));
+    m.host_sent("a", &call(2, "slow"));
+    m.tool_received(&env::call_tool("slow", "{}").with_rid("r1"));
+    m.tool_received(&env::call_tool("slow", "{}").with_rid("r2"));
+    m.tool_ended(100);
+    m.host_received("a", 500, &json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "gone"}}));
+    m.host_received("a", 2000, &json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32603, "message": "gone"}}));
+    assert_eq!(reqs(&m.finish(3000)), ["BR-LIFECYCLE-03"]);
+}
+
+#[test]
+fn reverse_requests_get_exactly_one_answer_under_their_rid() {
+    let mut m = BridgeModel::new();
+    m.host_sent("a", &call(1, "ask"));
+    m.tool_received(&env::call_tool("ask", "{}").with_rid("r1"));
+    let sampling = pb::Envelope {
+        request_id: "s1".into(),
+        msg: Some(Msg::SamplingRequest(pb::SamplingRequest::default())),
+        ..Default::default()
+    };
+    m.tool_sent(&sampling);
+    m.host_received("a", 1, &json!({"jsonrpc": "2.0", "id": "x", "method": "sampling/createMessage", "params": {}}));
+    m.host_received("b", 1, &json!({"jsonrpc": "2.0", "id": "y", "method": "sampling/createMessage", "params": {}}));
+    let answer = pb::Envelope {
+        request_id: "s1".into(),
+        msg: Some(Msg::SamplingResponse(pb::SamplingResponse::default())),
+        ..Default::default()
+    };
+    m.tool_received(&answer);
+    m.tool_received(&answer);
+    m.host_received("a", 2, &result(1, json!([])));
+    assert_eq!(reqs(&m.finish(3)), ["BR-SAMPLING-02", "BR-SAMPLING-01"]);
+}
+
+/// The bridge's discovery: ListToolsRequest under `d1`, the tool process's list under it.
+fn discovered(m: &mut BridgeModel, names: &[&str]) {
+    m.tool_received(&env::list_tools().with_rid("d1"));
+    m.tool_sent(&env::tool_list(names.iter().map(|n| env::tool(n, "", "{}"))).with_rid("d1"));
+}
+
+fn initialized(m: &mut BridgeModel, session: &str) {
+    m.host_sent(session, &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+}
+
+fn list_changed() -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+}
+
+fn tools_list(m: &mut BridgeModel, session: &str, id: u64, at: u64, shown: &[&str]) {
+    m.host_sent(session, &json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}));
+    let tools: Vec<Value> = shown.iter().map(|n| json!({"name": n, "inputSchema": {}})).collect();
+    m.host_received(session, at, &json!({"jsonrpc": "2.0", "id": id, "result": {"tools": tools}}));
+}
+
+fn active(m: &BridgeModel) -> Vec<String> {
+    m.tools.active().expect("known").into_iter().collect()
+}
+
+#[test]
+fn the_active_set_follows_the_worked_example_of_section_10_with_one_list_changed_per_change() {
+    let mut m = BridgeModel::new();
+    discovered(&mut m, &["delete", "read", "search", "write"]);
+    initialized(&mut m, "a");
+    let batch = |e: &[&str], d: &[&str], a: &[&str], b: &[&str]| {
+        let v = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
+        pb::Envelope::from(pb::BatchUpdateRequest { enable: v(e), disable: v(d), allow: v(a), block: v(b) })
+    };
+    let steps: Vec<(pb::Envelope, &[&str])> = vec![
+        (env::disable_tools(["delete"]), &["read", "search", "write"]),
+        (env::enable_tools(["delete"]), &["delete", "read", "search", "write"]),
+        (env::set_allowed(["search", "read"]), &["read", "search"]),
+        (env::enable_tools(["write"]), &["read", "search", "write"]),
+        (env::disable_tools(["read"]), &["search", "write"]),
+        (env::set_blocked(["write", "delete"]), &["read", "search"]),
+        (env::enable_tools(["write"]), &["read", "search", "write"]),
+        (batch(&["search"], &["read"], &["read"], &[]), &["search"]),
+        (batch(&[], &[], &["read"], &["write"]), &["search"]),
+        (env::set_allowed(["read", "export"]), &["read"]),
+        (env::get_active_tools(), &["read"]),
+        (env::set_blocked(Vec::<String>::new()), &["delete", "read", "search", "write"]),
+    ];
+    for (i, (envelope, want)) in steps.into_iter().enumerate() {
+        let step = i + 1;
+        let at = 100 * step as u64;
+        m.tool_sent_at(at, &envelope);
+        assert_eq!(active(&m), want, "step {step}");
+        let owed = m.listeners["a"].owed.is_some();
+        assert_eq!(owed, step != 9 && step != 11, "step {step}: a list_changed is owed exactly after a change");
+        if owed {
+            m.host_received("a", at + 10, &list_changed());
+        }
+        tools_list(&mut m, "a", step as u64, at + 20, want);
+    }
+    assert_eq!(m.finish(5000), vec![]);
+}
+
+#[test]
+fn a_change_never_announced_to_an_initialized_session_breaks_br_toollist_12() {
+    let mut m = BridgeModel::new();
+    discovered(&mut m, &["a1", "b1"]);
+    initialized(&mut m, "a");
+    initialized(&mut m, "b");
+    m.tool_sent(&env::disable_tools(["a1"]));
+    m.tool_sent(&env::disable_tools(["b1"]));
+    // One notification may announce both changes; session b gets none.
+    m.host_received("a", 50, &list_changed());
+    let f = m.finish(5000);
+    assert_eq!(reqs(&f), ["BR-TOOLLIST-12"], "{f:?}");
+    assert!(f[0].message.contains("\"b\"") && f[0].message.starts_with("2 change"), "{f:?}");
+}
+
+#[test]
+fn a_list_changed_later_than_t_listchange_breaks_br_toollist_12_and_one_within_it_does_not() {
+    let mut m = BridgeModel::new();
+    discovered(&mut m, &["x", "y"]);
+    initialized(&mut m, "a");
+    m.tool_sent_at(100, &env::disable_tools(["x"]));
+    m.host_received("a", 1100, &list_changed());
+    m.tool_sent_at(2000, &env::enable_tools(["x"]));
+    m.host_received("a", 3200, &list_changed());
+    let f = m.finish(5000);
+    assert_eq!(reqs(&f), ["BR-TOOLLIST-12"], "{f:?}");
+    assert!(f[0].message.contains("1200 ms"), "{f:?}");
+}
+
+#[test]
+fn a_tools_list_after_the_list_changed_must_show_the_new_set_but_one_in_flight_may_show_either() {
+    let mut m = BridgeModel::new();
+    discovered(&mut m, &["x", "y"]);
+    initialized(&mut m, "a");
+    // In flight while the change happens: the old set or the new one.
+    m.host_sent("a", &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    m.tool_sent(&env::disable_tools(["x"]));
+    let old = json!({"tools": [{"name": "x"}, {"name": "y"}]});
+    m.host_received("a", 10, &json!({"jsonrpc": "2.0", "id": 1, "result": old}));
+    // Sent before the notification: the bridge may not have read the change yet.
+    tools_list(&mut m, "a", 2, 20, &["x", "y"]);
+    m.host_received("a", 30, &list_changed());
+    tools_list(&mut m, "a", 3, 40, &["y"]);
+    tools_list(&mut m, "a", 4, 50, &["x", "y"]);
+    let f = m.finish(5000);
+    assert_eq!(reqs(&f), ["BR-TOOLLIST-11"], "{f:?}");
+    assert!(f[0].message.starts_with("tools/list 4"), "{f:?}");
+}
+
+#[test]
+fn a_call_results_enable_and_disable_are_in_effect_once_the_host_has_the_calls_response() {
+    let mut m = BridgeModel::new();
+    discovered(&mut m, &["gate", "secret"]);
+    initialized(&mut m, "a");
+    initialized(&mut m, "b");
+    m.host_sent("a", &call(1, "gate"));
+    m.tool_received(&env::call_tool("gate", "{}").with_rid("r1"));
+    let r = pb::CallToolResponse { disable_tools: vec!["secret".into()], ..Default::default() };
+    m.tool_sent(&pb::Envelope { request_id: "r1".into(), msg: Some(Msg::CallResult(r)), ..Default::default() });
+    m.host_received("a", 10, &result(1, json!([])));
+    // Session a knows from the call's response; b has not been told yet and may see either.
+    tools_list(&mut m, "b", 2, 15, &["gate", "secret"]);
+    tools_list(&mut m, "a", 3, 20, &["gate", "secret"]);
+    m.host_received("a", 30, &list_changed());
+    m.host_received("b", 30, &list_changed());
+    let f = m.finish(5000);
+    assert_eq!(reqs(&f), ["BR-TOOLLIST-11"], "{f:?}");
+    assert!(f[0].message.starts_with("tools/list 3"), "{f:?}");
+}
+
+#[test]
+fn a_list_changed_without_a_change_is_br_toollist_13_but_coalescing_and_late_sessions_are_not() {
+    let mut m = BridgeModel::new();
+    discovered(&mut m, &["x", "y", "z"]);
+    initialized(&mut m, "a");
+    // Two changes, two notifications (the second change may have been read late).
+    m.tool_sent(&env::disable_tools(["x"]));
+    m.tool_sent(&env::disable_tools(["y"]));
+    m.host_received("a", 10, &list_changed());
+    m.host_received("a", 20, &list_changed());
+    // A session that initialized after a change may hear of it.
+    initialized(&mut m, "b");
+    m.host_received("b", 25, &list_changed());
+    // No change at all: get_active_tools, a rejected batch, disabling what is disabled.
+    m.tool_sent(&env::get_active_tools());
+    let rejected = pb::BatchUpdateRequest { allow: vec!["x".into()], block: vec!["y".into()], ..Default::default() };
+    m.tool_sent(&rejected.into());
+    m.tool_sent(&env::disable_tools(["x"]));
+    assert!(m.listeners.values().all(|l| l.owed.is_none()), "nothing changed, nothing owed");
+    m.host_received("a", 30, &list_changed());
+    let f = m.finish(5000);
+    assert_eq!(reqs(&f), ["BR-TOOLLIST-13"], "{f:?}");
+}
+
+#[test]
+fn after_a_restart_the_tool_set_is_not_judged_until_set_allowed_or_set_blocked_makes_it_known() {
+    let mut m = BridgeModel::new();
+    discovered(&mut m, &["x", "y"]);
+    initialized(&mut m, "a");
+    m.tool_sent(&env::disable_tools(["x"]));
+    m.host_received("a", 10, &list_changed());
+    m.tool_ended(20);
+    // BR-TOOLLIST-15: kept or reset, both are fine; so is a notification about it.
+    discovered(&mut m, &["x", "y"]);
+    tools_list(&mut m, "a", 1, 30, &["x", "y"]);
+    m.host_received("a", 40, &list_changed());
+    m.tool_sent(&env::disable_tools(["y"]));
+    tools_list(&mut m, "a", 2, 50, &["x", "y"]);
+    assert_eq!(m.findings(), &[]);
+    // Known again (whether that was a change is not known), and the changes after it are judged.
+    m.tool_sent(&env::set_blocked(["y"]));
+    m.host_received("a", 60, &list_changed());
+    m.tool_sent(&env::disable_tools(["x"]));
+    m.host_received("a", 70, &list_changed());
+    tools_list(&mut m, "a", 3, 80, &["x"]);
+    tools_list(&mut m, "a", 4, 90, &[]);
+    let f = m.finish(5000);
+    assert_eq!(reqs(&f), ["BR-TOOLLIST-11"], "{f:?}");
+    assert!(f[0].message.starts_with("tools/list 3"), "{f:?}");
+}
+
+#[test]
+fn a_session_without_an_event_stream_is_owed_no_list_changed_and_stray_tool_lists_change_nothing() {
+    let mut m = BridgeModel::new();
+    discovered(&mut m, &["x"]);
+    initialized(&mut m, "a");
+    m.host_unlistening("a");
+    m.tool_sent(&env::disable_tools(["x"]));
+    // A ToolListResponse under a rid the bridge never asked with is not a discovery.
+    m.tool_sent(&env::tool_list([env::tool("other", "", "{}")]).with_rid("stray"));
+    assert_eq!(active(&m), Vec::<String>::new());
+    assert_eq!(m.finish(5000), vec![]);
+}
+
+#[test]
+fn what_the_tool_process_disables_before_its_first_tool_list_is_in_effect_after_discovery() {
+    let mut m = BridgeModel::new();
+    m.tool_sent(&env::disable_tools(["x"]));
+    discovered(&mut m, &["x", "y"]);
+    initialized(&mut m, "a");
+    tools_list(&mut m, "a", 1, 10, &["y"]);
+    assert_eq!(m.finish(5000), vec![], "no change after discovery, nothing owed");
+    // A restart before the first discovery leaves the sets to the bridge (BR-TOOLLIST-15).
+    let mut m = BridgeModel::new();
+    m.tool_sent(&env::disable_tools(["x"]));
+    m.tool_ended(5);
+    discovered(&mut m, &["x", "y"]);
+    tools_list(&mut m, "a", 1, 10, &["x", "y"]);
+    tools_list(&mut m, "a", 2, 20, &["y"]);
+    assert_eq!(m.finish(5000), vec![]);
+}

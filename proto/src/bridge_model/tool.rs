@@ -1,0 +1,133 @@
+//! The tool process's side: the Envelopes it received and sent, and its connection's end.
+
+use super::*;
+
+impl BridgeModel {
+    /// An Envelope the bridge sent to the tool process.
+    pub fn tool_received(&mut self, env: &pb::Envelope) {
+        let rid = env.request_id.clone();
+        let Some(msg) = &env.msg else { return };
+        let (method, what) = match msg {
+            Msg::ListTools(_) if !rid.is_empty() => {
+                self.tools.discovery.insert(rid);
+                return;
+            }
+            Msg::CallTool(c) => ("tools/call", Some(c.name.clone())),
+            Msg::ReadResourceRequest(_) => ("resources/read", None),
+            Msg::GetPromptRequest(_) => ("prompts/get", None),
+            Msg::CompletionRequest(_) => ("completion/complete", None),
+            Msg::SamplingResponse(_) | Msg::ListRootsResponse(_) => {
+                let arm = crate::Arm::of(msg).name();
+                if self.reverse.remove(&rid).is_some() {
+                    self.reverse_answered.insert(rid);
+                } else {
+                    let req = if arm == "sampling_response" { "BR-SAMPLING-01" } else { "BR-ROOTS-01" };
+                    let why = if self.reverse_answered.contains(&rid) { "a second" } else { "an unasked" };
+                    self.find(req, format!("{why} {arm} under rid {rid:?}"));
+                }
+                return;
+            }
+            _ => return,
+        };
+        // The oldest request of that method (and tool name) without an Envelope yet.
+        let candidate = self
+            .requests
+            .iter_mut()
+            .find(|(_, r)| {
+                r.method == method
+                    && r.rid.is_none()
+                    && !r.cancelled
+                    && what.as_ref().is_none_or(|n| r.params.get("name").and_then(Value::as_str) == Some(n))
+            })
+            .map(|(k, r)| (k.clone(), r));
+        match candidate {
+            Some((k, r)) => {
+                r.rid = Some(rid.clone());
+                if let Msg::CallTool(c) = msg
+                    && !c.progress_token.is_empty()
+                {
+                    self.tokens.insert(c.progress_token.clone(), k.clone());
+                }
+                self.rids.insert(rid, k);
+            }
+            None => {
+                let requirement = if method == "tools/call" { "BR-CALL-01" } else { "BR-MCP-14" };
+                self.find(
+                    requirement,
+                    format!(
+                        "the bridge sent {} (rid {rid:?}) with no host {method} asking for it",
+                        crate::Arm::of(msg).name()
+                    ),
+                );
+            }
+        }
+    }
+
+    /// An Envelope the tool process sent to the bridge; call results arrive here reassembled
+    /// (a sideband transfer or a stream as the CallToolResponse it stands for). Without a time,
+    /// a list_changed it makes owed is judged only at [`finish`](Self::finish), never as late.
+    pub fn tool_sent(&mut self, env: &pb::Envelope) {
+        self.tool_sent_inner(env, None);
+    }
+
+    /// [`tool_sent`](Self::tool_sent) at `now_ms`: a list_changed it makes owed is due within
+    /// `T_LISTCHANGE` of it (BR-TOOLLIST-12).
+    pub fn tool_sent_at(&mut self, now_ms: u64, env: &pb::Envelope) {
+        self.tool_sent_inner(env, Some(now_ms));
+    }
+
+    fn tool_sent_inner(&mut self, env: &pb::Envelope, now_ms: Option<u64>) {
+        let rid = env.request_id.clone();
+        match &env.msg {
+            Some(Msg::CallResult(r)) => {
+                let Some(k) = self.rids.get(&rid).cloned() else { return };
+                let structured =
+                    serde_json::from_str::<Value>(&r.structured_content_json).ok().filter(Value::is_object);
+                let want = Expected { content: content_of(&r.result_json), is_error: r.is_error, structured };
+                // Only the first reply counts (BR-CALL-17).
+                if self.results.contains_key(&k) {
+                    return;
+                }
+                self.results.insert(k.clone(), want);
+                if !r.enable_tools.is_empty() || !r.disable_tools.is_empty() {
+                    let before = self.tools.active();
+                    if self.requests.get(&k).is_some_and(|q| q.cancelled) {
+                        // Whether the bridge applies what a cancelled call's result changes is
+                        // not the model's to say.
+                        self.tools.mode = None;
+                    } else {
+                        self.tools.enable(&r.enable_tools);
+                        self.tools.disable(&r.disable_tools);
+                    }
+                    let made = self.tools_updated(before, now_ms);
+                    if let Some(q) = self.requests.get_mut(&k) {
+                        q.made = made;
+                    }
+                }
+            }
+            Some(m @ (Msg::SamplingRequest(_) | Msg::ListRootsRequest(_))) if !rid.is_empty() => {
+                self.reverse.insert(rid, crate::Arm::of(m).name());
+            }
+            _ => self.tool_list_control(env, now_ms),
+        }
+    }
+
+    /// The tool process's connection ended at `now_ms`: every host request waiting for it is
+    /// owed an answer within `T_PROMPT` (BR-LIFECYCLE-03).
+    pub fn tool_ended(&mut self, now_ms: u64) {
+        let due = now_ms + T_PROMPT.as_millis() as u64;
+        for r in self.requests.values_mut() {
+            if NEEDS_TOOL.contains(&r.method.as_str()) && r.rid.is_some() && !r.cancelled {
+                r.due.get_or_insert(due);
+            }
+        }
+        self.rids.clear();
+        self.reverse.clear();
+        // BR-TOOLLIST-15: across a restart the mode and sets may be kept or reset.
+        let before = self.tools.active();
+        self.tools.mode = None;
+        self.tools.fresh = false;
+        self.tools.discovery.clear();
+        self.tools_updated(before, Some(now_ms));
+    }
+}
