@@ -289,11 +289,11 @@ impl Checker<'_> {
             }
             (Some(m), Some(_)) => {
                 self.error(m.loc, "give host_send a `message` or a `line`, not both");
-                return None;
+                None
             }
             (None, None) => {
                 self.error(Loc::default(), "host_send needs a `message` (JSON-RPC) or a `line` (text)");
-                return None;
+                None
             }
         }
     }
