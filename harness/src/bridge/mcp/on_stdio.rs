@@ -1,0 +1,230 @@
+//! MCP over stdin/stdout: the gate, the hot path of tools/call, and one whole line at a time.
+
+use super::*;
+
+/// The hot path of stdio: a `tools/call` of an initialized session that the gate passed goes to
+/// the core directly, its answer (or error) straight to the output as a line, in order with the
+/// session's notifications ([`Session::lines`]). rmcp would parse the line again into its
+/// message types and hand the request and its response through a task and a channel each; it
+/// keeps serving initialize, every other method, the notifications from the host and the
+/// bridge's own requests (sampling, roots) and their answers. Returns the message when it is not
+/// such a call.
+///
+/// What rmcp does with such a call, this does too: the progress token of `_meta` (as rmcp reads
+/// it), the call's id in the session's calls in flight, cancellation by the host (no answer,
+/// BR-CANCEL-02) and by the session's end, the result built as rmcp's `CallToolResult` (a result
+/// that does not fit is an internal error) and written as rmcp writes a response.
+fn fast_call(session: &Arc<Session>, calls: &FastCalls, out: &mpsc::UnboundedSender<Out>, v: Value) -> Option<Value> {
+    let fits = session.ready.is_cancelled()
+        && v.get("method").and_then(Value::as_str) == Some("tools/call")
+        && v.get("id").is_some_and(|id| id.is_string() || id.is_i64())
+        && v.get("params").and_then(Value::as_object).is_some_and(|p| {
+            p.get("name").is_some_and(Value::is_string)
+                && p.get("arguments").is_none_or(|a| a.is_object() || a.is_null())
+                && p.get("_meta").is_none_or(Value::is_object)
+                && p.keys().all(|k| k == "name" || k == "arguments" || k == "_meta")
+        });
+    if !fits {
+        return Some(v);
+    }
+    let Value::Object(mut msg) = v else { return None };
+    let id = msg.remove("id").unwrap_or_default();
+    let Some(Value::Object(mut params)) = msg.remove("params") else { return None };
+    let Some(Value::String(name)) = params.remove("name") else { return None };
+    let arguments = params.remove("arguments").filter(|a| !a.is_null());
+    let progress = params
+        .get("_meta")
+        .and_then(|m| m.get("progressToken"))
+        .and_then(|t| serde_json::from_value::<m::ProgressToken>(t.clone()).ok())
+        .map(|t| to_json(&t));
+    let Ok(rid) = serde_json::from_value::<m::RequestId>(id.clone()) else { return None };
+    let ct = tokio_util::sync::CancellationToken::new();
+    let key = id.to_string();
+    calls.lock().unwrap().insert(key.clone(), ct.clone());
+    let (session, calls, out) = (session.clone(), calls.clone(), out.clone());
+    tokio::spawn(async move {
+        let ended = session.ended.clone();
+        let cancel = async move {
+            tokio::select! {
+                _ = ct.cancelled() => {}
+                _ = ended.cancelled() => {}
+            }
+        };
+        session.calls.lock().unwrap().push(rid.clone());
+        let in_flight = InFlight { session: &session, id: rid };
+        let host: Arc<dyn HostSession> = session.clone();
+        let r = session.bridge.call_tool(&host, &name, arguments, progress, cancel).await;
+        drop(in_flight);
+        calls.lock().unwrap().remove(&key);
+        let body = match r.map(from_json::<m::CallToolResult>) {
+            Err(HostError::Cancelled) => return,
+            Ok(Ok(result)) => serde_json::to_string(&result).map(|r| format!("\"result\":{r}")),
+            Ok(Err(e)) => serde_json::to_string(&e).map(|e| format!("\"error\":{e}")),
+            Err(e) => serde_json::to_string(&host_error(e)).map(|e| format!("\"error\":{e}")),
+        };
+        let body = body.unwrap_or_else(|e| format!(r#""error":{{"code":-32603,"message":"writing the answer: {e}"}}"#));
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},{body}}}"#);
+        let _ = out.send(Out { line, answers: Some(id), written: None });
+    });
+    None
+}
+
+/// Serves one MCP session on stdin/stdout until the host closes stdin or `stop` resolves.
+/// Lines pass through the session's [`Gate`] and, with `--trace`, into the trace; stdout gets
+/// whole lines only (the server's, the gate's answers and the hot path's never interleave).
+pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Output = ()>) -> Result<(), String> {
+    let handler = Handler::new(bridge.clone(), false);
+    let session = handler.session.clone();
+    let session_id = session.id;
+    let (server_in, feed) = tokio::io::duplex(1 << 16);
+    let (server_out, from_server) = tokio::io::duplex(1 << 16);
+    let (answers, answers_rx) = mpsc::unbounded_channel::<Out>();
+    let _ = session.lines.set(answers.clone());
+    let gate = Arc::new(Mutex::new(Gate::new()));
+    let output = tokio::spawn(write_output(bridge.clone(), gate.clone(), from_server, answers_rx));
+    let input = tokio::spawn(read_input(bridge.clone(), handler.session.clone(), gate, feed, answers));
+    tokio::pin!(stop);
+    let served = async {
+        match handler.serve((server_in, server_out)).await {
+            Ok(running) => running.waiting().await.map(|_| ()).map_err(|e| e.to_string()),
+            // The host went away before initializing: an orderly end all the same.
+            Err(e) => {
+                eprintln!("protomcp-conform bridge: the MCP session ended before it started: {e}");
+                Ok(())
+            }
+        }
+    };
+    let r = tokio::select! {
+        r = served => r,
+        _ = &mut stop => Ok(()),
+    };
+    input.abort();
+    session.end();
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), output).await;
+    bridge.remove_session(session_id);
+    r
+}
+
+/// The output task of [`serve_stdio`]: the server's lines, the gate's answers, the hot path's
+/// answers and the session's notifications, one whole line at a time.
+async fn write_output(
+    out_bridge: Arc<Bridge>,
+    out_gate: Arc<Mutex<Gate>>,
+    from_server: tokio::io::DuplexStream,
+    mut answers_rx: mpsc::UnboundedReceiver<Out>,
+) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let mut stdout = crate::bridge::stdio::stdout();
+    let mut lines = BufReader::new(from_server).lines();
+    // A notification waits for the server's first line, the answer to initialize: before it
+    // the host has no session to take a notification in (a tool process that logs right
+    // after its handshake would otherwise be heard before the bridge's initialize result).
+    // The session's sender waits for each note to be written, so at most one is held here.
+    let mut opened = false;
+    let mut held: Option<Out> = None;
+    loop {
+        let (line, from_server, written) = tokio::select! {
+            l = lines.next_line() => match l { Ok(Some(l)) => (l, true, None), _ => break },
+            a = answers_rx.recv() => match a {
+                Some(note @ Out { written: Some(_), .. }) if !opened => {
+                    held = Some(note);
+                    continue;
+                }
+                Some(Out { line, answers, written }) => {
+                    // The gate's own answers never end a request of the server's.
+                    if let Some(id) = answers {
+                        out_gate.lock().unwrap().answered(&id);
+                    }
+                    (line, false, written)
+                }
+                None => continue,
+            },
+        };
+        if from_server {
+            out_gate.lock().unwrap().outbound_line(&line);
+        }
+        let mut batch = vec![(line, written)];
+        if from_server && !opened {
+            opened = true;
+            batch.extend(held.take().map(|o| (o.line, o.written)));
+        }
+        for (mut line, written) in batch {
+            if out_bridge.tracing()
+                && let Ok(v) = serde_json::from_str::<Value>(&line)
+            {
+                out_bridge.trace_mcp(false, &v);
+            }
+            line.push('\n');
+            if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+                return;
+            }
+            if let Some(w) = written {
+                let _ = w.send(());
+            }
+        }
+    }
+}
+
+/// The input task of [`serve_stdio`]: the host's lines through the gate, to the hot path or the
+/// server; end-of-file ends the session.
+async fn read_input(
+    in_bridge: Arc<Bridge>,
+    in_session: Arc<Session>,
+    gate: Arc<Mutex<Gate>>,
+    mut feed: tokio::io::DuplexStream,
+    answers: mpsc::UnboundedSender<Out>,
+) {
+    use tokio::io::AsyncWriteExt;
+    let fast: FastCalls = Arc::default();
+    let mut lines =
+        crate::bridge::host_lines::HostLines::new(crate::bridge::stdio::stdin(), crate::limits::BRIDGE_HOST_LINE);
+    while let Some(line) = lines.next().await {
+        let mut line = match line {
+            crate::bridge::host_lines::HostLine::Text(l) => l,
+            bad => {
+                // BR-MCP-16/17: answered with id null, and the session goes on.
+                let Some(v) = bad.answer(lines.max()) else { continue };
+                if in_bridge.tracing() {
+                    in_bridge.trace_host_line(true, &format!("<{}>", v["error"]["message"].as_str().unwrap_or("")));
+                }
+                let _ = answers.send(Out { line: v.to_string(), answers: None, written: None });
+                continue;
+            }
+        };
+        let (verdict, parsed) = gate.lock().unwrap().inbound_parsed(&line);
+        if in_bridge.tracing() {
+            match &parsed {
+                Some(v) => in_bridge.trace_mcp(true, v),
+                None => in_bridge.trace_host_line(true, &line),
+            }
+        }
+        match verdict {
+            Verdict::Pass => {
+                let Some(v) = parsed else { continue };
+                // The host cancels a call of the hot path: rmcp never saw it.
+                if v.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+                    && let Some(rid) = v.get("params").and_then(|p| p.get("requestId"))
+                    && let Some(ct) = fast.lock().unwrap().remove(&rid.to_string())
+                {
+                    ct.cancel();
+                    continue;
+                }
+                if fast_call(&in_session, &fast, &answers, v).is_none() {
+                    continue;
+                }
+                line.push('\n');
+                if feed.write_all(line.as_bytes()).await.is_err() {
+                    break;
+                }
+            }
+            Verdict::Answer(v) => {
+                let _ = answers.send(Out { line: v.to_string(), answers: None, written: None });
+            }
+            Verdict::Drop => {}
+        }
+    }
+    // End-of-file on stdin ends the session: its calls in flight are cancelled
+    // (BR-CANCEL-06), and the server sees end-of-file too (BR-LIFECYCLE-09).
+    in_session.end();
+    let _ = feed.shutdown().await;
+}
