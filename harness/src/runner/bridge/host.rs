@@ -159,6 +159,22 @@ impl Run<'_> {
         self.ex.transcript.push(Item::Host { dir: Dir::FromTestee, message: Some(m.clone()), raw: None });
     }
 
+    /// One round of a host wait: what is wrong already fails the step (a flood, a stray stdout
+    /// line, an HTTP failure), the bridge's list pulls are answered, and a wait that began while
+    /// the tool process was (re)starting starts over once it is up.
+    pub(super) async fn wait_round(&mut self, deadline: &mut Instant, within: Duration) -> Result<(), StepError> {
+        if let Some(f) = self.flood() {
+            return Err(StepError::Fail(f));
+        }
+        self.stdout_clean()?;
+        self.http_check().await?;
+        self.ex.poll_pulls().await;
+        if self.starting() {
+            *deadline = Instant::now() + within;
+        }
+        Ok(())
+    }
+
     /// A bridge message matching `pattern` before `deadline`. Over stdio the next message must
     /// match; over HTTP the oldest unread message of any stream may.
     pub(super) async fn expect_host(
@@ -170,15 +186,7 @@ impl Run<'_> {
     ) -> Result<(), StepError> {
         let mut deadline = Instant::now() + within;
         loop {
-            if let Some(f) = self.flood() {
-                return Err(StepError::Fail(f));
-            }
-            self.stdout_clean()?;
-            self.http_check().await?;
-            self.ex.poll_pulls().await;
-            if self.starting() {
-                deadline = Instant::now() + within;
-            }
+            self.wait_round(&mut deadline, within).await?;
             let mut heads = self.heads(ignore);
             for (i, m) in &mut heads {
                 *m = self.whole_list(*i, m, deadline).await?;
@@ -298,7 +306,12 @@ impl Run<'_> {
 
     /// The bridge's response (result or error) with `id`, read wherever it arrives before
     /// `deadline` and marked read, looking every `poll`.
-    pub(super) async fn answer_to(&mut self, id: &Value, deadline: Instant, poll: Duration) -> Result<Value, StepError> {
+    pub(super) async fn answer_to(
+        &mut self,
+        id: &Value,
+        deadline: Instant,
+        poll: Duration,
+    ) -> Result<Value, StepError> {
         loop {
             self.http_check().await?;
             self.ex.poll_pulls().await;
@@ -346,15 +359,7 @@ impl Run<'_> {
     pub(super) async fn expect_no_host(&mut self, d: Duration, ignore: &[String]) -> Result<(), StepError> {
         let mut deadline = Instant::now() + d;
         loop {
-            if let Some(f) = self.flood() {
-                return Err(StepError::Fail(f));
-            }
-            self.stdout_clean()?;
-            self.http_check().await?;
-            self.ex.poll_pulls().await;
-            if self.starting() {
-                deadline = Instant::now() + d;
-            }
+            self.wait_round(&mut deadline, d).await?;
             if let Some((i, m)) = self.heads(ignore).into_iter().next() {
                 self.take(i, &m);
                 return Err(StepError::Fail(format!("expected no message for {d:?}, got {}", compact(&m))));
