@@ -1,4 +1,5 @@
-//! One step's action: the raw step checked into an [`Action`].
+//! One step's action: the raw step checked into an [`Action`] (handshakes, sends, expectations,
+//! host messages and requests, soak).
 
 use super::*;
 
@@ -296,5 +297,203 @@ impl Checker<'_> {
                 None
             }
         }
+    }
+
+    /// `tool_handshake.middleware`: a list of RegisterMiddlewareRequest trees (`{name, priority}`).
+    fn registrations(&mut self, node: Option<&Node>) -> Option<Vec<serde_json::Value>> {
+        let Some(n) = node else { return Some(Vec::new()) };
+        let v = n.to_value().map_err(|(at, m)| self.error(at, m)).ok()?;
+        let serde_json::Value::Array(items) = v else {
+            self.error(n.loc, "`middleware` is a list of {name, priority}");
+            return None;
+        };
+        for item in &items {
+            let tree = serde_json::json!({"request_id": "", "register_middleware": item});
+            if let Err(e) = Template::new(tree) {
+                self.error(n.loc, e.to_string());
+                return None;
+            }
+        }
+        Some(items)
+    }
+
+    /// `host_expect.stream`: `get`, or `{request: ID}` (a JSON-RPC id: a number or a string).
+    fn host_stream(&mut self, n: &Node) -> Option<HostStream> {
+        let wrong = "`stream` is `get` (the session's GET event stream) or `{request: ID}` (the response to the POST that carried the request with that id)";
+        match &n.kind {
+            NodeKind::Str(s) if s == "get" => Some(HostStream::Get),
+            NodeKind::Map(entries) if entries.len() == 1 && entries[0].0.name == "request" => {
+                match n.to_value().ok().and_then(|v| v.get("request").cloned()) {
+                    Some(id @ (serde_json::Value::Number(_) | serde_json::Value::String(_))) => {
+                        Some(HostStream::Request(id))
+                    }
+                    _ => {
+                        self.error(entries[0].1.loc, "`stream.request` is a JSON-RPC id: a number or a string");
+                        None
+                    }
+                }
+            }
+            _ => {
+                self.error(n.loc, wrong);
+                None
+            }
+        }
+    }
+
+    /// A `host_http` step: method, headers (a mapping of strings), session and the expectation.
+    fn host_http(&mut self, h: &raw::RawHostHttp, compiler: &mut Compiler) -> Option<HostHttp> {
+        let method = match &h.method {
+            None => "POST".to_owned(),
+            Some(m) if !m.value.is_empty() && m.value.bytes().all(|b| b.is_ascii_uppercase()) => m.value.clone(),
+            Some(m) => {
+                self.error(loc(m), format!("`{}` is not an HTTP method (upper-case letters, e.g. POST)", m.value));
+                return None;
+            }
+        };
+        let path = match &h.path {
+            Some(p) if !p.value.starts_with('/') || p.value.contains(char::is_whitespace) => {
+                self.error(loc(p), "a path starts with `/` and holds no white space");
+                return None;
+            }
+            p => p.as_ref().map(|p| p.value.clone()),
+        };
+        let mut headers = Vec::new();
+        if let Some(n) = &h.headers {
+            let v = n.to_value().map_err(|(at, m)| self.error(at, m)).ok()?;
+            let serde_json::Value::Object(map) = v else {
+                self.error(n.loc, "`headers` is a mapping of header names to strings");
+                return None;
+            };
+            for (name, value) in map {
+                let ok_name = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+                match value {
+                    serde_json::Value::String(v) if ok_name && !v.contains(['\r', '\n']) => headers.push((name, v)),
+                    _ => {
+                        self.error(n.loc, format!("header `{name}`: a token name and a one-line string value"));
+                        return None;
+                    }
+                }
+            }
+        }
+        // `${name}` in the session id, header values and body: captures of earlier steps.
+        let hloc = h.headers.as_ref().map_or(Loc::default(), |n| n.loc);
+        let mut texts: Vec<(&str, Loc)> = headers.iter().map(|(_, v)| (v.as_str(), hloc)).collect();
+        texts.extend(h.session.iter().chain(h.body.iter()).map(|t| (t.value.as_str(), loc(t))));
+        for (text, at) in texts {
+            match template::parse(text) {
+                Ok(pieces) => {
+                    for p in pieces {
+                        if let template::Piece::Var(name) = p {
+                            compiler.used.push((name, at));
+                        }
+                    }
+                }
+                Err(msg) => {
+                    self.error(at, msg);
+                    return None;
+                }
+            }
+        }
+        let session = match h.session.as_ref().map(|s| s.value.as_str()) {
+            None | Some("current") => HttpSessionRef::Current,
+            Some("none") => HttpSessionRef::None,
+            Some(other) => HttpSessionRef::Literal(other.to_owned()),
+        };
+        let within = self.within(h.within_ms.as_ref(), T_PROMPT);
+        let mut pat = |n: &Option<Node>, this: &mut Self| match n {
+            None => Some(None),
+            Some(n) => this.pattern(compiler.value(n)).map(Some),
+        };
+        let status = pat(&h.expect.status, self)?;
+        let expect_headers = pat(&h.expect.headers, self)?;
+        let expect_body = pat(&h.expect.body, self)?;
+        if status.is_none() && expect_headers.is_none() && expect_body.is_none() {
+            self.error(Loc::default(), "host_http: `expect` needs `status`, `headers` or `body`");
+            return None;
+        }
+        Some(HostHttp {
+            method,
+            path,
+            headers,
+            body: h.body.as_ref().map(|b| b.value.clone()).unwrap_or_default(),
+            session,
+            within,
+            status,
+            expect_headers,
+            expect_body,
+        })
+    }
+
+    /// A `soak` step: its defaults (a sample every 20th of the rounds, a tenth of them as
+    /// warm-up, 5 s a round) and that enough samples follow the warm-up to judge.
+    fn soak(&mut self, k: &raw::RawSoak) -> Option<Soak> {
+        let repeat = k.repeat.value;
+        if repeat == 0 {
+            self.error(loc(&k.repeat), "`repeat` must be at least 1");
+            return None;
+        }
+        let mut mix = Vec::new();
+        for m in &k.mix.value {
+            match SoakCall::NAMES.iter().find(|(_, n)| *n == m.value) {
+                Some((c, _)) => mix.push(*c),
+                None => {
+                    let valid: Vec<&str> = SoakCall::NAMES.iter().map(|(_, n)| *n).collect();
+                    self.error(
+                        loc(m),
+                        format!("unknown call `{}` in a soak's mix; valid: {}", m.value, valid.join(", ")),
+                    );
+                    return None;
+                }
+            }
+        }
+        if mix.is_empty() {
+            self.error(loc(&k.mix), "a soak's `mix` needs at least one call");
+            return None;
+        }
+        if mix.contains(&SoakCall::Reload) && mix.len() > 1 {
+            self.error(loc(&k.mix), "`reload` stands alone in a soak's mix (a round is one reload and its burst)");
+            return None;
+        }
+        let sample_every = k.sample_every.as_ref().map_or((repeat / 20).max(1), |s| s.value);
+        if sample_every == 0 {
+            self.error(k.sample_every.as_ref().map(loc).unwrap_or(loc(&k.repeat)), "`sample_every` must be at least 1");
+            return None;
+        }
+        let warmup = k.warmup.as_ref().map_or(repeat / 10, |w| w.value);
+        // The samples the verdict reads: round 0, every multiple of sample_every, and the last
+        // round, those at or after the warm-up.
+        let multiples = |n: u64| n / sample_every;
+        let read = if warmup > repeat {
+            0
+        } else {
+            let from = if warmup == 0 { 0 } else { multiples(warmup - 1) };
+            let at_zero = u64::from(warmup == 0);
+            let last = u64::from(!repeat.is_multiple_of(sample_every));
+            multiples(repeat) - from + at_zero + last
+        };
+        if read < crate::LEAK_MIN_SAMPLES as u64 {
+            self.error(
+                loc(&k.repeat),
+                format!(
+                    "a soak of {repeat} rounds sampled every {sample_every} with a warm-up of {warmup} leaves {read} samples to judge; at least {} are needed",
+                    crate::LEAK_MIN_SAMPLES
+                ),
+            );
+            return None;
+        }
+        // Every sample is kept (for the report) and read /proc for each process of the group.
+        const MAX_SAMPLES: u64 = 10_000;
+        if repeat / sample_every > MAX_SAMPLES {
+            self.error(
+                k.sample_every.as_ref().map(loc).unwrap_or(loc(&k.repeat)),
+                format!(
+                    "a soak of {repeat} rounds sampled every {sample_every} takes {} samples; at most {MAX_SAMPLES} are kept: sample less often",
+                    repeat / sample_every
+                ),
+            );
+            return None;
+        }
+        let within = self.within(k.within_ms.as_ref(), Duration::from_secs(5));
+        Some(Soak { repeat, mix, sample_every, warmup, within })
     }
 }

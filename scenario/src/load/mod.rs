@@ -174,6 +174,136 @@ impl Checker<'_> {
     fn error(&mut self, loc: Loc, message: impl Into<String>) {
         self.errors.push(ScenarioError::new(self.file, loc, message));
     }
+
+    fn within(&mut self, d: Option<&Spanned<Ms>>, default: Duration) -> Duration {
+        if let Some(m) = d
+            && m.value.0 == 0
+        {
+            self.error(loc(m), "a time must be at least 1 ms");
+        }
+        ms(d, default)
+    }
+
+    fn ignore(&mut self, list: Option<&Vec<Spanned<String>>>) -> Vec<Arm> {
+        let mut out = Vec::new();
+        for item in list.map(Vec::as_slice).unwrap_or_default() {
+            match Arm::from_name(&item.value) {
+                Some(arm) => out.push(arm),
+                None => {
+                    let valid: Vec<&str> = Arm::ALL.iter().map(|a| a.name()).collect();
+                    self.error(loc(item), format!("unknown arm `{}`; valid: {}", item.value, valid.join(", ")));
+                }
+            }
+        }
+        out
+    }
+
+    fn pattern(&mut self, r: Result<Pattern, crate::pattern::PatternError>) -> Option<Pattern> {
+        r.map_err(|e| self.error(e.loc, e.message)).ok()
+    }
+
+    /// A send template: placeholders checked (and recorded as used), then the tree checked
+    /// against the schema.
+    fn template(&mut self, node: &Node, compiler: &mut Compiler) -> Option<Template> {
+        let mut ok = true;
+        walk_strings(node, &mut |s, at| match template::parse(s) {
+            Ok(pieces) => {
+                for p in pieces {
+                    if let template::Piece::Var(name) = p {
+                        compiler.used.push((name, at));
+                    }
+                }
+            }
+            Err(m) => {
+                ok = false;
+                self.errors.push(ScenarioError::new(self.file, at, m));
+            }
+        });
+        if !ok {
+            return None;
+        }
+        let tree = match node.to_value() {
+            Ok(t) => t,
+            Err((at, m)) => {
+                self.error(at, m);
+                return None;
+            }
+        };
+        match Template::new(tree) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                // An unknown name is reported at the key; anything else at the value.
+                let at = match (&e.kind, e.path.split_last()) {
+                    (DynErrorKind::UnknownField { .. }, Some((PathSeg::Key(k), parent))) => {
+                        node.locate_node(parent).and_then(|n| n.key_loc(k)).unwrap_or_else(|| node.locate(&e.path))
+                    }
+                    _ => node.locate(&e.path),
+                };
+                self.error(at, e.to_string());
+                None
+            }
+        }
+    }
+
+    fn hex(&mut self, s: &Spanned<String>) -> Option<Vec<u8>> {
+        protomcp_proto::dynamic::hex_decode(&s.value).map_err(|m| self.error(loc(s), format!("invalid hex: {m}"))).ok()
+    }
+
+    fn names(&mut self, list: &[Spanned<String>], what: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for n in list {
+            if n.value.is_empty() {
+                self.error(loc(n), format!("a {what} name cannot be empty"));
+            }
+            out.push(n.value.clone());
+        }
+        out
+    }
+
+    fn requirements(
+        &mut self,
+        list: &Spanned<Vec<Spanned<String>>>,
+        role: Role,
+        needs: &[(String, Loc)],
+        what: &str,
+    ) -> Vec<(&'static requirements::Requirement, Loc)> {
+        if list.value.is_empty() {
+            self.error(loc(list), format!("{what} must cite at least one requirement"));
+        }
+        let mut out: Vec<(&'static requirements::Requirement, Loc)> = Vec::new();
+        for item in &list.value {
+            let id = item.value.trim();
+            let at = loc(item);
+            let Some(r) = requirements::get(id) else {
+                self.error(at, unknown_requirement(id));
+                continue;
+            };
+            if r.withdrawn {
+                self.error(at, format!("{id} is withdrawn and cannot be cited"));
+            }
+            if r.party() != role.party() {
+                self.error(
+                    at,
+                    format!(
+                        "{id} is an obligation of a {}, but this scenario's role is {}",
+                        r.party(),
+                        if role == Role::Bridge { "bridge" } else { "tool-process" }
+                    ),
+                );
+            }
+            if let Some(f) = r.feature
+                && !needs.iter().any(|(n, _)| n == f)
+            {
+                self.error(at, format!("{id} depends on feature `{f}`: add it to `needs`"));
+            }
+            if out.iter().any(|(o, _)| o.id == r.id) {
+                self.error(at, format!("{id} is cited twice"));
+                continue;
+            }
+            out.push((r, at));
+        }
+        out
+    }
 }
 
 impl raw::RawSignal {

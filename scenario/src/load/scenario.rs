@@ -77,24 +77,6 @@ impl Checker<'_> {
         }
     }
 
-    /// `tool_handshake.middleware`: a list of RegisterMiddlewareRequest trees (`{name, priority}`).
-    pub(super) fn registrations(&mut self, node: Option<&Node>) -> Option<Vec<serde_json::Value>> {
-        let Some(n) = node else { return Some(Vec::new()) };
-        let v = n.to_value().map_err(|(at, m)| self.error(at, m)).ok()?;
-        let serde_json::Value::Array(items) = v else {
-            self.error(n.loc, "`middleware` is a list of {name, priority}");
-            return None;
-        };
-        for item in &items {
-            let tree = serde_json::json!({"request_id": "", "register_middleware": item});
-            if let Err(e) = Template::new(tree) {
-                self.error(n.loc, e.to_string());
-                return None;
-            }
-        }
-        Some(items)
-    }
-
     /// `transports: [stdio]`: the bridge transports a bridge scenario applies to.
     fn transports(&mut self, raw: Option<&Spanned<Vec<Spanned<String>>>>, role: Role) -> Vec<Transport> {
         let Some(raw) = raw else { return Vec::new() };
@@ -114,130 +96,6 @@ impl Checker<'_> {
             }
         }
         out
-    }
-
-    /// `host: NAME` of a host step: letters, digits, `-` and `_`.
-    pub(super) fn step_host(&mut self, step: &RawStep) -> Option<String> {
-        let h = match step {
-            RawStep::HostSend(h) => h.host.as_ref(),
-            RawStep::HostExpect(h) => h.host.as_ref(),
-            RawStep::HostExpectNothing(h) => h.host.as_ref(),
-            RawStep::HostClose(h) => h.host.as_ref(),
-            _ => None,
-        }?;
-        let ok = !h.value.is_empty() && h.value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        if !ok {
-            self.error(loc(h), format!("host `{}`: a name of letters, digits, `-` and `_`", h.value));
-            return None;
-        }
-        Some(h.value.clone())
-    }
-
-    /// `host_expect.stream`: `get`, or `{request: ID}` (a JSON-RPC id: a number or a string).
-    pub(super) fn host_stream(&mut self, n: &Node) -> Option<HostStream> {
-        let wrong = "`stream` is `get` (the session's GET event stream) or `{request: ID}` (the response to the POST that carried the request with that id)";
-        match &n.kind {
-            NodeKind::Str(s) if s == "get" => Some(HostStream::Get),
-            NodeKind::Map(entries) if entries.len() == 1 && entries[0].0.name == "request" => {
-                match n.to_value().ok().and_then(|v| v.get("request").cloned()) {
-                    Some(id @ (serde_json::Value::Number(_) | serde_json::Value::String(_))) => {
-                        Some(HostStream::Request(id))
-                    }
-                    _ => {
-                        self.error(entries[0].1.loc, "`stream.request` is a JSON-RPC id: a number or a string");
-                        None
-                    }
-                }
-            }
-            _ => {
-                self.error(n.loc, wrong);
-                None
-            }
-        }
-    }
-
-    /// A `host_http` step: method, headers (a mapping of strings), session and the expectation.
-    pub(super) fn host_http(&mut self, h: &raw::RawHostHttp, compiler: &mut Compiler) -> Option<HostHttp> {
-        let method = match &h.method {
-            None => "POST".to_owned(),
-            Some(m) if !m.value.is_empty() && m.value.bytes().all(|b| b.is_ascii_uppercase()) => m.value.clone(),
-            Some(m) => {
-                self.error(loc(m), format!("`{}` is not an HTTP method (upper-case letters, e.g. POST)", m.value));
-                return None;
-            }
-        };
-        let path = match &h.path {
-            Some(p) if !p.value.starts_with('/') || p.value.contains(char::is_whitespace) => {
-                self.error(loc(p), "a path starts with `/` and holds no white space");
-                return None;
-            }
-            p => p.as_ref().map(|p| p.value.clone()),
-        };
-        let mut headers = Vec::new();
-        if let Some(n) = &h.headers {
-            let v = n.to_value().map_err(|(at, m)| self.error(at, m)).ok()?;
-            let serde_json::Value::Object(map) = v else {
-                self.error(n.loc, "`headers` is a mapping of header names to strings");
-                return None;
-            };
-            for (name, value) in map {
-                let ok_name = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-                match value {
-                    serde_json::Value::String(v) if ok_name && !v.contains(['\r', '\n']) => headers.push((name, v)),
-                    _ => {
-                        self.error(n.loc, format!("header `{name}`: a token name and a one-line string value"));
-                        return None;
-                    }
-                }
-            }
-        }
-        // `${name}` in the session id, header values and body: captures of earlier steps.
-        let hloc = h.headers.as_ref().map_or(Loc::default(), |n| n.loc);
-        let mut texts: Vec<(&str, Loc)> = headers.iter().map(|(_, v)| (v.as_str(), hloc)).collect();
-        texts.extend(h.session.iter().chain(h.body.iter()).map(|t| (t.value.as_str(), loc(t))));
-        for (text, at) in texts {
-            match template::parse(text) {
-                Ok(pieces) => {
-                    for p in pieces {
-                        if let template::Piece::Var(name) = p {
-                            compiler.used.push((name, at));
-                        }
-                    }
-                }
-                Err(msg) => {
-                    self.error(at, msg);
-                    return None;
-                }
-            }
-        }
-        let session = match h.session.as_ref().map(|s| s.value.as_str()) {
-            None | Some("current") => HttpSessionRef::Current,
-            Some("none") => HttpSessionRef::None,
-            Some(other) => HttpSessionRef::Literal(other.to_owned()),
-        };
-        let within = self.within(h.within_ms.as_ref(), T_PROMPT);
-        let mut pat = |n: &Option<Node>, this: &mut Self| match n {
-            None => Some(None),
-            Some(n) => this.pattern(compiler.value(n)).map(Some),
-        };
-        let status = pat(&h.expect.status, self)?;
-        let expect_headers = pat(&h.expect.headers, self)?;
-        let expect_body = pat(&h.expect.body, self)?;
-        if status.is_none() && expect_headers.is_none() && expect_body.is_none() {
-            self.error(Loc::default(), "host_http: `expect` needs `status`, `headers` or `body`");
-            return None;
-        }
-        Some(HostHttp {
-            method,
-            path,
-            headers,
-            body: h.body.as_ref().map(|b| b.value.clone()).unwrap_or_default(),
-            session,
-            within,
-            status,
-            expect_headers,
-            expect_body,
-        })
     }
 
     /// Host steps and `tool_handshake` belong to bridge scenarios; the bridge-side `handshake`,
@@ -279,51 +137,6 @@ impl Checker<'_> {
             } else {
                 out.push((name.to_owned(), loc(n)));
             }
-        }
-        out
-    }
-
-    pub(super) fn requirements(
-        &mut self,
-        list: &Spanned<Vec<Spanned<String>>>,
-        role: Role,
-        needs: &[(String, Loc)],
-        what: &str,
-    ) -> Vec<(&'static requirements::Requirement, Loc)> {
-        if list.value.is_empty() {
-            self.error(loc(list), format!("{what} must cite at least one requirement"));
-        }
-        let mut out: Vec<(&'static requirements::Requirement, Loc)> = Vec::new();
-        for item in &list.value {
-            let id = item.value.trim();
-            let at = loc(item);
-            let Some(r) = requirements::get(id) else {
-                self.error(at, unknown_requirement(id));
-                continue;
-            };
-            if r.withdrawn {
-                self.error(at, format!("{id} is withdrawn and cannot be cited"));
-            }
-            if r.party() != role.party() {
-                self.error(
-                    at,
-                    format!(
-                        "{id} is an obligation of a {}, but this scenario's role is {}",
-                        r.party(),
-                        if role == Role::Bridge { "bridge" } else { "tool-process" }
-                    ),
-                );
-            }
-            if let Some(f) = r.feature
-                && !needs.iter().any(|(n, _)| n == f)
-            {
-                self.error(at, format!("{id} depends on feature `{f}`: add it to `needs`"));
-            }
-            if out.iter().any(|(o, _)| o.id == r.id) {
-                self.error(at, format!("{id} is cited twice"));
-                continue;
-            }
-            out.push((r, at));
         }
         out
     }
