@@ -19,7 +19,7 @@ use protomcp_proto::session::Finding;
 use serde_json::Value;
 
 use super::bridge_gen::{self, BOp, BridgeCase};
-use super::{Progress, case_seed};
+use super::{Failure, Progress, case_seed};
 use crate::runner::{self, CaseResult, Config, Target, Verdict};
 use crate::transcript::{Dir, Item};
 
@@ -47,35 +47,12 @@ pub fn any_http(targets: &[Arc<Target>]) -> bool {
     })
 }
 
-/// Why a case failed.
-#[derive(Debug, Clone)]
-pub struct BridgeFailure {
-    /// The bridge it failed against (differential: the first of the two that differ).
-    pub target: String,
-    /// The runner's verdict and message.
-    pub message: String,
-    /// What the model (and the failing step) made of it.
-    pub findings: Vec<Finding>,
-    /// DIVERGENT: (name, normalized answers) of two bridges that answered differently.
-    pub divergent: Option<(String, String, String, String)>,
-}
-
-impl BridgeFailure {
-    pub fn summary(&self) -> String {
-        match (&self.divergent, self.findings.first()) {
-            (Some((a, _, b, _)), _) => format!("DIVERGENT: {a} and {b} answered differently"),
-            (None, Some(f)) => format!("{f}"),
-            (None, None) => self.message.lines().next().unwrap_or("").to_owned(),
-        }
-    }
-}
-
 /// What one case did.
 #[derive(Debug, Clone)]
 pub struct BridgeCaseRun {
     pub case: BridgeCase,
     pub results: Vec<CaseResult>,
-    pub failure: Option<BridgeFailure>,
+    pub failure: Option<Failure>,
     /// Deviations seen that the target's known-failures file records: (target, requirement).
     pub known: Vec<(String, &'static str)>,
 }
@@ -88,9 +65,10 @@ const NOTIFICATIONS_ONLY: &[&str] =
 const BASE: &[&str] = &["BR-MCP-19"];
 
 fn scenario(case: &BridgeCase, id: &str) -> Result<crate::scenario::Scenario, String> {
-    let text = case.scenario_yaml(id, "A generated host session is answered as the spec requires", BASE, "");
-    crate::scenario::parse_str(Path::new(&format!("<{id}>.yaml")), &text)
-        .map_err(|e| format!("harness bug: a generated bridge scenario does not load: {e}"))
+    super::load_generated(
+        id,
+        &case.scenario_yaml(id, "A generated host session is answered as the spec requires", BASE, ""),
+    )
 }
 
 /// Reassembles what the tool process sent as results (sideband transfers, streams) for the model.
@@ -311,8 +289,7 @@ pub async fn run_case(case: &BridgeCase, targets: &[Arc<Target>], cfg: &Config, 
     let s = match scenario(case, label) {
         Ok(s) => s,
         Err(message) => {
-            let failure =
-                BridgeFailure { target: "the harness".into(), message, findings: Vec::new(), divergent: None };
+            let failure = Failure { target: "the harness".into(), message, findings: Vec::new(), divergent: None };
             return BridgeCaseRun {
                 case: case.clone(),
                 results: Vec::new(),
@@ -357,7 +334,7 @@ pub async fn run_case(case: &BridgeCase, targets: &[Arc<Target>], cfg: &Config, 
         if !r.stderr_tail.is_empty() {
             message.push_str(&format!("\n  stderr: {}", r.stderr_tail.replace('\n', "\n          ")));
         }
-        failure = Some(BridgeFailure { target: t.name.clone(), message, findings, divergent: None });
+        failure = Some(Failure { target: t.name.clone(), message, findings, divergent: None });
         break;
     }
     // A known deviation makes the answers differ for a known reason: no comparison then; but
@@ -368,7 +345,7 @@ pub async fn run_case(case: &BridgeCase, targets: &[Arc<Target>], cfg: &Config, 
         for (r, t) in results.iter().zip(targets).skip(1) {
             let other = host_answers(r, case);
             if other != first {
-                failure = Some(BridgeFailure {
+                failure = Some(Failure {
                     target: targets[0].name.clone(),
                     message: "the normalized answers differ".into(),
                     findings: Vec::new(),
@@ -387,7 +364,7 @@ fn known_requirements(t: &Target) -> std::collections::BTreeSet<&str> {
 }
 
 /// Whether `b` fails the same way as `a`: same kind, same first requirement when both name one.
-fn same_kind(a: &BridgeFailure, b: &BridgeFailure) -> bool {
+fn same_kind(a: &Failure, b: &Failure) -> bool {
     if a.divergent.is_some() != b.divergent.is_some() {
         return false;
     }

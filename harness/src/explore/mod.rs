@@ -86,7 +86,8 @@ pub struct Failure {
     pub target: String,
     /// The runner's message (or the divergence).
     pub message: String,
-    /// What the invariant checker made of the transcript.
+    /// What the invariant checker (or, for a bridge, the bridge model and the failing step) made
+    /// of the transcript.
     pub findings: Vec<Finding>,
     /// DIVERGENT: the normalized transcripts of two targets differ (and neither failed).
     pub divergent: Option<(String, String, String, String)>,
@@ -111,9 +112,16 @@ pub struct CaseRun {
 }
 
 fn scenario_of(plan: &Plan, id: &str) -> Result<crate::scenario::Scenario, String> {
-    let text =
-        yaml_out::scenario_yaml(id, "A generated session is answered as the spec requires", plan, "generated", &[]);
-    crate::scenario::parse_str(Path::new(&format!("<{id}>.yaml")), &text)
+    load_generated(
+        id,
+        &yaml_out::scenario_yaml(id, "A generated session is answered as the spec requires", plan, "generated", &[]),
+    )
+}
+
+/// A generated scenario's text loaded as the runner's scenario; one that does not load is a bug
+/// of the generator, said so.
+fn load_generated(id: &str, text: &str) -> Result<crate::scenario::Scenario, String> {
+    crate::scenario::parse_str(Path::new(&format!("<{id}>.yaml")), text)
         .map_err(|e| format!("harness bug: a generated scenario does not load: {e}"))
 }
 
