@@ -121,30 +121,11 @@ pub fn run(a: ExploreArgs) -> Result<ExitCode> {
     };
     let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
     println!("explore: seed {seed}, up to {} cases against {}", a.cases, names.join(" and "));
-    let rerun_explore = format!(
-        "protomcp-conform explore {}--seed {seed} --cases {} --max-ops {}{}",
-        target_args.iter().map(|s| format!("{s} ")).collect::<String>(),
-        a.cases,
-        cfg.max_ops,
-        a.schedule.map(|s| format!(" --schedule {}", s.name())).unwrap_or_default()
-    );
-    runner::process::become_subreaper();
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    let rerun_explore = rerun(&target_args, seed, &a, cfg.max_ops);
     let progress: explore::Progress = Arc::new(|m: &str| eprintln!("explore: {m}"));
     let out_dir = a.out.clone();
-    let report = rt.block_on(async {
-        tokio::select! {
-            r = explore::explore(targets.clone(), cfg, &out_dir, progress) => Some(r),
-            _ = tokio::signal::ctrl_c() => None,
-        }
-    });
-    let Some(report) = report else {
-        let (groups, dirs) = runner::process::emergency_cleanup();
-        eprintln!("\nprotomcp-conform: interrupted; killed {groups} testee group(s), removed {dirs} temp dir(s)");
-        rt.shutdown_background();
-        return Ok(ExitCode::from(130));
-    };
-    rt.shutdown_background();
+    let work = explore::explore(targets.clone(), cfg, &out_dir, progress);
+    let Some(report) = crate::run::until_interrupted("testee", work)? else { return Ok(ExitCode::from(130)) };
     let secs = report.elapsed.as_secs_f64().max(1e-9);
     let mut out = std::io::stdout().lock();
     writeln!(
@@ -186,6 +167,16 @@ pub fn run(a: ExploreArgs) -> Result<ExitCode> {
     )?;
     writeln!(out, "re-run the exploration: {rerun_explore}")?;
     Ok(ExitCode::from(1))
+}
+
+/// The command line that repeats an exploration case for case.
+fn rerun(target_args: &[String], seed: u64, a: &ExploreArgs, max_ops: usize) -> String {
+    format!(
+        "protomcp-conform explore {}--seed {seed} --cases {} --max-ops {max_ops}{}",
+        target_args.iter().map(|s| format!("{s} ")).collect::<String>(),
+        a.cases,
+        a.schedule.map(|s| format!(" --schedule {}", s.name())).unwrap_or_default()
+    )
 }
 
 fn seed_of(a: &ExploreArgs) -> u64 {
@@ -238,29 +229,11 @@ fn run_bridge(a: ExploreArgs) -> Result<ExitCode> {
     };
     let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
     println!("explore --bridge: seed {seed}, up to {} cases against {}", a.cases, names.join(" and "));
-    let rerun = format!(
-        "protomcp-conform explore {}--seed {seed} --cases {} --max-ops {max_ops}{}",
-        target_args.iter().map(|s| format!("{s} ")).collect::<String>(),
-        a.cases,
-        a.schedule.map(|s| format!(" --schedule {}", s.name())).unwrap_or_default()
-    );
-    runner::process::become_subreaper();
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    let rerun = rerun(&target_args, seed, &a, max_ops);
     let progress: explore::Progress = Arc::new(|m: &str| eprintln!("explore: {m}"));
     let out_dir = a.out.clone();
-    let report = rt.block_on(async {
-        tokio::select! {
-            r = xb::explore(targets.clone(), cfg, &out_dir, progress) => Some(r),
-            _ = tokio::signal::ctrl_c() => None,
-        }
-    });
-    let Some(report) = report else {
-        let (groups, dirs) = runner::process::emergency_cleanup();
-        eprintln!("\nprotomcp-conform: interrupted; killed {groups} bridge group(s), removed {dirs} temp dir(s)");
-        rt.shutdown_background();
-        return Ok(ExitCode::from(130));
-    };
-    rt.shutdown_background();
+    let work = xb::explore(targets.clone(), cfg, &out_dir, progress);
+    let Some(report) = crate::run::until_interrupted("bridge", work)? else { return Ok(ExitCode::from(130)) };
     let secs = report.elapsed.as_secs_f64().max(1e-9);
     let mut out = std::io::stdout().lock();
     writeln!(

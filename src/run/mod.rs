@@ -312,17 +312,24 @@ pub(crate) fn execute(
     cfg: Config,
     on_done: runner::OnDone,
 ) -> Result<Option<Vec<CaseResult>>> {
+    until_interrupted("testee", runner::run_all(scenarios, target, cfg, on_done))
+}
+
+/// Runs `work` on a fresh runtime, this process the subreaper of everything it starts; `None`
+/// when SIGINT came first, after every process group it started (`what`: whose) was killed and
+/// every temp dir removed (reported on stderr).
+pub(crate) fn until_interrupted<R>(what: &str, work: impl std::future::Future<Output = R>) -> Result<Option<R>> {
     runner::process::become_subreaper();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     let results = rt.block_on(async {
         tokio::select! {
-            r = runner::run_all(scenarios, target, cfg, on_done) => Some(r),
+            r = work => Some(r),
             _ = tokio::signal::ctrl_c() => None,
         }
     });
     if results.is_none() {
         let (groups, dirs) = runner::process::emergency_cleanup();
-        eprintln!("\nprotomcp-conform: interrupted: killed {groups} testee group(s), removed {dirs} temp dir(s)");
+        eprintln!("\nprotomcp-conform: interrupted: killed {groups} {what} group(s), removed {dirs} temp dir(s)");
     }
     rt.shutdown_background();
     Ok(results)
