@@ -4,7 +4,6 @@
 //! Python SDK testee (SKIP with the reason when pmcp or the Python venv is not there). Nothing
 //! may be left behind: no process, no temp dir.
 
-
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

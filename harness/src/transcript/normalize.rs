@@ -41,10 +41,9 @@ fn patterns() -> &'static Patterns {
     static P: OnceLock<Patterns> = OnceLock::new();
     P.get_or_init(|| {
         let mut roots = vec!["/tmp".to_owned(), "/var/tmp".to_owned()];
-        for r in [
-            std::env::temp_dir().display().to_string(),
-            std::env::var(crate::tmpdir::ENV_TMPDIR).unwrap_or_default(),
-        ] {
+        for r in
+            [std::env::temp_dir().display().to_string(), std::env::var(crate::tmpdir::ENV_TMPDIR).unwrap_or_default()]
+        {
             let r = r.trim_end_matches('/').to_owned();
             if !r.is_empty() && !roots.contains(&r) {
                 roots.push(r);
