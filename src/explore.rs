@@ -142,22 +142,8 @@ pub fn run(a: ExploreArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     };
     let f = found.shrunk.run.failure.as_ref().expect("a failure");
-    writeln!(out, "\nFOUND in case {} (seed {seed}) against {}:", found.case, f.target)?;
-    if let Some((a_name, a_text, b_name, b_text)) = &f.divergent {
-        writeln!(out, "DIVERGENT\n{}", side_by_side(a_name, a_text, b_name, b_text))?;
-    }
-    for x in &f.findings {
-        writeln!(out, "  {x}")?;
-    }
-    writeln!(out, "  runner: {}", f.message.replace('\n', "\n  "))?;
-    writeln!(
-        out,
-        "shrunk from {} to {} ops in {} replays ({:.1} s)",
-        found.original_ops,
-        found.shrunk.ops.len(),
-        found.shrunk.replays,
-        found.shrunk.elapsed.as_secs_f64()
-    )?;
+    let shrunk = (found.original_ops, found.shrunk.ops.len(), found.shrunk.replays, found.shrunk.elapsed);
+    print_found(&mut out, seed, found.case, f, shrunk)?;
     writeln!(out, "wrote {}", found.file.display())?;
     writeln!(
         out,
@@ -167,6 +153,26 @@ pub fn run(a: ExploreArgs) -> Result<ExitCode> {
     )?;
     writeln!(out, "re-run the exploration: {rerun_explore}")?;
     Ok(ExitCode::from(1))
+}
+
+/// What was found and how far it shrank: `shrunk` is (ops before, ops after, replays, time).
+fn print_found(
+    out: &mut impl Write,
+    seed: u64,
+    case: u64,
+    f: &explore::Failure,
+    shrunk: (usize, usize, usize, std::time::Duration),
+) -> std::io::Result<()> {
+    writeln!(out, "\nFOUND in case {case} (seed {seed}) against {}:", f.target)?;
+    if let Some((a_name, a_text, b_name, b_text)) = &f.divergent {
+        writeln!(out, "DIVERGENT\n{}", side_by_side(a_name, a_text, b_name, b_text))?;
+    }
+    for x in &f.findings {
+        writeln!(out, "  {x}")?;
+    }
+    writeln!(out, "  runner: {}", f.message.replace('\n', "\n  "))?;
+    let (before, after, replays, elapsed) = shrunk;
+    writeln!(out, "shrunk from {before} to {after} ops in {replays} replays ({:.1} s)", elapsed.as_secs_f64())
 }
 
 /// The command line that repeats an exploration case for case.
@@ -252,22 +258,8 @@ fn run_bridge(a: ExploreArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     };
     let f = found.shrunk.run.failure.as_ref().expect("a failure");
-    writeln!(out, "\nFOUND in case {} (seed {seed}) against {}:", found.case, f.target)?;
-    if let Some((a_name, a_text, b_name, b_text)) = &f.divergent {
-        writeln!(out, "DIVERGENT\n{}", side_by_side(a_name, a_text, b_name, b_text))?;
-    }
-    for x in &f.findings {
-        writeln!(out, "  {x}")?;
-    }
-    writeln!(out, "  runner: {}", f.message.replace('\n', "\n  "))?;
-    writeln!(
-        out,
-        "shrunk from {} to {} ops in {} replays ({:.1} s)",
-        found.original_ops,
-        found.shrunk.run.case.len(),
-        found.shrunk.replays,
-        found.shrunk.elapsed.as_secs_f64()
-    )?;
+    let shrunk = (found.original_ops, found.shrunk.run.case.len(), found.shrunk.replays, found.shrunk.elapsed);
+    print_found(&mut out, seed, found.case, f, shrunk)?;
     writeln!(out, "wrote {}", found.file.display())?;
     let transport = a.bridge_transport.as_ref().map(|t| format!(" --bridge-transport {t}")).unwrap_or_default();
     writeln!(
