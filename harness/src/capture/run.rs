@@ -534,7 +534,7 @@ where
     let d = dir.path().to_owned();
     let launcher = d.join(LAUNCHER_NAME);
     let argv = bridge_argv(&opts.bridge, &launcher)?;
-    // A link, not a script: see the mock's `{mock}` in runner/bridge.rs.
+    // A link, not a script: see the mock's `{mock}` in runner/bridge/mod.rs.
     std::os::unix::fs::symlink(&opts.exe, &launcher)
         .map_err(|e| CaptureError::io(format!("cannot link {}", launcher.display()), e))?;
     let control_path = d.join("control.sock");
