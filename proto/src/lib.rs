@@ -13,6 +13,8 @@
 //! - [`fuzzing`]: the bodies of the cargo-fuzz targets, also replayed by `cargo test`;
 //! - [`session`]: a model of a session for generated exploration, and its invariant oracle;
 //! - [`mcp_input`]: a bridge's decisions about its host's MCP input (bounded lines, the gate);
+//! - [`bridge_core`]: the reference bridge's protocol decisions, driven by `handle_*`/`poll_*`;
+//! - [`jsonrpc`]: JSON-RPC error codes and request ids;
 //! - [`bridge_model`]: a model of a bridge under test that checks its invariants from outside;
 //! - [`spec`]: the specification's constants (times, environment variables);
 //! - `strategies` (feature `proptest`): proptest strategies for Envelopes and session ops.
@@ -25,12 +27,14 @@ pub mod pb {
     include!(concat!(env!("OUT_DIR"), "/protomcp.rs"));
 }
 
+pub mod bridge_core;
 pub mod bridge_model;
 pub mod dynamic;
 pub mod envelopes;
 pub mod fixture;
 pub mod frame;
 pub mod fuzzing;
+pub mod jsonrpc;
 pub mod mcp;
 pub mod mcp_input;
 pub mod payload;

@@ -19,7 +19,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use protomcp_harness::bridge::link::{Link, Quiet};
+use protomcp_harness::bridge::link::{Link, Sink};
 use protomcp_harness::bridge::process::ToolProcess;
 use protomcp_harness::host::StdioHost;
 use protomcp_proto::EnvelopeExt;
@@ -31,6 +31,35 @@ const SEQUENTIAL: usize = 3000;
 const WARMUP: usize = 300;
 const IN_FLIGHT: usize = 16;
 const THROUGHPUT_CALLS: usize = 8000;
+
+/// The direct path's side of a link: replies handed to whoever waits for their rid.
+#[derive(Default)]
+struct Replies {
+    waiting: std::sync::Mutex<std::collections::HashMap<String, tokio::sync::oneshot::Sender<Msg>>>,
+}
+
+impl Replies {
+    /// Sends `envelope` under `rid` and waits for the reply.
+    async fn request(&self, link: &Link, rid: String, envelope: protomcp_proto::pb::Envelope) -> Msg {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.waiting.lock().unwrap().insert(rid.clone(), tx);
+        link.send(envelope.with_rid(rid)).unwrap();
+        rx.await.expect("a reply")
+    }
+}
+
+impl Sink for Replies {
+    fn envelope(&self, _generation: u64, envelope: protomcp_proto::pb::Envelope) {
+        let tx = self.waiting.lock().unwrap().remove(&envelope.request_id);
+        if let (Some(tx), Some(msg)) = (tx, envelope.msg) {
+            let _ = tx.send(msg);
+        }
+    }
+    fn sideband(&self, _generation: u64, _sideband: protomcp_proto::frame::Sideband) {}
+    fn closed(&self, _generation: u64, _reason: String) {}
+    fn diag(&self, _line: String) {}
+    fn trace(&self, _from_tp: bool, _envelope: &protomcp_proto::pb::Envelope) {}
+}
 
 fn bin() -> String {
     env!("CARGO_BIN_EXE_protomcp-conform").to_owned()
@@ -60,17 +89,17 @@ fn summarize(mut samples: Vec<Duration>, seq: Duration, per_sec: f64) -> Stats {
 async fn direct(argv: &[String]) -> Stats {
     let mut tp = ToolProcess::spawn(argv, None).unwrap();
     let stream = tp.accept(Duration::from_secs(10)).await.unwrap();
-    let (link, _hs) = Link::start(stream, 1, Arc::new(Quiet));
+    let replies = Arc::new(Replies::default());
+    let link = Link::start(stream, 1, replies.clone());
     let n = std::sync::atomic::AtomicU64::new(0);
     let rid = || format!("b-{}", n.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-    let r = rid();
-    let reply = link.request(&r, env::list_tools().with_rid(r.clone())).await.unwrap().unwrap();
+    let reply = replies.request(&link, rid(), env::list_tools()).await;
     assert!(matches!(reply, Msg::ToolList(_)));
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let call = |link: &Link, rid: String| {
-        let rx = link.request(&rid, env::call_tool("echo", r#"{"text":"bench"}"#).with_rid(rid.clone()));
+    let call = |rid: String| {
+        let (link, replies) = (link.clone(), replies.clone());
         async move {
-            match rx.await.unwrap().unwrap() {
+            match replies.request(&link, rid, env::call_tool("echo", r#"{"text":"bench"}"#)).await {
                 Msg::CallResult(c) => assert!(!c.is_error),
                 other => panic!("{other:?}"),
             }
@@ -80,7 +109,7 @@ async fn direct(argv: &[String]) -> Stats {
     let mut seq = Duration::ZERO;
     for i in 0..WARMUP + SEQUENTIAL {
         let t = Instant::now();
-        call(&link, rid()).await;
+        call(rid()).await;
         if i >= WARMUP {
             samples.push(t.elapsed());
             seq += t.elapsed();
@@ -91,13 +120,13 @@ async fn direct(argv: &[String]) -> Stats {
     let n = Arc::new(std::sync::atomic::AtomicU64::new(1_000_000));
     let workers: Vec<_> = (0..IN_FLIGHT)
         .map(|_| {
-            let link = link.clone();
+            let (link, replies) = (link.clone(), replies.clone());
             let n = n.clone();
             tokio::spawn(async move {
                 for _ in 0..per_worker {
                     let rid = format!("t-{}", n.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-                    let rx = link.request(&rid, env::call_tool("echo", r#"{"text":"bench"}"#).with_rid(rid.clone()));
-                    assert!(matches!(rx.await.unwrap().unwrap(), Msg::CallResult(_)));
+                    let reply = replies.request(&link, rid, env::call_tool("echo", r#"{"text":"bench"}"#)).await;
+                    assert!(matches!(reply, Msg::CallResult(_)));
                 }
             })
         })

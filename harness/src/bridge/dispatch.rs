@@ -1,135 +1,185 @@
-//! What the tool process sends unasked, dispatched by message type (the link's [`Dispatch`]):
-//! tool-list control, progress, logs, resource updates, and its reverse requests (sampling and
-//! roots, routed to the session whose call is in flight).
+//! Feeding the core and carrying out what it asks: every input goes through [`Bridge::drive`],
+//! which then hands the core's Envelopes to the link (in order; a frame the link refuses fails
+//! its request in the core) and its events to their addressees: answers to the host requests
+//! waiting for them, notifications to sessions, reverse requests to a host, the end of a start
+//! or reload to whoever waits for it. One timer task sleeps towards the core's next deadline.
+
+use protomcp_proto::frame::Sideband;
+use protomcp_proto::pb::Envelope;
 
 use super::*;
+use crate::bridge::link::Sink;
+use bcore::Event;
 
 impl Bridge {
-    pub(super) async fn sampling(&self, req: pb::SamplingRequest) -> pb::SamplingResponse {
-        let fail = |e: String| pb::SamplingResponse { error: e, ..Default::default() };
-        let Some(session) = self.sole_caller() else {
-            return fail("no single MCP session with a call in flight to ask for sampling".into());
+    /// Runs `f` on the core (and the shell's state) with the current time, then carries out
+    /// everything the core asks for.
+    pub(super) fn drive<R>(&self, f: impl FnOnce(&mut Shared, Instant) -> R) -> R {
+        let (r, events, sessions) = {
+            let mut sh = self.shared.lock().unwrap();
+            let r = f(&mut sh, Instant::now());
+            // Envelopes first: a frame the link refuses fails its request, which may make more.
+            while let Some(envelope) = sh.core.poll_transmit() {
+                let Some(link) = sh.link.clone() else { continue };
+                self.trace(false, &envelope);
+                let rid = envelope.request_id.clone();
+                if let Err(e) = link.send(envelope) {
+                    sh.core.handle_send_failed(Instant::now(), &rid, e);
+                }
+            }
+            let events: Vec<Event> = std::iter::from_fn(|| sh.core.poll_event()).collect();
+            let next = sh.core.poll_timeout();
+            if next.is_some_and(|t| sh.armed.is_none_or(|a| t < a)) {
+                sh.armed = next;
+                self.timer.notify_one();
+            }
+            let sessions = if events.is_empty() { Vec::new() } else { sh.sessions.values().cloned().collect() };
+            (r, self.take_waiters(&mut sh, &events), sessions)
         };
-        if !session.can_sample() {
-            return fail("the MCP client did not declare the sampling capability".into());
+        for (event, waiter) in events {
+            self.deliver(event, waiter, &sessions);
         }
-        let messages = match serde_json::from_str::<Value>(&req.messages_json) {
-            Ok(Value::Array(items)) => items
-                .into_iter()
-                .map(|mut m| {
-                    if let Some(Value::String(s)) = m.get("content") {
-                        m["content"] = json!({"type": "text", "text": s});
-                    }
-                    m
-                })
-                .collect::<Vec<_>>(),
-            _ => return fail("messages_json is not a JSON array".into()),
-        };
-        let mut params = json!({
-            "messages": messages,
-            "maxTokens": if req.max_tokens > 0 { req.max_tokens } else { 1024 },
-        });
-        if !req.system_prompt.is_empty() {
-            params["systemPrompt"] = Value::String(req.system_prompt.clone());
-        }
-        if let Ok(prefs @ Value::Object(_)) = serde_json::from_str::<Value>(&req.model_preferences_json) {
-            params["modelPreferences"] = prefs;
-        }
-        match tokio::time::timeout(self.cfg.call_timeout, session.sample(params)).await {
-            Err(_) => fail("the MCP client did not answer sampling/createMessage in time".into()),
-            Ok(Err(e)) => fail(e),
-            Ok(Ok(r)) => pb::SamplingResponse {
-                role: r.get("role").and_then(Value::as_str).unwrap_or("assistant").to_owned(),
-                content_json: r.get("content").map(Value::to_string).unwrap_or_default(),
-                model: r.get("model").and_then(Value::as_str).unwrap_or_default().to_owned(),
-                stop_reason: r.get("stopReason").and_then(Value::as_str).unwrap_or_default().to_owned(),
-                error: String::new(),
-            },
+        r
+    }
+
+    /// Pairs each event with what waits for it, taken out of the shared state.
+    fn take_waiters(&self, sh: &mut Shared, events: &[Event]) -> Vec<(Event, Waiter)> {
+        events
+            .iter()
+            .map(|e| {
+                let w = match e {
+                    Event::Answer { op, .. } => sh.waiters.remove(op).map(Waiter::Op),
+                    Event::Served { generation } => match sh.starts.remove(generation) {
+                        Some(tx) => Some(Waiter::Start(tx)),
+                        None => sh.reload.take().map(Waiter::Start),
+                    },
+                    Event::StartFailed { generation, .. } => sh.starts.remove(generation).map(Waiter::Start),
+                    Event::ReloadFailed { .. } => sh.reload.take().map(Waiter::Start),
+                    _ => None,
+                };
+                (e.clone(), w.unwrap_or(Waiter::None))
+            })
+            .collect()
+    }
+
+    fn deliver(&self, event: Event, waiter: Waiter, sessions: &[Arc<dyn HostSession>]) {
+        let session = |id: SessionId| sessions.iter().find(|s| s.id() == id).cloned();
+        match (event, waiter) {
+            (Event::Answer { result, .. }, Waiter::Op(tx)) => {
+                let _ = tx.send(result);
+            }
+            (Event::Answer { .. }, _) => {}
+            (Event::Progress { session: id, token, progress, total, message }, _) => {
+                if let Some(s) = session(id) {
+                    s.progress(token, progress, total, message);
+                }
+            }
+            (Event::Log { level, logger, data }, _) => {
+                for s in sessions {
+                    s.log(level, logger.clone(), data.clone());
+                }
+            }
+            (Event::ListChanged(kind), _) => {
+                for s in sessions {
+                    s.list_changed(kind);
+                }
+            }
+            (Event::ResourceUpdated(uri), _) => {
+                for s in sessions {
+                    s.resource_updated(&uri);
+                }
+            }
+            (Event::Sample { session: id, rid, params }, _) => {
+                let Some(s) = session(id) else {
+                    return self.drive(|sh, _| sh.core.handle_sample_answer(&rid, Err("the session ended".into())));
+                };
+                self.ask_host(rid, async move { s.sample(params).await }, Core::handle_sample_answer);
+            }
+            (Event::ListRoots { session: id, rid }, _) => {
+                let Some(s) = session(id) else {
+                    return self.drive(|sh, _| sh.core.handle_roots_answer(&rid, Err("the session ended".into())));
+                };
+                self.ask_host(rid, async move { s.list_roots().await }, Core::handle_roots_answer);
+            }
+            (Event::Served { .. }, w) => {
+                self.served.send_modify(|n| *n += 1);
+                if let Waiter::Start(tx) = w {
+                    let _ = tx.send(Ok(()));
+                }
+            }
+            (Event::StartFailed { reason, .. } | Event::ReloadFailed { reason }, Waiter::Start(tx)) => {
+                let _ = tx.send(Err(reason));
+            }
+            (Event::StartFailed { reason, .. } | Event::ReloadFailed { reason }, _) => diag(&reason),
+            (Event::Diag(line), _) => diag(&line),
         }
     }
 
-    pub(super) async fn roots(&self) -> pb::ListRootsResponse {
-        let Some(session) = self.sole_caller().filter(|s| s.can_list_roots()) else {
-            return pb::ListRootsResponse::default();
-        };
-        match tokio::time::timeout(self.cfg.call_timeout, session.list_roots()).await {
-            Ok(Ok(r)) => pb::ListRootsResponse {
-                roots: r
-                    .get("roots")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .map(|root| pb::RootDef {
-                        uri: root.get("uri").and_then(Value::as_str).unwrap_or_default().to_owned(),
-                        name: root.get("name").and_then(Value::as_str).unwrap_or_default().to_owned(),
-                    })
-                    .collect(),
-            },
-            _ => pb::ListRootsResponse::default(),
+    /// Asks a host a reverse request without blocking the reader (the answer may take a while:
+    /// a human at the host, BR-CONCUR-06). The core answers the tool process when the call
+    /// timeout passes first; the task's own bound only keeps it from outliving that.
+    fn ask_host(
+        &self,
+        rid: String,
+        ask: impl Future<Output = Result<Value, String>> + Send + 'static,
+        answer: fn(&mut Core, &str, Result<Value, String>),
+    ) {
+        let this = self.self_arc();
+        let bound = self.cfg.call_timeout + Duration::from_secs(1);
+        tokio::spawn(async move {
+            let r = tokio::time::timeout(bound, ask).await.unwrap_or_else(|_| Err("no answer in time".into()));
+            this.drive(|sh, _| answer(&mut sh.core, &rid, r));
+        });
+    }
+
+    /// Sleeps towards the core's next deadline and passes the time in; woken earlier when a
+    /// nearer deadline appears.
+    pub(super) async fn run_timer(self: Arc<Self>) {
+        let weak = Arc::downgrade(&self);
+        drop(self);
+        loop {
+            let Some(this) = weak.upgrade() else { return };
+            let next = {
+                let mut sh = this.shared.lock().unwrap();
+                sh.armed = sh.core.poll_timeout();
+                sh.armed
+            };
+            let sleep = async {
+                match next {
+                    Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let woken = tokio::select! {
+                _ = sleep => false,
+                _ = this.timer.notified() => true,
+                _ = this.shutdown.cancelled() => return,
+            };
+            if !woken {
+                this.drive(|sh, now| sh.core.handle_timeout(now));
+            }
         }
     }
 }
 
-impl Dispatch for Bridge {
-    fn control(&self, op: &state::ToolOp) -> Vec<String> {
-        let (changed, active) = {
-            let mut g = self.inner.lock().unwrap();
-            let changed = g.tools.apply(op);
-            (changed, g.tools.active_names())
-        };
-        if changed {
-            self.broadcast_list_changed(ListKind::Tools);
-        }
-        active
+/// What waits for an event.
+enum Waiter {
+    None,
+    Op(oneshot::Sender<Result<Value, HostError>>),
+    Start(oneshot::Sender<Result<(), String>>),
+}
+
+impl Sink for Bridge {
+    fn envelope(&self, generation: u64, envelope: Envelope) {
+        self.drive(|sh, now| sh.core.handle_envelope(now, generation, envelope));
     }
 
-    fn progress(&self, p: pb::ProgressNotification) {
-        let target = {
-            let mut g = self.inner.lock().unwrap();
-            match g.progress.get_mut(&p.progress_token) {
-                // BR-PROGRESS-05: only increasing values.
-                Some(route) if route.last.is_none_or(|l| p.progress > l) => {
-                    route.last = Some(p.progress);
-                    Some((route.session.clone(), route.token.clone()))
-                }
-                _ => None,
-            }
-        };
-        if let Some((session, token)) = target {
-            let total = (p.total != 0).then_some(p.total);
-            let message = (!p.message.is_empty()).then_some(p.message);
-            session.progress(token, p.progress, total, message);
-        }
+    fn sideband(&self, generation: u64, sideband: Sideband) {
+        self.drive(|sh, now| sh.core.handle_sideband(now, generation, sideband));
     }
 
-    fn log(&self, l: pb::LogMessage) {
-        let level = state::log_level(&l.level);
-        let data = state::log_data(&l.data_json);
-        let logger = (!l.logger.is_empty()).then_some(l.logger);
-        for s in self.sessions() {
-            s.log(level, logger.clone(), data.clone());
-        }
-    }
-
-    fn resource_changed(&self, uri: String) {
-        for s in self.sessions() {
-            s.resource_updated(&uri);
-        }
-    }
-
-    fn reverse(&self, link: Arc<Link>, rid: String, msg: Msg) {
-        // The answer may take a while (a human at the host): never block the reader
-        // (BR-CONCUR-06). A weak handle is not needed: the task ends within CALL_TIMEOUT.
-        let this = self.self_arc();
-        tokio::spawn(async move {
-            let reply: Envelope = match msg {
-                Msg::SamplingRequest(r) => this.sampling(r).await.into(),
-                _ => this.roots().await.into(),
-            };
-            let reply = reply.with_rid(rid);
-            this.trace(false, &reply);
-            let _ = link.send(reply);
-        });
+    fn closed(&self, generation: u64, reason: String) {
+        self.drive(|sh, now| sh.core.handle_closed(now, generation, &reason));
     }
 
     fn diag(&self, line: String) {
@@ -144,11 +194,5 @@ impl Dispatch for Bridge {
         if let Some(t) = &self.trace {
             t.item(&item());
         }
-    }
-}
-
-impl Bridge {
-    pub(super) fn self_arc(&self) -> Arc<Bridge> {
-        self.me.upgrade().expect("the bridge is alive while its reader runs")
     }
 }

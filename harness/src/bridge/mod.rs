@@ -1,12 +1,17 @@
 //! The reference bridge: MCP hosts on one side, one tool process on the other (spec §22, §24).
+//! An async shell over the sans-IO core [`protomcp_proto::bridge_core`], which takes every
+//! protocol decision (rids, middleware order, progress routes, cancellation and the call
+//! timeout, the handshake and list pulls, list diffs, reverse-request routing); this crate
+//! does the I/O around it:
 //!
-//! - [`state`]: sans-IO state (active set and list modes, MCP shapes of Envelope lists);
-//! - [`link`]: one tool-process connection (reader, writer, pending requests);
+//! - [`link`]: one tool-process connection (reader and writer tasks);
 //! - [`process`]: the tool process and its socket (start, accept, terminate);
 //! - [`mcp`]: the MCP side, the only module that knows rmcp;
-//! - this module: [`Bridge`], the core that the MCP side calls: handshake, list pulls, call
-//!   forwarding with middleware, progress, cancellation, routing of reverse requests to the
-//!   calling session, restarts with backoff.
+//! - `dispatch`: feeding the core and carrying out what it asks (Envelopes to the link,
+//!   answers to waiting host requests, notifications to sessions, reverse requests to a host),
+//!   with one timer task for its deadlines;
+//! - `serve`: the host operations as async calls; `lifecycle`: start, supervision with
+//!   restarts and backoff, reloads, shutdown.
 //!
 //! The core speaks JSON values towards the MCP side ([`HostSession`]), so rmcp stays behind
 //! one module.
@@ -18,7 +23,8 @@ pub mod link;
 pub mod mcp;
 pub mod notes;
 pub mod process;
-pub mod state;
+/// The MCP shapes, under their old path for the MCP side.
+pub use protomcp_proto::bridge_core::shapes as state;
 pub mod stdio;
 pub mod trace;
 pub mod watch;
@@ -27,24 +33,20 @@ mod dispatch;
 mod lifecycle;
 mod serve;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use prost::Message as _;
-use protomcp_proto::EnvelopeExt;
-use protomcp_proto::envelopes as env;
-use protomcp_proto::frame::MAX_FRAME;
-use protomcp_proto::pb::{self, Envelope, envelope::Msg};
-use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
+use protomcp_proto::bridge_core::{self as bcore, Core, OpId, SessionCaps};
+use serde_json::Value;
+use tokio::sync::oneshot;
 
-use link::{Dispatch, HsEvent, Link, Reply};
-use state::ToolSet;
+use link::Link;
+
+pub use protomcp_proto::bridge_core::{HostError, ListKind, SessionId};
 
 /// `HANDSHAKE_QUIET` (spec §1.5) and the default `CALL_TIMEOUT` (BR-LIFECYCLE-12).
 pub use protomcp_proto::spec::{DEFAULT_CALL_TIMEOUT, HANDSHAKE_QUIET};
@@ -103,45 +105,7 @@ pub enum StartError {
     Failed(String),
 }
 
-/// An error answer towards a host, with the JSON-RPC code it maps to (§22.2).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum HostError {
-    /// -32602
-    #[error("{0}")]
-    InvalidParams(String),
-    /// -32002
-    #[error("{0}")]
-    ResourceNotFound(String),
-    /// -32603
-    #[error("{0}")]
-    Internal(String),
-    /// The host cancelled the request: it gets no response (BR-CANCEL-02).
-    #[error("cancelled")]
-    Cancelled,
-}
-
-impl HostError {
-    pub fn code(&self) -> i32 {
-        match self {
-            HostError::InvalidParams(_) => -32602,
-            HostError::ResourceNotFound(_) => -32002,
-            HostError::Internal(_) | HostError::Cancelled => -32603,
-        }
-    }
-}
-
-/// Identity of a host session.
-pub type SessionId = u64;
-
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-/// Which list changed (for `notifications/*/list_changed`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListKind {
-    Tools,
-    Resources,
-    Prompts,
-}
 
 /// The bridge's view of one MCP session; implemented by the MCP side. Notifications are queued
 /// in order; [`HostSession::flush`] resolves when everything queued before it has been sent.
@@ -162,44 +126,29 @@ pub trait HostSession: Send + Sync {
     fn list_roots(&self) -> BoxFuture<Result<Value, String>>;
 }
 
-#[derive(Debug, Clone, PartialEq)]
-enum Status {
-    Starting,
-    Ready,
-    Down(String),
-}
-
-struct ProgressRoute {
-    session: Arc<dyn HostSession>,
-    token: Value,
-    last: Option<i64>,
-}
-
-#[derive(Default)]
-struct Lists {
-    resources: Vec<pb::ResourceDefinition>,
-    templates: Vec<pb::ResourceTemplateDefinition>,
-    prompts: Vec<pb::PromptDefinition>,
-}
-
-struct Inner {
-    status: Status,
+/// What the shell keeps beside the core, under the same lock.
+struct Shared {
+    core: Core,
+    /// The connection the core's Envelopes go to.
     link: Option<Arc<Link>>,
-    tools: ToolSet,
-    lists: Lists,
-    progress: HashMap<String, ProgressRoute>,
-    /// Calls in flight per session (sampling and roots routing, BR-SAMPLING-02).
-    calls: HashMap<SessionId, usize>,
-    sessions: Vec<Arc<dyn HostSession>>,
     process: Option<process::ToolProcess>,
+    sessions: BTreeMap<SessionId, Arc<dyn HostSession>>,
+    /// Host operations waiting for their answer.
+    waiters: HashMap<OpId, oneshot::Sender<Result<Value, HostError>>>,
+    /// Starts waiting for their connection to be served, by generation.
+    starts: HashMap<u64, oneshot::Sender<Result<(), String>>>,
+    /// A reload by ReloadRequest waiting for its end.
+    reload: Option<oneshot::Sender<Result<(), String>>>,
+    /// The deadline the timer task sleeps towards.
+    armed: Option<Instant>,
 }
 
-/// The bridge core, shared by every session.
+/// The bridge, shared by every session.
 pub struct Bridge {
     pub(crate) cfg: Config,
-    rids: AtomicU64,
-    generation: AtomicU64,
-    inner: Mutex<Inner>,
+    shared: Mutex<Shared>,
+    /// Wakes the timer task when the core's next deadline moved earlier.
+    timer: tokio::sync::Notify,
     shutdown: tokio_util::sync::CancellationToken,
     trace: Option<trace::Trace>,
     me: std::sync::Weak<Bridge>,
@@ -210,30 +159,13 @@ pub struct Bridge {
     reloading: std::sync::atomic::AtomicBool,
 }
 
-/// Decrements the in-flight count of a session when a call ends.
-struct CallGuard<'a> {
-    bridge: &'a Bridge,
-    session: SessionId,
-    token: Option<String>,
-}
-
-impl Drop for CallGuard<'_> {
-    fn drop(&mut self) {
-        let mut g = self.bridge.inner.lock().unwrap();
-        if let Some(n) = g.calls.get_mut(&self.session) {
-            *n -= 1;
-            if *n == 0 {
-                g.calls.remove(&self.session);
-            }
-        }
-        if let Some(t) = &self.token {
-            g.progress.remove(t);
-        }
-    }
-}
-
 fn diag(line: &str) {
     eprintln!("protomcp-conform bridge: {line}");
+}
+
+/// The planted bug the environment asks for ([`PLANTED_BUG`]).
+fn planted() -> Option<bcore::PlantedBug> {
+    bcore::PlantedBug::named(std::env::var(PLANTED_BUG).ok()?.as_str())
 }
 
 impl Bridge {
@@ -244,20 +176,21 @@ impl Bridge {
             Some(p) => Some(trace::Trace::create(p)?),
             None => None,
         };
+        let core_cfg =
+            bcore::Config { call_timeout: cfg.call_timeout, handshake_quiet: HANDSHAKE_QUIET, planted: planted() };
         let bridge = Arc::new_cyclic(|me| Bridge {
             cfg,
-            rids: AtomicU64::new(0),
-            generation: AtomicU64::new(0),
-            inner: Mutex::new(Inner {
-                status: Status::Starting,
+            shared: Mutex::new(Shared {
+                core: Core::new(core_cfg),
                 link: None,
-                tools: ToolSet::default(),
-                lists: Lists::default(),
-                progress: HashMap::new(),
-                calls: HashMap::new(),
-                sessions: Vec::new(),
                 process: None,
+                sessions: BTreeMap::new(),
+                waiters: HashMap::new(),
+                starts: HashMap::new(),
+                reload: None,
+                armed: None,
             }),
+            timer: tokio::sync::Notify::new(),
             shutdown: tokio_util::sync::CancellationToken::new(),
             trace,
             me: me.clone(),
@@ -265,77 +198,67 @@ impl Bridge {
             reload_lock: tokio::sync::Mutex::new(()),
             reloading: std::sync::atomic::AtomicBool::new(false),
         });
+        tokio::spawn(bridge.clone().run_timer());
         bridge.clone().start_instance().await.map_err(StartError::Failed)?;
         tokio::spawn(bridge.clone().supervise());
         Ok(bridge)
-    }
-
-    fn next_rid(&self) -> String {
-        format!("req-{}", self.rids.fetch_add(1, Ordering::Relaxed))
     }
 
     pub fn call_timeout(&self) -> Duration {
         self.cfg.call_timeout
     }
 
-    /// Adds a session (once: adding it again changes nothing).
+    pub(super) fn self_arc(&self) -> Arc<Bridge> {
+        self.me.upgrade().expect("the bridge is alive while its tasks run")
+    }
+
+    /// Adds a session, or updates what its client declared (called at initialize and again
+    /// at notifications/initialized).
     pub fn add_session(&self, s: Arc<dyn HostSession>) {
-        let mut g = self.inner.lock().unwrap();
-        if !g.sessions.iter().any(|x| x.id() == s.id()) {
-            g.sessions.push(s);
-        }
+        let caps = SessionCaps { sampling: s.can_sample(), roots: s.can_list_roots() };
+        self.drive(|sh, _| {
+            sh.core.add_session(s.id(), caps);
+            sh.sessions.insert(s.id(), s);
+        });
     }
 
     pub fn remove_session(&self, id: SessionId) {
-        self.inner.lock().unwrap().sessions.retain(|s| s.id() != id);
+        self.drive(|sh, _| {
+            sh.core.remove_session(id);
+            sh.sessions.remove(&id);
+        });
     }
 
-    fn sessions(&self) -> Vec<Arc<dyn HostSession>> {
-        self.inner.lock().unwrap().sessions.clone()
-    }
-
-    fn broadcast_list_changed(&self, kind: ListKind) {
-        for s in self.sessions() {
-            s.list_changed(kind);
-        }
-    }
-
-    fn served_link(&self) -> Result<Arc<Link>, HostError> {
-        let g = self.inner.lock().unwrap();
-        match (&g.status, &g.link) {
-            (Status::Ready, Some(l)) if !l.is_closed() => Ok(l.clone()),
-            (Status::Down(r), _) => Err(HostError::Internal(format!("no tool process is connected ({r})"))),
-            _ => Err(HostError::Internal("no tool process is connected (it is restarting)".into())),
-        }
+    fn read<R>(&self, f: impl FnOnce(&Core) -> R) -> R {
+        f(&self.shared.lock().unwrap().core)
     }
 
     // ----- lists -----
 
     pub fn tools(&self) -> Vec<Value> {
-        self.inner.lock().unwrap().tools.active().map(state::mcp_tool).collect()
+        self.read(Core::tools)
     }
 
     pub fn resources(&self) -> Vec<Value> {
-        state::mcp_resources(&self.inner.lock().unwrap().lists.resources)
+        self.read(Core::resources)
     }
 
     pub fn templates(&self) -> Vec<Value> {
-        state::mcp_templates(&self.inner.lock().unwrap().lists.templates)
+        self.read(Core::templates)
     }
 
     pub fn prompts(&self) -> Vec<Value> {
-        state::mcp_prompts(&self.inner.lock().unwrap().lists.prompts)
+        self.read(Core::prompts)
     }
 
     /// Whether the tool process registered any resource or template / prompt (BR-MCP-06).
     pub fn has_resources_prompts(&self) -> (bool, bool) {
-        let g = self.inner.lock().unwrap();
-        (!g.lists.resources.is_empty() || !g.lists.templates.is_empty(), !g.lists.prompts.is_empty())
+        self.read(Core::has_resources_prompts)
     }
 
-    // ----- tools/call -----
+    // ----- trace -----
 
-    fn trace(&self, from_tp: bool, envelope: &Envelope) {
+    fn trace(&self, from_tp: bool, envelope: &protomcp_proto::pb::Envelope) {
         if let Some(t) = &self.trace {
             t.frame(from_tp, envelope);
         }
@@ -358,22 +281,5 @@ impl Bridge {
         if let Some(t) = &self.trace {
             t.host_line(from_host, line);
         }
-    }
-
-    fn sole_caller(&self) -> Option<Arc<dyn HostSession>> {
-        let g = self.inner.lock().unwrap();
-        let mut with_calls = g.calls.iter().filter(|(_, n)| **n > 0).map(|(id, _)| *id);
-        let only = with_calls.next()?;
-        if with_calls.next().is_some() {
-            return None;
-        }
-        g.sessions.iter().find(|s| s.id() == only).cloned()
-    }
-}
-
-fn describe(r: &Reply) -> String {
-    match r {
-        Ok(m) => format!("unexpected reply {}", protomcp_proto::Arm::of(m).name()),
-        Err(e) => e.clone(),
     }
 }

@@ -189,7 +189,7 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<m::ReadResourceResponse, ErrorData> {
         self.trace_request(&context.id, "resources/read", &request);
-        let r = match self.bridge.read_resource(&request.uri).await {
+        let r = match self.bridge.read_resource(self.session.id, &request.uri).await {
             Ok(v) => from_json::<m::ReadResourceResult>(v),
             Err(e) => Err(host_error(e)),
         };
@@ -232,7 +232,8 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<m::GetPromptResponse, ErrorData> {
         self.trace_request(&context.id, "prompts/get", &request);
-        let r = match self.bridge.get_prompt(&request.name, request.arguments.map(Value::Object)).await {
+        let r = match self.bridge.get_prompt(self.session.id, &request.name, request.arguments.map(Value::Object)).await
+        {
             Ok(v) => from_json::<m::GetPromptResult>(v),
             Err(e) => Err(host_error(e)),
         };
@@ -246,7 +247,11 @@ impl ServerHandler for Handler {
     ) -> Result<m::CompleteResult, ErrorData> {
         self.trace_request(&context.id, "completion/complete", &request);
         let reference = to_json(&request.r#ref);
-        let r = match self.bridge.complete(&reference, &request.argument.name, &request.argument.value).await {
+        let r = match self
+            .bridge
+            .complete(self.session.id, &reference, &request.argument.name, &request.argument.value)
+            .await
+        {
             Ok(v) => from_json(v),
             Err(e) => Err(host_error(e)),
         };

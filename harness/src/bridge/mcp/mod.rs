@@ -69,7 +69,7 @@ fn to_json<T: serde::Serialize>(v: &T) -> Value {
 }
 
 fn host_error(e: HostError) -> ErrorData {
-    ErrorData::new(ErrorCode(e.code()), e.to_string(), None)
+    ErrorData::new(ErrorCode(e.code().code()), e.to_string(), None)
 }
 
 enum Note {

@@ -1,0 +1,419 @@
+//! The host operations that need the tool process: tools/call (§6) with its middleware chain
+//! (§13), progress routes (§9) and cancellation (§8); resources/read, prompts/get and
+//! completion/complete (§14–16). Each gets exactly one [`Event::Answer`], unless the host
+//! cancels it.
+
+use prost::Message as _;
+use serde_json::{Map, Value, json};
+
+use super::*;
+use crate::envelopes as env;
+use crate::frame::MAX_FRAME;
+
+/// A progress route: the session whose call sent the token, the host's token, the last value
+/// passed on (BR-PROGRESS-05: only increasing ones).
+#[derive(Debug)]
+pub(super) struct Route {
+    session: SessionId,
+    token: Value,
+    last: Option<i64>,
+}
+
+#[derive(Debug)]
+pub(super) struct Op {
+    session: SessionId,
+    kind: Kind,
+    /// The rid of our request in flight for it, if any.
+    rid: Option<String>,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Call(Box<Call>),
+    Read { uri: String },
+    Prompt,
+    Complete,
+}
+
+#[derive(Debug)]
+struct Call {
+    name: String,
+    args_json: String,
+    has_output_schema: bool,
+    /// Middleware names by priority (stable: ties keep registration order).
+    middleware: Vec<String>,
+    stage: Stage,
+    /// The host's progressToken, if the call has one.
+    host_token: Option<Value>,
+    /// Our token, while the call is at the tool process.
+    token: Option<String>,
+    result: pb::CallToolResponse,
+}
+
+/// Where a call stands. "After" middleware run in reverse order: `After(i)` is the `i`-th from
+/// the end of the chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Before(usize),
+    Tool,
+    After(usize),
+}
+
+impl Call {
+    /// The middleware of a Before or After stage.
+    fn middleware_at(&self) -> &str {
+        match self.stage {
+            Stage::Before(i) => &self.middleware[i],
+            Stage::After(i) => &self.middleware[self.middleware.len() - 1 - i],
+            Stage::Tool => "",
+        }
+    }
+}
+
+fn soft_error(text: String) -> Value {
+    json!({"content": [{"type": "text", "text": text}], "isError": true})
+}
+
+impl Core {
+    fn served(&self) -> Result<u64, HostError> {
+        match (&self.status, &self.conn) {
+            (Status::Ready, Some(c)) => Ok(c.generation),
+            (Status::Down(r), _) => Err(HostError::Internal(format!("no tool process is connected ({r})"))),
+            _ => Err(HostError::Internal("no tool process is connected (it is restarting)".into())),
+        }
+    }
+
+    fn new_op(&mut self, session: SessionId, kind: Kind) -> OpId {
+        let id = OpId(self.ops_issued);
+        self.ops_issued += 1;
+        self.ops.insert(id, Op { session, kind, rid: None });
+        id
+    }
+
+    /// Forwards one tools/call (§6). `progress` is the host's progressToken. An error known at
+    /// once is returned; otherwise the answer comes as [`Event::Answer`].
+    pub fn start_call(
+        &mut self,
+        now: Instant,
+        session: SessionId,
+        name: &str,
+        arguments: Option<Value>,
+        progress: Option<Value>,
+    ) -> Result<OpId, HostError> {
+        let args = match arguments {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(v @ Value::Object(_)) => v,
+            Some(_) => return Err(HostError::InvalidParams("arguments must be a JSON object".into())),
+        };
+        let generation = self.served()?;
+        let has_output_schema = match self.tools.get_active(name) {
+            Some(d) => !d.output_schema_json.is_empty(),
+            None if self.cfg.planted == Some(PlantedBug::UnknownToolAsResult) => {
+                let op = OpId(self.ops_issued);
+                self.ops_issued += 1;
+                let result = Ok(soft_error(format!("unknown tool: {name}")));
+                self.events.push_back(Event::Answer { op, session, result });
+                return Ok(op);
+            }
+            None => return Err(HostError::InvalidParams(format!("unknown tool: {name}"))),
+        };
+        let mut middleware = self.conn.as_ref().map(|c| c.middleware.clone()).unwrap_or_default();
+        middleware.sort_by_key(|(_, p)| *p);
+        let call = Call {
+            name: name.to_owned(),
+            args_json: args.to_string(),
+            has_output_schema,
+            middleware: middleware.into_iter().map(|(n, _)| n).collect(),
+            stage: Stage::Before(0),
+            host_token: progress,
+            token: None,
+            result: pb::CallToolResponse::default(),
+        };
+        let op = self.new_op(session, Kind::Call(Box::new(call)));
+        if self.cfg.planted == Some(PlantedBug::UnansweredAfterRestart) && generation > 1 {
+            return Ok(op); // never goes on: the planted bug
+        }
+        self.advance(now, op);
+        Ok(op)
+    }
+
+    /// resources/read (§14, BR-RESOURCE-03).
+    pub fn start_read(&mut self, now: Instant, session: SessionId, uri: &str) -> Result<OpId, HostError> {
+        self.served()?;
+        let op = self.new_op(session, Kind::Read { uri: uri.to_owned() });
+        self.send_for(now, op, env::read_resource(uri));
+        Ok(op)
+    }
+
+    /// prompts/get (§15): a known prompt and its required arguments are checked here
+    /// (BR-PROMPT-02/03).
+    pub fn start_prompt(
+        &mut self,
+        now: Instant,
+        session: SessionId,
+        name: &str,
+        arguments: Option<Value>,
+    ) -> Result<OpId, HostError> {
+        let Some(def) = self.lists.prompts.iter().find(|p| p.name == name) else {
+            return Err(HostError::InvalidParams(format!("unknown prompt: {name}")));
+        };
+        let args = match arguments {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(m)) => m,
+            Some(_) => return Err(HostError::InvalidParams("arguments must be an object".into())),
+        };
+        if let Some(a) = def.arguments.iter().find(|a| a.required && !args.contains_key(&a.name)) {
+            return Err(HostError::InvalidParams(format!("missing required argument: {}", a.name)));
+        }
+        self.served()?;
+        let op = self.new_op(session, Kind::Prompt);
+        self.send_for(now, op, env::get_prompt(name, &Value::Object(args).to_string()));
+        Ok(op)
+    }
+
+    /// completion/complete (§16): `reference` is the MCP `ref` object.
+    pub fn start_complete(
+        &mut self,
+        now: Instant,
+        session: SessionId,
+        reference: &Value,
+        arg_name: &str,
+        arg_value: &str,
+    ) -> Result<OpId, HostError> {
+        let ref_type = reference.get("type").and_then(Value::as_str).unwrap_or_default();
+        let ref_name = match ref_type {
+            "ref/prompt" => reference.get("name"),
+            "ref/resource" => reference.get("uri"),
+            other => return Err(HostError::InvalidParams(format!("unknown reference type {other:?}"))),
+        }
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+        self.served()?;
+        let envelope = env::completion(ref_type, ref_name, arg_name, arg_value);
+        let op = self.new_op(session, Kind::Complete);
+        self.send_for(now, op, envelope);
+        Ok(op)
+    }
+
+    fn send_for(&mut self, now: Instant, op: OpId, envelope: Envelope) {
+        let rid = self.request(now, envelope, Waiting::Op(op));
+        if let Some(o) = self.ops.get_mut(&op) {
+            o.rid = Some(rid);
+        }
+    }
+
+    /// The host cancelled `op` (or its session ended, BR-CANCEL-06): a call at the tool process
+    /// is cancelled there (BR-CANCEL-01/03), and the operation gets no answer (BR-CANCEL-02).
+    pub fn cancel(&mut self, op: OpId) {
+        let Some(o) = self.ops.remove(&op) else { return };
+        if let Some(rid) = &o.rid {
+            self.pending.remove(rid);
+            if let Some(c) = self.conn.as_mut() {
+                c.streams.abort(rid, "the call ended");
+            }
+        }
+        if let Kind::Call(call) = o.kind
+            && call.stage == Stage::Tool
+        {
+            self.uncount(o.session, call.token.as_deref());
+            if let Some(rid) = o.rid {
+                self.transmit.push_back(env::cancel(&rid));
+            }
+        }
+    }
+
+    /// The call took longer than the call timeout at the tool process (BR-CALL-15, BR-CANCEL-05):
+    /// cancelled there and answered with an error; any other request of an operation fails.
+    pub(super) fn op_timed_out(&mut self, now: Instant, op: OpId, rid: &str) {
+        let at_tool = matches!(self.ops.get(&op), Some(Op { kind: Kind::Call(c), .. }) if c.stage == Stage::Tool);
+        if let Some(c) = self.conn.as_mut() {
+            c.streams.abort(rid, "the request timed out");
+        }
+        if !at_tool {
+            let reason = format!("no reply from the tool process within {:?}", self.cfg.call_timeout);
+            return self.resolve(now, rid, Err(reason));
+        }
+        self.pending.remove(rid);
+        let Some(mut o) = self.ops.remove(&op) else { return };
+        if let Kind::Call(call) = &mut o.kind {
+            self.uncount(o.session, call.token.take().as_deref());
+        }
+        self.transmit.push_back(env::cancel(rid));
+        let e = format!("the tool did not answer within {:?}", self.cfg.call_timeout);
+        self.events.push_back(Event::Answer { op, session: o.session, result: Err(HostError::Internal(e)) });
+    }
+
+    fn uncount(&mut self, session: SessionId, token: Option<&str>) {
+        if let Some(n) = self.calling.get_mut(&session) {
+            *n -= 1;
+            if *n == 0 {
+                self.calling.remove(&session);
+            }
+        }
+        if let Some(t) = token {
+            self.progress.remove(t);
+        }
+    }
+
+    /// The next step of a call: the next "before" middleware, the call itself, the next
+    /// "after" middleware, or the answer.
+    fn advance(&mut self, now: Instant, op: OpId) {
+        let Some(mut o) = self.ops.remove(&op) else { return };
+        let session = o.session;
+        let Kind::Call(call) = &mut o.kind else { return };
+        let envelope: Envelope = match call.stage {
+            Stage::Before(i) | Stage::After(i) if i < call.middleware.len() => {
+                let after = matches!(call.stage, Stage::After(_));
+                pb::MiddlewareInterceptRequest {
+                    middleware_name: call.middleware_at().to_owned(),
+                    phase: if after { "after" } else { "before" }.into(),
+                    tool_name: call.name.clone(),
+                    arguments_json: call.args_json.clone(),
+                    result_json: if after { call.result.result_json.clone() } else { String::new() },
+                    is_error: after && call.result.is_error,
+                }
+                .into()
+            }
+            Stage::Before(_) => {
+                let rid = format!("req-{}", self.rids); // the rid `request` gives it next
+                let token = call.host_token.as_ref().map(|_| format!("pt-{rid}"));
+                let request = pb::CallToolRequest {
+                    name: call.name.clone(),
+                    arguments_json: call.args_json.clone(),
+                    progress_token: token.clone().unwrap_or_default(),
+                };
+                let envelope = Envelope::from(request).with_rid(rid);
+                if envelope.encoded_len() > MAX_FRAME as usize {
+                    // BR-FRAME-04
+                    let e = HostError::InvalidParams("the arguments do not fit into one frame".into());
+                    self.events.push_back(Event::Answer { op, session, result: Err(e) });
+                    return;
+                }
+                call.stage = Stage::Tool;
+                call.token = token.clone();
+                if let (Some(t), Some(host)) = (token, call.host_token.clone()) {
+                    self.progress.insert(t, Route { session, token: host, last: None });
+                }
+                *self.calling.entry(session).or_default() += 1;
+                envelope
+            }
+            Stage::After(_) => {
+                let result = shapes::call_result(&call.result, call.has_output_schema);
+                self.events.push_back(Event::Answer { op, session, result: Ok(result) });
+                return;
+            }
+            Stage::Tool => unreachable!("a call at the tool process advances by its reply"),
+        };
+        self.ops.insert(op, o);
+        self.send_for(now, op, envelope);
+    }
+
+    /// The tool process answered a request of `op`'s.
+    pub(super) fn op_reply(&mut self, now: Instant, op: OpId, reply: Reply) {
+        let Some(mut o) = self.ops.remove(&op) else { return };
+        o.rid = None;
+        let session = o.session;
+        let done = |result| Event::Answer { op, session, result };
+        let call = match &mut o.kind {
+            Kind::Read { uri } => {
+                let r = match reply {
+                    Ok(Msg::ReadResourceResponse(r)) => match shapes::mcp_contents(uri, &r) {
+                        Some(c) => Ok(json!({"contents": c})),
+                        None => Err(HostError::ResourceNotFound(format!("resource not found: {uri}"))),
+                    },
+                    other => Err(HostError::Internal(format!("resources/read: {}", describe(&other)))),
+                };
+                return self.events.push_back(done(r));
+            }
+            Kind::Prompt => {
+                let r = match reply {
+                    Ok(Msg::GetPromptResponse(r)) => shapes::mcp_prompt_result(&r).map_err(HostError::Internal),
+                    other => Err(HostError::Internal(format!("prompts/get: {}", describe(&other)))),
+                };
+                return self.events.push_back(done(r));
+            }
+            Kind::Complete => {
+                let r = match reply {
+                    Ok(Msg::CompletionResponse(r)) => Ok(shapes::mcp_completion(&r)),
+                    other => Err(HostError::Internal(format!("completion/complete: {}", describe(&other)))),
+                };
+                return self.events.push_back(done(r));
+            }
+            Kind::Call(call) => call,
+        };
+        let failed = match (call.stage, reply) {
+            (Stage::Before(_), Ok(Msg::MiddlewareInterceptResponse(r))) if r.reject => {
+                let text = format!("rejected by middleware {}: {}", call.middleware_at(), r.reject_reason);
+                return self.events.push_back(done(Ok(soft_error(text))));
+            }
+            (Stage::Before(i), Ok(Msg::MiddlewareInterceptResponse(r))) => {
+                if !r.arguments_json.is_empty() {
+                    call.args_json = r.arguments_json;
+                }
+                call.stage = Stage::Before(i + 1);
+                None
+            }
+            (Stage::After(i), Ok(Msg::MiddlewareInterceptResponse(r))) => {
+                if !r.result_json.is_empty() {
+                    call.result.result_json = r.result_json;
+                }
+                call.stage = Stage::After(i + 1);
+                None
+            }
+            (Stage::Before(_) | Stage::After(_), other) => {
+                Some(format!("middleware {}: {}", call.middleware_at(), describe(&other)))
+            }
+            (Stage::Tool, reply) => {
+                // No progress after the result (BR-PROGRESS-03).
+                let token = call.token.take();
+                self.uncount(session, token.as_deref());
+                match reply {
+                    Ok(Msg::CallResult(r)) => {
+                        // BR-CALL-14: the lists take effect before the response.
+                        if (!r.enable_tools.is_empty() || !r.disable_tools.is_empty())
+                            && self.tools.apply_result_lists(&r.enable_tools, &r.disable_tools)
+                        {
+                            self.events.push_back(Event::ListChanged(ListKind::Tools));
+                        }
+                        call.result = r;
+                        call.stage = Stage::After(0);
+                        None
+                    }
+                    other => Some(format!("tools/call {}: {}", call.name, describe(&other))),
+                }
+            }
+        };
+        match failed {
+            Some(e) => self.events.push_back(done(Err(HostError::Internal(e)))),
+            None => {
+                self.ops.insert(op, o);
+                self.advance(now, op);
+            }
+        }
+    }
+
+    /// A ProgressNotification: to the session whose call sent the token, increasing values
+    /// only (BR-PROGRESS-02/05); anything else is dropped.
+    pub(super) fn route_progress(&mut self, p: pb::ProgressNotification) {
+        let Some(route) = self.progress.get_mut(&p.progress_token) else { return };
+        if route.last.is_some_and(|l| p.progress <= l) {
+            return;
+        }
+        route.last = Some(p.progress);
+        self.events.push_back(Event::Progress {
+            session: route.session,
+            token: route.token.clone(),
+            progress: p.progress,
+            total: (p.total != 0).then_some(p.total),
+            message: (!p.message.is_empty()).then_some(p.message),
+        });
+    }
+
+    /// The session whose call is the only one at the tool process, if there is exactly one such
+    /// session (BR-SAMPLING-02).
+    pub(super) fn sole_caller(&self) -> Option<SessionId> {
+        let mut with_calls = self.calling.iter().filter(|(_, n)| **n > 0).map(|(id, _)| *id);
+        let only = with_calls.next()?;
+        with_calls.next().is_none().then_some(only)
+    }
+}

@@ -1,0 +1,133 @@
+//! The tool process's reverse requests: sampling (§17) and roots (§18), routed to the session
+//! whose call is in flight (BR-SAMPLING-02) and answered under their rid exactly once
+//! (BR-SAMPLING-01, BR-ROOTS-01), with an error (sampling) or an empty list (roots) when no
+//! session can answer or the host does not within the call timeout.
+
+use serde_json::json;
+
+use super::*;
+
+const NO_SAMPLER: &str = "no single MCP session with a call in flight to ask for sampling";
+const NO_SAMPLING_CAP: &str = "the MCP client did not declare the sampling capability";
+const SAMPLING_LATE: &str = "the MCP client did not answer sampling/createMessage in time";
+
+fn sampling_error(e: &str) -> pb::SamplingResponse {
+    pb::SamplingResponse { error: e.to_owned(), ..Default::default() }
+}
+
+/// A SamplingRequest as `sampling/createMessage` params: string contents become text blocks,
+/// `maxTokens` defaults to 1024.
+pub fn sampling_params(req: &pb::SamplingRequest) -> Result<Value, String> {
+    let messages = match serde_json::from_str::<Value>(&req.messages_json) {
+        Ok(Value::Array(items)) => items
+            .into_iter()
+            .map(|mut m| {
+                if let Some(Value::String(s)) = m.get("content") {
+                    m["content"] = json!({"type": "text", "text": s});
+                }
+                m
+            })
+            .collect::<Vec<_>>(),
+        _ => return Err("messages_json is not a JSON array".into()),
+    };
+    let mut params = json!({
+        "messages": messages,
+        "maxTokens": if req.max_tokens > 0 { req.max_tokens } else { 1024 },
+    });
+    if !req.system_prompt.is_empty() {
+        params["systemPrompt"] = Value::String(req.system_prompt.clone());
+    }
+    if let Ok(prefs @ Value::Object(_)) = serde_json::from_str::<Value>(&req.model_preferences_json) {
+        params["modelPreferences"] = prefs;
+    }
+    Ok(params)
+}
+
+/// A `sampling/createMessage` result as a SamplingResponse.
+pub fn sampling_response(r: &Value) -> pb::SamplingResponse {
+    pb::SamplingResponse {
+        role: r.get("role").and_then(Value::as_str).unwrap_or("assistant").to_owned(),
+        content_json: r.get("content").map(Value::to_string).unwrap_or_default(),
+        model: r.get("model").and_then(Value::as_str).unwrap_or_default().to_owned(),
+        stop_reason: r.get("stopReason").and_then(Value::as_str).unwrap_or_default().to_owned(),
+        error: String::new(),
+    }
+}
+
+/// A `roots/list` result as a ListRootsResponse.
+pub fn roots_response(r: &Value) -> pb::ListRootsResponse {
+    pb::ListRootsResponse {
+        roots: r
+            .get("roots")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|root| pb::RootDef {
+                uri: root.get("uri").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                name: root.get("name").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            })
+            .collect(),
+    }
+}
+
+impl Core {
+    fn reply_under(&mut self, rid: String, envelope: Envelope) {
+        self.transmit.push_back(envelope.with_rid(rid));
+    }
+
+    pub(super) fn sampling(&mut self, now: Instant, rid: String, req: &pb::SamplingRequest) {
+        let Some(session) = self.sole_caller() else {
+            return self.reply_under(rid, sampling_error(NO_SAMPLER).into());
+        };
+        if !self.sessions.get(&session).is_some_and(|c| c.sampling) {
+            return self.reply_under(rid, sampling_error(NO_SAMPLING_CAP).into());
+        }
+        match sampling_params(req) {
+            Err(e) => self.reply_under(rid, sampling_error(&e).into()),
+            Ok(params) => {
+                let deadline = now + self.cfg.call_timeout;
+                self.reverse.insert(rid.clone(), Reverse { sampling: true, deadline });
+                self.events.push_back(Event::Sample { session, rid, params });
+            }
+        }
+    }
+
+    pub(super) fn roots(&mut self, now: Instant, rid: String) {
+        let session = self.sole_caller().filter(|s| self.sessions.get(s).is_some_and(|c| c.roots));
+        let Some(session) = session else {
+            return self.reply_under(rid, pb::ListRootsResponse::default().into());
+        };
+        let deadline = now + self.cfg.call_timeout;
+        self.reverse.insert(rid.clone(), Reverse { sampling: false, deadline });
+        self.events.push_back(Event::ListRoots { session, rid });
+    }
+
+    /// The host's answer to [`Event::Sample`]: the result, or why there is none. Too late (or
+    /// for a request of an ended connection) it is dropped.
+    pub fn handle_sample_answer(&mut self, rid: &str, result: Result<Value, String>) {
+        if self.reverse.remove(rid).is_none() {
+            return;
+        }
+        let response = match result {
+            Ok(r) => sampling_response(&r),
+            Err(e) => sampling_error(&e),
+        };
+        self.reply_under(rid.to_owned(), response.into());
+    }
+
+    /// The host's answer to [`Event::ListRoots`]; a failure becomes an empty list.
+    pub fn handle_roots_answer(&mut self, rid: &str, result: Result<Value, String>) {
+        if self.reverse.remove(rid).is_none() {
+            return;
+        }
+        let response = result.map(|r| roots_response(&r)).unwrap_or_default();
+        self.reply_under(rid.to_owned(), response.into());
+    }
+
+    pub(super) fn reverse_timed_out(&mut self, rid: &str) {
+        let Some(r) = self.reverse.remove(rid) else { return };
+        let envelope =
+            if r.sampling { sampling_error(SAMPLING_LATE).into() } else { pb::ListRootsResponse::default().into() };
+        self.reply_under(rid.to_owned(), envelope);
+    }
+}

@@ -1,0 +1,563 @@
+//! The core driven in-process: a simulated tool process and two host sessions around it, with
+//! every message on both sides fed to the bridge model ([`crate::bridge_model`]), the judge
+//! `explore --bridge` uses on real bridges. Hand-written sequences check single behaviours;
+//! proptest sequences of operations check that the model finds nothing, whatever the order.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use serde_json::json;
+
+use super::*;
+use crate::bridge_model::BridgeModel;
+use crate::envelopes as env;
+
+const CALL_TIMEOUT_MS: u64 = 2000;
+const TOOLS: [&str; 3] = ["echo", "shaped", "missing"];
+const SESSIONS: [(SessionId, &str); 2] = [(1, "a"), (2, "b")];
+
+/// A request the simulated tool process received and has not answered.
+#[derive(Debug, Clone)]
+struct Received {
+    rid: String,
+    token: String,
+    progress: i64,
+}
+
+struct Sim {
+    core: Core,
+    model: BridgeModel,
+    start: Instant,
+    now_ms: u64,
+    generation: u64,
+    /// Calls at the simulated tool process, in arrival order.
+    calls: Vec<Received>,
+    /// Calls it answered (a tool process may still send progress for them: BR-PROGRESS-03
+    /// says the bridge must not pass it on).
+    answered: Vec<Received>,
+    /// Middleware requests at the tool process (answered at once unless `hold_middleware`).
+    sent: Vec<Envelope>,
+    /// Host requests by op: session name and JSON-RPC id.
+    ops: BTreeMap<OpId, (&'static str, u64)>,
+    next_id: u64,
+    /// Reverse requests a host was asked and has not answered: (session, rid, sampling).
+    asked: Vec<(&'static str, String, bool)>,
+    next_reverse: u64,
+    middleware: Vec<(&'static str, i32)>,
+    /// The hosts have connected (the shell gives notifications only to its sessions).
+    hosts: bool,
+}
+
+fn name_of(session: SessionId) -> &'static str {
+    SESSIONS.iter().find(|(id, _)| *id == session).map(|(_, n)| *n).expect("a known session")
+}
+
+impl Sim {
+    fn new(planted: Option<PlantedBug>) -> Sim {
+        let cfg = Config {
+            call_timeout: Duration::from_millis(CALL_TIMEOUT_MS),
+            handshake_quiet: Duration::from_millis(500),
+            planted,
+        };
+        let mut sim = Sim {
+            core: Core::new(cfg),
+            model: BridgeModel::new(),
+            start: Instant::now(),
+            now_ms: 0,
+            generation: 0,
+            calls: Vec::new(),
+            answered: Vec::new(),
+            sent: Vec::new(),
+            ops: BTreeMap::new(),
+            next_id: 1,
+            asked: Vec::new(),
+            next_reverse: 0,
+            middleware: Vec::new(),
+            hosts: false,
+        };
+        // As a bridge does: the tool process first, then the hosts.
+        sim.connect();
+        sim.hosts = true;
+        for (id, name) in SESSIONS {
+            sim.core.add_session(id, SessionCaps { sampling: true, roots: true });
+            sim.model.host_sent(name, &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        }
+        sim
+    }
+
+    fn now(&self) -> Instant {
+        self.start + Duration::from_millis(self.now_ms)
+    }
+
+    /// The tool process sends `envelope`.
+    fn tool_sends(&mut self, envelope: Envelope) {
+        self.model.tool_sent_at(self.now_ms, &envelope);
+        let now = self.now();
+        self.core.handle_envelope(now, self.generation, envelope);
+        self.pump();
+    }
+
+    /// Carries what the core produced to the tool process and the hosts (and the model); the
+    /// tool process answers list pulls and discovery at once.
+    fn pump(&mut self) {
+        loop {
+            let mut replies = Vec::new();
+            while let Some(e) = self.core.poll_transmit() {
+                self.model.tool_received(&e);
+                let rid = e.request_id.clone();
+                match &e.msg {
+                    Some(Msg::ListTools(_)) => {
+                        let mut shaped = env::tool("shaped", "d", "");
+                        shaped.output_schema_json = r#"{"type":"object"}"#.into();
+                        replies.push(env::tool_list(vec![env::tool("echo", "d", ""), shaped]).with_rid(rid));
+                        for (name, priority) in self.middleware.clone() {
+                            replies.push(env::register_middleware(name, priority));
+                        }
+                        replies.push(env::reload_response(true, ""));
+                    }
+                    Some(Msg::ListResourcesRequest(_)) => replies.push(pb::ResourceListResponse::default().into()),
+                    Some(Msg::ListResourceTemplatesRequest(_)) => {
+                        replies.push(pb::ResourceTemplateListResponse::default().into())
+                    }
+                    Some(Msg::ListPromptsRequest(_)) => replies.push(pb::PromptListResponse::default().into()),
+                    Some(Msg::CallTool(c)) => {
+                        self.calls.push(Received { rid, token: c.progress_token.clone(), progress: 0 })
+                    }
+                    Some(Msg::Cancel(_)) => {}
+                    _ => self.sent.push(e.clone()),
+                }
+                if let Some(last) = replies.last_mut()
+                    && last.request_id.is_empty()
+                    && !matches!(last.msg, Some(Msg::ReloadResponse(_) | Msg::RegisterMiddleware(_)))
+                {
+                    last.request_id = e.request_id.clone();
+                }
+            }
+            let events: Vec<Event> = std::iter::from_fn(|| self.core.poll_event()).collect();
+            for ev in events {
+                self.host_event(ev);
+            }
+            if replies.is_empty() {
+                return;
+            }
+            for r in replies {
+                self.model.tool_sent_at(self.now_ms, &r);
+                let now = self.now();
+                self.core.handle_envelope(now, self.generation, r);
+            }
+        }
+    }
+
+    fn host_event(&mut self, ev: Event) {
+        match ev {
+            Event::Answer { op, result, .. } => {
+                let (session, id) = self.ops.remove(&op).expect("an answer to an operation the host started");
+                let msg = match result {
+                    Ok(v) => json!({"jsonrpc": "2.0", "id": id, "result": v}),
+                    Err(e) => {
+                        json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.code().code(), "message": e.to_string()}})
+                    }
+                };
+                self.model.host_received(session, self.now_ms, &msg);
+            }
+            Event::Progress { session, token, progress, total, message } => {
+                let mut params = json!({"progressToken": token, "progress": progress});
+                if let Some(t) = total {
+                    params["total"] = json!(t);
+                }
+                if let Some(m) = message {
+                    params["message"] = json!(m);
+                }
+                let msg = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params});
+                self.model.host_received(name_of(session), self.now_ms, &msg);
+            }
+            Event::ListChanged(ListKind::Tools) if self.hosts => {
+                for (_, name) in SESSIONS {
+                    let msg = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+                    self.model.host_received(name, self.now_ms, &msg);
+                }
+            }
+            Event::Sample { session, rid, params } => {
+                let msg = json!({"jsonrpc": "2.0", "id": format!("srv-{rid}"), "method": "sampling/createMessage", "params": params});
+                self.model.host_received(name_of(session), self.now_ms, &msg);
+                self.asked.push((name_of(session), rid, true));
+            }
+            Event::ListRoots { session, rid } => {
+                let msg = json!({"jsonrpc": "2.0", "id": format!("srv-{rid}"), "method": "roots/list"});
+                self.model.host_received(name_of(session), self.now_ms, &msg);
+                self.asked.push((name_of(session), rid, false));
+            }
+            Event::StartFailed { reason, .. } => panic!("the simulated tool process failed to start: {reason}"),
+            Event::ListChanged(_)
+            | Event::Log { .. }
+            | Event::ResourceUpdated(_)
+            | Event::Served { .. }
+            | Event::ReloadFailed { .. }
+            | Event::Diag(_) => {}
+        }
+    }
+
+    fn connect(&mut self) {
+        let now = self.now();
+        self.generation = self.core.handle_connected(now);
+        self.calls.clear();
+        self.answered.clear();
+        self.sent.clear();
+        self.pump();
+        assert_eq!(self.core.status(), &Status::Ready, "served after the marker and the list pulls");
+    }
+
+    fn call(&mut self, session: usize, tool: &str, progress: bool) -> u64 {
+        let (sid, name) = SESSIONS[session % SESSIONS.len()];
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut params = json!({"name": tool, "arguments": {}});
+        if progress {
+            params["_meta"] = json!({"progressToken": format!("tok-{id}")});
+        }
+        self.model.host_sent(name, &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}));
+        let token = progress.then(|| json!(format!("tok-{id}")));
+        let now = self.now();
+        match self.core.start_call(now, sid, tool, Some(json!({})), token) {
+            Ok(op) => {
+                self.ops.insert(op, (name, id));
+            }
+            Err(e) => {
+                let msg =
+                    json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.code().code(), "message": e.to_string()}});
+                self.model.host_received(name, self.now_ms, &msg);
+            }
+        }
+        self.pump();
+        id
+    }
+
+    fn cancel(&mut self, which: usize) {
+        let Some((&op, &(session, id))) = self.ops.iter().nth(which % self.ops.len().max(1)) else { return };
+        self.model.host_sent(
+            session,
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}),
+        );
+        self.ops.remove(&op);
+        self.core.cancel(op);
+        self.pump();
+    }
+
+    fn reply(&mut self, which: usize, form: u8) {
+        if self.calls.is_empty() {
+            return;
+        }
+        let r = self.calls.remove(which % self.calls.len());
+        self.answered.push(r.clone());
+        let result = match form % 5 {
+            0 => pb::CallToolResponse { result_json: r#"[{"type":"text","text":"ok"}]"#.into(), ..Default::default() },
+            1 => pb::CallToolResponse { result_json: "\"failed\"".into(), is_error: true, ..Default::default() },
+            2 => pb::CallToolResponse {
+                result_json: "{\"a\":1}".into(),
+                structured_content_json: "{\"a\":1}".into(),
+                ..Default::default()
+            },
+            3 => pb::CallToolResponse {
+                result_json: "[]".into(),
+                disable_tools: vec!["echo".into()],
+                enable_tools: vec!["shaped".into()],
+                ..Default::default()
+            },
+            _ => {
+                // A wrong-typed message under the call's rid (BR-CALL-16).
+                return self.tool_sends(env::active_tools(["echo"]).with_rid(r.rid));
+            }
+        };
+        self.tool_sends(Envelope::from(result).with_rid(r.rid));
+    }
+
+    fn progress(&mut self, which: usize, step: i64) {
+        let n = self.calls.len() + self.answered.len();
+        if n == 0 {
+            return;
+        }
+        let i = which % n;
+        let c = if i < self.calls.len() { &mut self.calls[i] } else { &mut self.answered[i - self.calls.len()] };
+        c.progress += step;
+        let p =
+            pb::ProgressNotification { progress_token: c.token.clone(), progress: c.progress, ..Default::default() };
+        self.tool_sends(p.into());
+    }
+
+    fn control(&mut self, kind: u8, tool: usize) {
+        let names = vec![TOOLS[tool % 2].to_owned()];
+        let envelope: Envelope = match kind % 4 {
+            0 => pb::DisableToolsRequest { tool_names: names }.into(),
+            1 => pb::EnableToolsRequest { tool_names: names }.into(),
+            2 => pb::SetAllowedRequest { tool_names: names }.into(),
+            _ => pb::SetBlockedRequest { tool_names: Vec::new() }.into(),
+        };
+        self.tool_sends(envelope.with_rid(format!("ctl-{}", self.next_reverse)));
+        self.next_reverse += 1;
+    }
+
+    fn reverse(&mut self, sampling: bool) {
+        let rid = format!("rev-{}", self.next_reverse);
+        self.next_reverse += 1;
+        let envelope: Envelope = if sampling {
+            pb::SamplingRequest { messages_json: r#"[{"role":"user","content":"hi"}]"#.into(), ..Default::default() }
+                .into()
+        } else {
+            pb::ListRootsRequest::default().into()
+        };
+        self.tool_sends(envelope.with_rid(rid));
+    }
+
+    fn host_answers(&mut self, which: usize) {
+        if self.asked.is_empty() {
+            return;
+        }
+        let (session, rid, sampling) = self.asked.remove(which % self.asked.len());
+        let result = if sampling {
+            json!({"role": "assistant", "content": {"type": "text", "text": "yes"}, "model": "m"})
+        } else {
+            json!({"roots": [{"uri": "file:///w", "name": "w"}]})
+        };
+        self.model.host_sent(session, &json!({"jsonrpc": "2.0", "id": format!("srv-{rid}"), "result": result}));
+        if sampling {
+            self.core.handle_sample_answer(&rid, Ok(result));
+        } else {
+            self.core.handle_roots_answer(&rid, Ok(result));
+        }
+        self.pump();
+    }
+
+    fn advance(&mut self, ms: u64) {
+        self.now_ms += ms;
+        let now = self.now();
+        if self.core.poll_timeout().is_some_and(|t| t <= now) {
+            self.core.handle_timeout(now);
+        }
+        self.pump();
+    }
+
+    fn close_and_restart(&mut self) {
+        self.model.tool_ended(self.now_ms);
+        let now = self.now();
+        self.core.begin_restart();
+        self.core.handle_closed(now, self.generation, "the tool process closed the connection");
+        self.asked.clear();
+        self.pump();
+        self.connect();
+    }
+
+    /// Ends the run: the tool process answers every call, the hosts every reverse request, and
+    /// time passes past every deadline; then what the model found.
+    fn finish(mut self) -> Vec<crate::session::Finding> {
+        while !self.calls.is_empty() {
+            self.reply(0, 0);
+        }
+        while !self.asked.is_empty() {
+            self.host_answers(0);
+        }
+        self.advance(CALL_TIMEOUT_MS + 1);
+        self.advance(CALL_TIMEOUT_MS + 1);
+        let in_flight = self.core.ops_in_flight();
+        let mut findings = self.model.finish(self.now_ms);
+        if in_flight > 0 {
+            findings.push(crate::session::Finding {
+                requirement: "BR-MCP-19",
+                message: format!("{in_flight} operation(s) never answered by the core"),
+            });
+        }
+        findings
+    }
+}
+
+fn clean(sim: Sim) {
+    let findings = sim.finish();
+    assert!(findings.is_empty(), "{findings:?}");
+}
+
+#[test]
+fn a_handshake_serves_the_tools_after_the_marker_and_the_list_pulls() {
+    let sim = Sim::new(None);
+    let names: Vec<Value> = sim.core.tools().iter().map(|t| t["name"].clone()).collect();
+    assert_eq!(names, [json!("echo"), json!("shaped")]);
+    clean(sim);
+}
+
+#[test]
+fn without_a_marker_the_burst_ends_after_handshake_quiet_and_each_registration_restarts_it() {
+    let mut core = Core::new(Config { call_timeout: Duration::from_secs(5), ..Config::default() });
+    let t0 = Instant::now();
+    let g = core.handle_connected(t0);
+    let discovery = core.poll_transmit().expect("ListToolsRequest");
+    core.handle_envelope(t0, g, env::tool_list(vec![env::tool("echo", "d", "")]).with_rid(discovery.request_id));
+    assert_eq!(core.poll_timeout(), Some(t0 + HANDSHAKE_QUIET));
+    let t1 = t0 + Duration::from_millis(400);
+    core.handle_envelope(t1, g, env::register_middleware("m", 1));
+    assert_eq!(core.poll_timeout(), Some(t1 + HANDSHAKE_QUIET), "a registration restarts the quiet time");
+    core.handle_timeout(t1 + Duration::from_millis(499));
+    assert!(core.poll_transmit().is_some_and(|e| matches!(e.msg, Some(Msg::RegisterMiddlewareResponse(_)))));
+    assert!(core.poll_transmit().is_none(), "no list pull before the quiet time has passed");
+    core.handle_timeout(t1 + HANDSHAKE_QUIET);
+    let pulls: Vec<Envelope> = std::iter::from_fn(|| core.poll_transmit()).collect();
+    assert_eq!(pulls.len(), 3, "the three list pulls: {pulls:?}");
+}
+
+#[test]
+fn middleware_runs_before_in_priority_order_and_after_in_reverse_order() {
+    let mut sim = Sim::new(None);
+    sim.middleware = vec![("late", 9), ("early", 1), ("middle", 5)];
+    sim.close_and_restart();
+    sim.call(0, "echo", false);
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        let m = sim.sent.pop().expect("a middleware request");
+        let Some(Msg::MiddlewareIntercept(r)) = &m.msg else { panic!("{m:?}") };
+        order.push(format!("{} {}", r.phase, r.middleware_name));
+        sim.tool_sends(Envelope::from(pb::MiddlewareInterceptResponse::default()).with_rid(m.request_id));
+    }
+    sim.reply(0, 0);
+    for _ in 0..3 {
+        let m = sim.sent.pop().expect("a middleware request");
+        let Some(Msg::MiddlewareIntercept(r)) = &m.msg else { panic!("{m:?}") };
+        order.push(format!("{} {}", r.phase, r.middleware_name));
+        sim.tool_sends(Envelope::from(pb::MiddlewareInterceptResponse::default()).with_rid(m.request_id));
+    }
+    assert_eq!(order, ["before early", "before middle", "before late", "after late", "after middle", "after early"]);
+    clean(sim);
+}
+
+#[test]
+fn a_call_past_the_call_timeout_is_cancelled_at_the_tool_process_and_answered_with_an_error() {
+    let mut core = Core::new(Config { call_timeout: Duration::from_millis(100), ..Config::default() });
+    let t0 = Instant::now();
+    let sim_ready = |core: &mut Core| {
+        let g = core.handle_connected(t0);
+        let d = core.poll_transmit().unwrap();
+        core.handle_envelope(t0, g, env::tool_list(vec![env::tool("echo", "d", "")]).with_rid(d.request_id));
+        core.handle_envelope(t0, g, env::reload_response(true, ""));
+        for p in std::iter::from_fn(|| core.poll_transmit()).collect::<Vec<_>>() {
+            let reply: Envelope = match p.msg {
+                Some(Msg::ListResourcesRequest(_)) => pb::ResourceListResponse::default().into(),
+                Some(Msg::ListResourceTemplatesRequest(_)) => pb::ResourceTemplateListResponse::default().into(),
+                _ => pb::PromptListResponse::default().into(),
+            };
+            core.handle_envelope(t0, g, reply.with_rid(p.request_id));
+        }
+        g
+    };
+    sim_ready(&mut core);
+    let op = core.start_call(t0, 1, "echo", None, None).unwrap();
+    let call = core.poll_transmit().unwrap();
+    core.handle_timeout(t0 + Duration::from_millis(99));
+    assert!(core.poll_transmit().is_none());
+    core.handle_timeout(t0 + Duration::from_millis(100));
+    let cancel = core.poll_transmit().expect("a CancelRequest");
+    assert!(matches!(&cancel.msg, Some(Msg::Cancel(c)) if c.request_id == call.request_id), "{cancel:?}");
+    let answer = std::iter::from_fn(|| core.poll_event()).find(|e| matches!(e, Event::Answer { .. }));
+    assert!(
+        matches!(&answer, Some(Event::Answer { op: o, result: Err(HostError::Internal(m)), .. }) if *o == op && m.contains("did not answer")),
+        "{answer:?}"
+    );
+}
+
+#[test]
+fn a_cancelled_call_is_cancelled_at_the_tool_process_and_its_late_result_is_dropped() {
+    let mut sim = Sim::new(None);
+    sim.call(0, "echo", true);
+    sim.cancel(0);
+    assert_eq!(sim.core.ops_in_flight(), 0);
+    sim.reply(0, 0); // late: discarded (BR-CALL-17)
+    clean(sim);
+}
+
+#[test]
+fn the_end_of_the_connection_answers_every_call_in_flight_at_once() {
+    let mut sim = Sim::new(None);
+    sim.call(0, "echo", false);
+    sim.call(1, "shaped", true);
+    sim.close_and_restart();
+    assert_eq!(sim.core.ops_in_flight(), 0);
+    clean(sim);
+}
+
+#[test]
+fn sampling_goes_to_the_only_session_with_a_call_and_is_refused_when_two_have_one() {
+    let mut sim = Sim::new(None);
+    sim.call(0, "echo", false);
+    sim.reverse(true);
+    assert_eq!(sim.asked.len(), 1, "asked the calling session");
+    assert_eq!(sim.asked[0].0, "a");
+    sim.call(1, "echo", false);
+    sim.reverse(true);
+    assert_eq!(sim.asked.len(), 1, "two sessions with calls: refused at once, nobody asked");
+    clean(sim);
+}
+
+/// The planted bug of `explore --bridge`'s own test: after a restart calls are never
+/// answered. The model must say so (this is the check failing where the behaviour is broken).
+#[test]
+fn the_model_finds_the_planted_unanswered_call_after_a_restart() {
+    let mut sim = Sim::new(Some(PlantedBug::UnansweredAfterRestart));
+    sim.close_and_restart();
+    sim.call(0, "echo", false);
+    let findings = sim.finish();
+    assert!(findings.iter().any(|f| f.requirement == "BR-MCP-19"), "{findings:?}");
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Call { session: usize, tool: usize, progress: bool },
+    Cancel(usize),
+    Reply { which: usize, form: u8 },
+    Progress { which: usize, step: i64 },
+    Control { kind: u8, tool: usize },
+    Reverse { sampling: bool },
+    HostAnswers(usize),
+    Advance(u64),
+    Restart,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..2usize, 0..3usize, any::<bool>()).prop_map(|(session, tool, progress)| Op::Call { session, tool, progress }),
+        1 => any::<usize>().prop_map(Op::Cancel),
+        4 => (any::<usize>(), any::<u8>()).prop_map(|(which, form)| Op::Reply { which, form }),
+        2 => (any::<usize>(), -1..3i64).prop_map(|(which, step)| Op::Progress { which, step }),
+        1 => (any::<u8>(), 0..2usize).prop_map(|(kind, tool)| Op::Control { kind, tool }),
+        1 => any::<bool>().prop_map(|sampling| Op::Reverse { sampling }),
+        1 => any::<usize>().prop_map(Op::HostAnswers),
+        2 => (0..2500u64).prop_map(Op::Advance),
+        1 => Just(Op::Restart),
+    ]
+}
+
+fn run(ops: &[Op], planted: Option<PlantedBug>) -> Vec<crate::session::Finding> {
+    let mut sim = Sim::new(planted);
+    for op in ops {
+        match op {
+            Op::Call { session, tool, progress } => {
+                sim.call(*session, TOOLS[*tool], *progress);
+            }
+            Op::Cancel(i) => sim.cancel(*i),
+            Op::Reply { which, form } => sim.reply(*which, *form),
+            Op::Progress { which, step } => sim.progress(*which, *step),
+            Op::Control { kind, tool } => sim.control(*kind, *tool),
+            Op::Reverse { sampling } => sim.reverse(*sampling),
+            Op::HostAnswers(i) => sim.host_answers(*i),
+            Op::Advance(ms) => sim.advance(*ms),
+            Op::Restart => sim.close_and_restart(),
+        }
+    }
+    sim.finish()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Whatever the hosts and the tool process do, in whatever order, the bridge model finds
+    /// nothing in what the core did.
+    #[test]
+    fn the_bridge_model_finds_nothing_in_any_sequence_of_operations(ops in proptest::collection::vec(op(), 0..40)) {
+        let findings = run(&ops, None);
+        prop_assert!(findings.is_empty(), "{findings:?}");
+    }
+}

@@ -1,0 +1,302 @@
+//! The registered tools of a bridge and its active set with the list modes of spec §10: the
+//! tool-list control operations (#7–#12, a call result's lists) and whether each changed what
+//! tools/list shows.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::pb;
+
+/// The list mode of §10.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    #[default]
+    Open,
+    Allow,
+    Block,
+}
+
+/// One tool-list control operation (#7–#12, or the lists of a call result).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolOp {
+    Enable(Vec<String>),
+    Disable(Vec<String>),
+    SetAllowed(Vec<String>),
+    SetBlocked(Vec<String>),
+    Get,
+    Batch { enable: Vec<String>, disable: Vec<String>, allow: Vec<String>, block: Vec<String> },
+}
+
+impl ToolOp {
+    /// The operation an Envelope carries, if it is a control message.
+    pub fn of(msg: &pb::envelope::Msg) -> Option<ToolOp> {
+        use pb::envelope::Msg;
+        Some(match msg {
+            Msg::EnableTools(m) => ToolOp::Enable(m.tool_names.clone()),
+            Msg::DisableTools(m) => ToolOp::Disable(m.tool_names.clone()),
+            Msg::SetAllowed(m) => ToolOp::SetAllowed(m.tool_names.clone()),
+            Msg::SetBlocked(m) => ToolOp::SetBlocked(m.tool_names.clone()),
+            Msg::GetActiveTools(_) => ToolOp::Get,
+            Msg::Batch(m) => ToolOp::Batch {
+                enable: m.enable.clone(),
+                disable: m.disable.clone(),
+                allow: m.allow.clone(),
+                block: m.block.clone(),
+            },
+            _ => return None,
+        })
+    }
+}
+
+/// The registered tools (validated, deduplicated) and the active set's mode and name sets.
+#[derive(Debug, Clone, Default)]
+pub struct ToolSet {
+    /// Valid definitions in registration order, one per name (BR-HANDSHAKE-12/13).
+    tools: Vec<pb::ToolDefinition>,
+    mode: Mode,
+    disabled: BTreeSet<String>,
+    allowed: BTreeSet<String>,
+    blocked: BTreeSet<String>,
+}
+
+/// Why a ToolDefinition was left out of tools/list (BR-HANDSHAKE-12).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    pub name: String,
+    pub reason: String,
+}
+
+fn object_schema(text: &str, what: &str) -> Result<(), String> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(o)) if o.get("type") == Some(&Value::String("object".into())) => Ok(()),
+        Ok(_) => Err(format!("{what} is not a JSON object with \"type\": \"object\"")),
+        Err(e) => Err(format!("{what} is not JSON: {e}")),
+    }
+}
+
+impl ToolSet {
+    /// Replaces the registered tools with a new tool list; returns the definitions left out.
+    /// The mode and sets are kept (BR-TOOLLIST-15 allows either).
+    pub fn register(&mut self, defs: &[pb::ToolDefinition]) -> Vec<Rejected> {
+        let mut rejected = Vec::new();
+        let mut seen = BTreeSet::new();
+        self.tools.clear();
+        for d in defs {
+            let check = if d.name.is_empty() {
+                Err("empty name".to_owned())
+            } else if !d.input_schema_json.is_empty() {
+                object_schema(&d.input_schema_json, "input_schema_json")
+            } else {
+                Ok(())
+            }
+            .and_then(|()| {
+                if d.output_schema_json.is_empty() {
+                    Ok(())
+                } else {
+                    object_schema(&d.output_schema_json, "output_schema_json")
+                }
+            });
+            match check {
+                Err(reason) => rejected.push(Rejected { name: d.name.clone(), reason }),
+                // BR-HANDSHAKE-13: the first definition of a name wins.
+                Ok(()) if !seen.insert(d.name.clone()) => {}
+                Ok(()) => self.tools.push(d.clone()),
+            }
+        }
+        rejected
+    }
+
+    /// Forgets the registrations and resets the mode (a dead tool process, BR-LIFECYCLE-07).
+    pub fn clear(&mut self) {
+        *self = ToolSet::default();
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    fn visible(&self, name: &str) -> bool {
+        match self.mode {
+            Mode::Open => !self.disabled.contains(name),
+            Mode::Allow => self.allowed.contains(name),
+            Mode::Block => !self.blocked.contains(name),
+        }
+    }
+
+    /// Definitions of the active set, in registration order.
+    pub fn active(&self) -> impl Iterator<Item = &pb::ToolDefinition> {
+        self.tools.iter().filter(|t| self.visible(&t.name))
+    }
+
+    /// The definition of `name` when it is in the active set (BR-CALL-04).
+    pub fn get_active(&self, name: &str) -> Option<&pb::ToolDefinition> {
+        self.active().find(|t| t.name == name)
+    }
+
+    /// The active set's names in byte-wise order (ActiveToolsResponse, BR-TOOLLIST-08).
+    pub fn active_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.active().map(|t| t.name.clone()).collect();
+        v.sort();
+        v
+    }
+
+    /// Definitions of the active set, for comparing before and after an update.
+    pub fn snapshot(&self) -> Vec<pb::ToolDefinition> {
+        self.active().cloned().collect()
+    }
+
+    fn enable(&mut self, names: &[String]) {
+        for n in names {
+            match self.mode {
+                Mode::Open => {
+                    self.disabled.remove(n);
+                }
+                Mode::Allow => {
+                    self.allowed.insert(n.clone());
+                }
+                Mode::Block => {
+                    self.blocked.remove(n);
+                }
+            }
+        }
+    }
+
+    fn disable(&mut self, names: &[String]) {
+        for n in names {
+            match self.mode {
+                Mode::Open => {
+                    self.disabled.insert(n.clone());
+                }
+                Mode::Allow => {
+                    self.allowed.remove(n);
+                }
+                Mode::Block => {
+                    self.blocked.insert(n.clone());
+                }
+            }
+        }
+    }
+
+    fn switch(&mut self, mode: Mode, names: &[String]) {
+        self.disabled.clear();
+        self.allowed.clear();
+        self.blocked.clear();
+        if names.is_empty() {
+            self.mode = Mode::Open;
+            return;
+        }
+        self.mode = mode;
+        let set: BTreeSet<String> = names.iter().cloned().collect();
+        match mode {
+            Mode::Allow => self.allowed = set,
+            Mode::Block => self.blocked = set,
+            Mode::Open => {}
+        }
+    }
+
+    /// Applies one operation (BR-TOOLLIST-02…07, 09). Returns whether the active set or its
+    /// definitions changed, i.e. whether `list_changed` is due (BR-TOOLLIST-12/13).
+    pub fn apply(&mut self, op: &ToolOp) -> bool {
+        let before = self.snapshot();
+        match op {
+            ToolOp::Enable(n) => self.enable(n),
+            ToolOp::Disable(n) => self.disable(n),
+            ToolOp::SetAllowed(n) => self.switch(Mode::Allow, n),
+            ToolOp::SetBlocked(n) => self.switch(Mode::Block, n),
+            ToolOp::Get => {}
+            ToolOp::Batch { enable, disable, allow, block } => {
+                if !allow.is_empty() && !block.is_empty() {
+                    return false;
+                }
+                if !allow.is_empty() {
+                    self.switch(Mode::Allow, allow);
+                }
+                if !block.is_empty() {
+                    self.switch(Mode::Block, block);
+                }
+                self.enable(enable);
+                self.disable(disable);
+            }
+        }
+        before != self.snapshot()
+    }
+
+    /// The lists of a call result: enable, then disable (BR-CALL-14).
+    pub fn apply_result_lists(&mut self, enable: &[String], disable: &[String]) -> bool {
+        let before = self.snapshot();
+        self.enable(enable);
+        self.disable(disable);
+        before != self.snapshot()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envelopes::tool;
+    use serde_json::json;
+
+    use super::super::shapes::mcp_tool;
+
+    fn names(s: &[&str]) -> Vec<String> {
+        s.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    /// The worked example of spec §10, step by step.
+    #[test]
+    fn worked_example() {
+        let mut t = ToolSet::default();
+        t.register(&["delete", "read", "search", "write"].map(|n| tool(n, "d", "")));
+        let steps: Vec<(ToolOp, &[&str], bool)> = vec![
+            (ToolOp::Disable(names(&["delete"])), &["read", "search", "write"], true),
+            (ToolOp::Enable(names(&["delete"])), &["delete", "read", "search", "write"], true),
+            (ToolOp::SetAllowed(names(&["search", "read"])), &["read", "search"], true),
+            (ToolOp::Enable(names(&["write"])), &["read", "search", "write"], true),
+            (ToolOp::Disable(names(&["read"])), &["search", "write"], true),
+            (ToolOp::SetBlocked(names(&["write", "delete"])), &["read", "search"], true),
+            (ToolOp::Enable(names(&["write"])), &["read", "search", "write"], true),
+            (
+                ToolOp::Batch {
+                    allow: names(&["read"]),
+                    enable: names(&["search"]),
+                    disable: names(&["read"]),
+                    block: vec![],
+                },
+                &["search"],
+                true,
+            ),
+            (
+                ToolOp::Batch { allow: names(&["read"]), block: names(&["write"]), enable: vec![], disable: vec![] },
+                &["search"],
+                false,
+            ),
+            (ToolOp::SetAllowed(names(&["read", "export"])), &["read"], true),
+            (ToolOp::Get, &["read"], false),
+            (ToolOp::SetBlocked(vec![]), &["delete", "read", "search", "write"], true),
+        ];
+        for (i, (op, want, changed)) in steps.into_iter().enumerate() {
+            assert_eq!(t.apply(&op), changed, "step {}", i + 1);
+            assert_eq!(t.active_names(), names(want), "step {}", i + 1);
+        }
+        assert_eq!(t.mode(), Mode::Open);
+    }
+
+    #[test]
+    fn invalid_and_duplicate_definitions() {
+        let mut t = ToolSet::default();
+        let mut bad_out = tool("bad_out", "d", "");
+        bad_out.output_schema_json = "[1]".into();
+        let rej = t.register(&[
+            tool("", "d", ""),
+            tool("a", "first", ""),
+            tool("a", "second", ""),
+            tool("s", "d", r#"{"type":"string"}"#),
+            bad_out,
+        ]);
+        assert_eq!(rej.len(), 3);
+        assert_eq!(t.active_names(), names(&["a"]));
+        assert_eq!(t.get_active("a").unwrap().description, "first");
+        assert_eq!(mcp_tool(t.get_active("a").unwrap())["inputSchema"], json!({"type": "object"}));
+    }
+}
