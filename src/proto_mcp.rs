@@ -57,9 +57,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, anyhow, bail};
 use clap::{Parser, Subcommand};
 use protomcp_harness::proto_mcp::run::{self as pmrun, SafeTool, Target};
-use protomcp_harness::proto_mcp::scenario::{self as pmscenario, Scenario};
 use protomcp_harness::proto_mcp::{self as pm, requirements as pmreq};
 use protomcp_harness::runner::{Summary, glob_match, report};
+use protomcp_harness::scenario::{self as lang, Profile, Scenario, ScenarioError, ScenarioErrors};
 
 /// `protomcp-conform --profile proto-mcp …`: judge a proto-mcp server (buf.mcp.v1 over stdio);
 /// the harness is the client. Without a subcommand it runs the catalogue (scenarios/proto-mcp)
@@ -197,31 +197,40 @@ pub fn dispatch() -> Option<ExitCode> {
 }
 
 /// The catalogue: `--scenarios DIR`, else the one bundled in the binary (scenarios/proto-mcp).
+/// Files of the one scenario language; each must say `profile: proto-mcp`. Errors are
+/// `file:line:col: message`.
 fn load(dir: Option<&Path>) -> Result<Vec<Scenario>> {
-    let join = |errors: Vec<pmscenario::ScenarioError>| {
-        anyhow!("{}", errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))
-    };
-    if let Some(dir) = dir {
-        return pmscenario::load_dir(dir).map_err(join);
-    }
-    let (mut out, mut errors) = (Vec::new(), Vec::new());
-    for (rel, text) in crate::run::bundled::SCENARIOS {
-        let Some(name) = rel.strip_prefix("proto-mcp/") else { continue };
-        match pmscenario::parse_str(&Path::new(pm::CATALOGUE_DIR).join(name), text) {
-            Ok(s) => out.push(s),
-            Err(e) => errors.push(e),
+    let (mut out, mut errors) = match dir {
+        Some(dir) => match lang::load_dir(dir) {
+            Ok(all) => (all, Vec::new()),
+            Err(e) => (Vec::new(), e.0),
+        },
+        None => {
+            let (mut out, mut errors) = (Vec::new(), Vec::new());
+            for (rel, text) in crate::run::bundled::SCENARIOS {
+                let Some(name) = rel.strip_prefix("proto-mcp/") else { continue };
+                match lang::parse_str(&Path::new(pm::CATALOGUE_DIR).join(name), text) {
+                    Ok(s) => out.push(s),
+                    Err(e) => errors.extend(e.0),
+                }
+            }
+            (out, errors)
         }
+    };
+    for s in out.iter().filter(|s| s.profile != Profile::ProtoMcp) {
+        errors.push(ScenarioError::new(
+            &s.file,
+            s.id_loc,
+            "not a proto-mcp scenario: its header needs `profile: proto-mcp`",
+        ));
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));
     for w in out.windows(2) {
         if w[0].id == w[1].id {
-            errors.push(pmscenario::ScenarioError {
-                file: w[1].file.display().to_string(),
-                message: format!("duplicate id {}", w[0].id),
-            });
+            errors.push(ScenarioError::new(&w[1].file, w[1].id_loc, format!("duplicate scenario id `{}`", w[0].id)));
         }
     }
-    if errors.is_empty() { Ok(out) } else { Err(join(errors)) }
+    if errors.is_empty() { Ok(out) } else { Err(anyhow!("{}", ScenarioErrors(errors))) }
 }
 
 fn selected(scenarios: Vec<Scenario>, only: &[String]) -> Vec<Scenario> {
@@ -255,11 +264,11 @@ fn profile(cli: ProfileCli) -> Result<ExitCode> {
             let all = load(scenarios.as_deref())?;
             let s = all.iter().find(|s| s.id == id).ok_or_else(|| anyhow!("no proto-mcp scenario `{id}`"))?;
             println!("{} ({})\n  {}\n  file: {}", s.id, s.level, s.title, s.file.display());
-            if !s.features.is_empty() {
-                println!("  features: {}", s.features.join(", "));
+            if !s.needs.is_empty() {
+                println!("  features: {}", s.needs.join(", "));
             }
-            if !s.notes.is_empty() {
-                println!("  notes: {}", s.notes.trim());
+            if let Some(notes) = &s.notes {
+                println!("  notes: {notes}");
             }
             for r in &s.requirements {
                 println!("\n  {r}");

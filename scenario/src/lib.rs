@@ -17,6 +17,8 @@
 //!   one pattern fits every form of a result;
 //! - [`requirements`]: the requirement tables of both profiles (protomcp's TP/BR, proto-mcp's PM)
 //!   that scenarios cite;
+//! - [`proto_mcp`]: the steps only proto-mcp scenarios (`profile: proto-mcp`) have, the
+//!   MCPMessages they write and the JSON view their answers are matched as;
 //! - [`Misbehave`]: the names of the reference testee's hostile modes;
 //! - [`fuzzing`]: the body of the `scenario_parser` fuzz target.
 
@@ -29,6 +31,7 @@ pub mod misbehave;
 mod model;
 pub mod normalize;
 pub mod pattern;
+pub mod proto_mcp;
 mod raw;
 pub mod requirements;
 pub mod template;

@@ -50,9 +50,17 @@ pub(super) struct RawScenario {
     pub title: Spanned<String>,
     pub requirements: Spanned<Vec<Spanned<String>>>,
     pub level: Spanned<String>,
-    pub role: Spanned<String>,
+    /// Required for protomcp scenarios; proto-mcp scenarios have none (the server is the role).
+    #[serde(default)]
+    pub role: Option<Spanned<String>>,
+    /// `protomcp` (the default) or `proto-mcp`.
+    #[serde(default)]
+    pub profile: Option<Spanned<String>>,
     #[serde(default)]
     pub needs: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Skipped when the target has any of these features.
+    #[serde(default)]
+    pub unless: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     pub notes: Option<String>,
     #[serde(default)]
@@ -83,6 +91,8 @@ pub(super) struct RawTestee {
     pub misbehave: Option<Spanned<String>>,
     #[serde(default)]
     pub socket: Option<Spanned<String>>,
+    #[serde(default)]
+    pub clean_env: Option<Spanned<bool>>,
 }
 
 /// One item of `steps`: the step (a mapping with one key, the keyword) and, beside the keyword, the
@@ -90,6 +100,9 @@ pub(super) struct RawTestee {
 #[derive(Debug)]
 pub(super) struct RawStepEntry {
     pub checks: Option<Spanned<Vec<Spanned<String>>>>,
+    /// `deviation: true`: a failure of this step is a SHOULD deviation, recorded while the
+    /// scenario goes on (proto-mcp).
+    pub deviation: Option<Spanned<bool>>,
     pub step: RawStep,
 }
 
@@ -105,6 +118,7 @@ impl<'de> Deserialize<'de> for RawStepEntry {
 
             fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<RawStepEntry, A::Error> {
                 let mut checks = None;
+                let mut deviation = None;
                 let mut step: Option<RawStep> = None;
                 while let Some(key) = map.next_key::<String>()? {
                     if key == "checks" {
@@ -112,6 +126,13 @@ impl<'de> Deserialize<'de> for RawStepEntry {
                             return Err(de::Error::custom("`checks` is given twice"));
                         }
                         checks = Some(map.next_value()?);
+                        continue;
+                    }
+                    if key == "deviation" {
+                        if deviation.is_some() {
+                            return Err(de::Error::custom("`deviation` is given twice"));
+                        }
+                        deviation = Some(map.next_value()?);
                         continue;
                     }
                     if step.is_some() {
@@ -124,7 +145,7 @@ impl<'de> Deserialize<'de> for RawStepEntry {
                     step = Some(RawStep::deserialize(de::value::MapAccessDeserializer::new(one))?);
                 }
                 let step = step.ok_or_else(|| de::Error::custom("a step needs a keyword (send, expect, …)"))?;
-                Ok(RawStepEntry { checks, step })
+                Ok(RawStepEntry { checks, deviation, step })
             }
         }
         d.deserialize_map(V)
@@ -183,6 +204,16 @@ pub(super) enum RawStep {
     ToolConnectAgain(RawWithin),
     ExpectToolExit(RawWithin),
     Soak(RawSoak),
+    // proto-mcp (the loader refuses them in protomcp scenarios).
+    Initialize(RawInitialize),
+    SendJson(Node),
+    SendText(RawSendText),
+    SendBatch(RawSendBatch),
+    ExpectAnswer(RawExpectAnswer),
+    ExpectError(RawExpectError),
+    ExpectNext(RawExpectNext),
+    ExpectJson(RawExpectJson),
+    Probe(Node),
 }
 
 #[derive(Debug, Deserialize)]
@@ -395,6 +426,9 @@ pub(super) struct RawExpectExit {
     pub code: Option<Node>,
     #[serde(default)]
     pub stderr: Option<Node>,
+    /// proto-mcp: the step passes at once when the target has this feature (or `2gib`).
+    #[serde(default)]
+    pub unless: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -426,4 +460,106 @@ pub(super) struct RawClose {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSignal {
     pub name: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawInitialize {
+    #[serde(default)]
+    pub id: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub protocol_version: Option<Spanned<String>>,
+    #[serde(default)]
+    pub supports_bsr_refs: Option<Spanned<bool>>,
+    /// `false`: the request carries no capabilities.
+    #[serde(default)]
+    pub capabilities: Option<Spanned<bool>>,
+    #[serde(default)]
+    pub within_ms: Option<Spanned<Ms>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSendText {
+    pub text: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSendBatch {
+    pub items: Spanned<Vec<Spanned<RawPmItem>>>,
+    #[serde(default)]
+    pub pace_ms: Option<Spanned<Ms>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub(super) enum RawPmItem {
+    Message(Node),
+    Hex(Spanned<String>),
+    Text(Spanned<String>),
+    Json(Node),
+    Initialize(RawItemInitialize),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawItemInitialize {
+    #[serde(default)]
+    pub id: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawExpectAnswer {
+    pub id: Spanned<u64>,
+    pub arm: Node,
+    #[serde(default)]
+    pub message: Option<Node>,
+    #[serde(default)]
+    pub within_ms: Option<Spanned<Ms>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawExpectError {
+    pub id: Spanned<u64>,
+    #[serde(default)]
+    pub codes: Vec<i32>,
+    #[serde(default)]
+    pub should_codes: Vec<i32>,
+    #[serde(default)]
+    pub should: Option<Spanned<String>>,
+    #[serde(default)]
+    pub server_defined_ok: bool,
+    #[serde(default)]
+    pub if_resources_not_advertised: Vec<i32>,
+    #[serde(default)]
+    pub success_ok: bool,
+    #[serde(default)]
+    pub call_error: Option<Spanned<String>>,
+    #[serde(default)]
+    pub within_ms: Option<Spanned<Ms>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawExpectNext {
+    pub id: Spanned<u64>,
+    #[serde(default)]
+    pub within_ms: Option<Spanned<Ms>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawExpectJson {
+    pub id: Node,
+    #[serde(default)]
+    pub result: bool,
+    #[serde(default)]
+    pub error_code: Option<i64>,
+    #[serde(default)]
+    pub any: bool,
+    #[serde(default)]
+    pub within_ms: Option<Spanned<Ms>>,
 }

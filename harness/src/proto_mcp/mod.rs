@@ -1,18 +1,16 @@
 //! The proto-mcp profile (`buf.mcp.v1`, spec `proto-mcp.md`): the harness is the client, the
-//! implementation under test a server it starts as a child. Beside the protomcp runner, with the
-//! same verdicts, known-failure entries and report format ([`crate::runner`]).
+//! implementation under test a server it starts as a child. Its scenarios are files of the one
+//! scenario language (`profile: proto-mcp`, loaded by [`crate::scenario`], the profile's own
+//! steps in [`crate::scenario::proto_mcp`]); verdicts, known-failure entries and reports are
+//! the protomcp runner's ([`crate::runner`]).
 //!
 //! - [`requirements`]: the PM-* table (`harness/data/proto-mcp-requirements.tsv`);
-//! - [`scenario`]: the scenario files of `scenarios/proto-mcp/`;
-//! - [`build`]: the bytes a step sends;
 //! - [`session`]: the server as a child process, and the rules every answer keeps;
 //! - [`run`]: steps, probes, features, verdicts, manifests;
 //! - [`server`]: the reference server's I/O shell.
 
-pub mod build;
 pub use crate::requirements::proto_mcp as requirements;
 pub mod run;
-pub mod scenario;
 pub mod server;
 pub mod session;
 
@@ -49,7 +47,7 @@ impl CoverageEntry {
 /// Every PM MUST/SHOULD with the scenarios citing it and its untestable reason; plus the
 /// untestable entries a scenario cites anyway (stale).
 pub fn coverage(
-    scenarios: &[scenario::Scenario],
+    scenarios: &[crate::scenario::Scenario],
     untestable: &BTreeMap<String, String>,
 ) -> (Vec<CoverageEntry>, Vec<String>) {
     let entries: Vec<CoverageEntry> = requirements::all()

@@ -91,6 +91,9 @@ impl Target {
 
     /// The command that starts the testee for `s`, or why `s` is skipped.
     pub fn plan(&self, s: &Scenario) -> Result<Vec<String>, Skip> {
+        if s.profile == crate::scenario::Profile::ProtoMcp {
+            return Err(Skip::ProtoMcpScenario);
+        }
         match (&self.kind, s.role) {
             (TargetKind::Bridge { argv, transport, .. }, Role::Bridge) => {
                 let t = transport.scenario_transport();
@@ -181,6 +184,8 @@ pub enum Skip {
     NoMiddlewareCommand,
     #[error("needs a testee process (in-process target)")]
     NeedsProcess,
+    #[error("a proto-mcp scenario: runs with --profile proto-mcp")]
+    ProtoMcpScenario,
 }
 
 impl Target {

@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-use protomcp_harness::proto_mcp::{self as pm, requirements as pmreq, scenario};
+use protomcp_harness::proto_mcp::{self as pm, requirements as pmreq};
+use protomcp_harness::scenario;
 
 fn spec_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/spec/proto-mcp.md")
@@ -11,7 +12,7 @@ fn spec_path() -> PathBuf {
 
 fn catalogue() -> Vec<scenario::Scenario> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(pm::CATALOGUE_DIR);
-    scenario::load_dir(&dir).unwrap_or_else(|e| panic!("{e:?}"))
+    scenario::load_dir(&dir).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
@@ -59,14 +60,17 @@ fn coverage_leaves_no_pm_must_or_should_without_a_scenario_or_a_reason() {
 }
 
 #[test]
-fn a_scenario_citing_an_unknown_requirement_or_with_two_actions_is_refused() {
+fn a_scenario_citing_an_unknown_requirement_or_with_two_steps_in_one_is_refused_at_its_place() {
     let p = std::path::Path::new("x.yaml");
-    let bad_req = "id: pm.x\ntitle: t\nrequirements: [PM-NOPE-01]\nlevel: MUST\nsteps: [{handshake: {}}]\n";
-    assert!(scenario::parse_str(p, bad_req).unwrap_err().message.contains("PM-NOPE-01"));
-    let two = "id: pm.x\ntitle: t\nrequirements: [PM-INIT-01]\nlevel: MUST\nsteps: [{handshake: {}, alive: {}}]\n";
-    assert!(scenario::parse_str(p, two).unwrap_err().message.contains("2 actions"));
-    let ok = "id: pm.x\ntitle: t\nrequirements: [PM-INIT-01]\nlevel: MUST\nsteps: [{handshake: {}}]\n";
-    assert_eq!(scenario::parse_str(p, ok).unwrap().steps.len(), 1);
+    let head = "id: pm.x.y\ntitle: t\nlevel: MUST\nprofile: proto-mcp\n";
+    let bad_req = format!("{head}requirements: [PM-NOPE-01]\nsteps: [{{initialize: {{}}}}]\n");
+    let e = scenario::parse_str(p, &bad_req).unwrap_err().to_string();
+    assert!(e.starts_with("x.yaml:5:16: ") && e.contains("PM-NOPE-01"), "{e}");
+    let two = format!("{head}requirements: [PM-INIT-01]\nsteps: [{{initialize: {{}}, expect_alive: {{}}}}]\n");
+    let e = scenario::parse_str(p, &two).unwrap_err().to_string();
+    assert!(e.starts_with("x.yaml:6:") && e.contains("a step has one keyword"), "{e}");
+    let ok = format!("{head}requirements: [PM-INIT-01]\nsteps: [{{initialize: {{}}}}]\n");
+    assert_eq!(scenario::parse_str(p, &ok).unwrap().steps.len(), 1);
 }
 
 #[test]

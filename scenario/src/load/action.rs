@@ -89,6 +89,16 @@ impl Checker<'_> {
             RawStep::Soak(k) => Action::Soak(self.soak(k)?),
             RawStep::ReloadBegins(r) => self.reload_begins(r)?,
             RawStep::ToolHandshake(h) => self.tool_handshake(h)?,
+            // proto-mcp's own steps: `steps` refuses them elsewhere, `pm_action` checks them.
+            RawStep::Initialize(_)
+            | RawStep::SendJson(_)
+            | RawStep::SendText(_)
+            | RawStep::SendBatch(_)
+            | RawStep::ExpectAnswer(_)
+            | RawStep::ExpectError(_)
+            | RawStep::ExpectNext(_)
+            | RawStep::ExpectJson(_)
+            | RawStep::Probe(_) => return None,
         })
     }
 
@@ -148,7 +158,7 @@ impl Checker<'_> {
     }
 
     /// `expect_exit`: the exit code (an integer, `nonzero` or `any`) and a stderr pattern.
-    fn expect_exit(&mut self, e: &raw::RawExpectExit, compiler: &mut Compiler) -> Option<Action> {
+    pub(super) fn expect_exit(&mut self, e: &raw::RawExpectExit, compiler: &mut Compiler) -> Option<Action> {
         let within = self.within(e.within_ms.as_ref(), T_PROMPT);
         let code = match &e.code {
             None => ExitCode::Any,
@@ -172,7 +182,16 @@ impl Checker<'_> {
             Some(n) => Some(self.pattern(compiler.value(n))?),
             None => None,
         };
-        Some(Action::ExpectExit(ExpectExit { within, code, stderr }))
+        let unless = e.unless.as_ref().map(|u| {
+            let known = requirements::proto_mcp::FEATURES.contains(&u.value.as_str()) || u.value == "2gib";
+            if self.profile != Profile::ProtoMcp {
+                self.error(loc(u), "`expect_exit.unless` belongs to proto-mcp scenarios (profile: proto-mcp)");
+            } else if !known {
+                self.error(loc(u), format!("unknown proto-mcp feature `{}` (or 2gib)", u.value));
+            }
+            u.value.clone()
+        });
+        Some(Action::ExpectExit(ExpectExit { within, code, stderr, unless }))
     }
 
     /// `touch`: a relative path inside the scenario's dir.

@@ -22,6 +22,7 @@ use crate::Misbehave;
 use crate::requirements::{self, Level, strength};
 
 mod action;
+mod proto_mcp;
 mod scenario;
 mod steps;
 
@@ -66,7 +67,8 @@ pub fn scenario_files(root: &Path) -> Result<Vec<PathBuf>, ScenarioError> {
             }
             let kind = entry.file_type().map_err(io)?;
             if kind.is_dir() && depth == 0 && entry.file_name() == "proto-mcp" {
-                // Another profile's catalogue, in its own language (harness::proto_mcp).
+                // The proto-mcp profile's catalogue (`profile: proto-mcp`): `--profile
+                // proto-mcp` loads it by itself.
                 continue;
             }
             if kind.is_dir() {
@@ -127,7 +129,7 @@ pub fn parse_str(file: &Path, text: &str) -> Result<Scenario, ScenarioErrors> {
             return Err(ScenarioError::new(file, loc, super::yaml::plain_message(&e)).into());
         }
     };
-    let mut c = Checker { file, errors: Vec::new() };
+    let mut c = Checker { file, errors: Vec::new(), profile: Profile::Protomcp };
     let scenario = c.scenario(raw);
     if c.errors.is_empty() {
         Ok(scenario)
@@ -158,6 +160,8 @@ fn env_name() -> &'static Regex {
 struct Checker<'a> {
     file: &'a Path,
     errors: Vec<ScenarioError>,
+    /// The scenario's profile, once its header is read.
+    profile: Profile,
 }
 
 /// What the steps so far did to the connection.
@@ -274,6 +278,16 @@ impl Checker<'_> {
         for item in &list.value {
             let id = item.value.trim();
             let at = loc(item);
+            if self.profile == Profile::ProtoMcp {
+                match requirements::proto_mcp::get(id) {
+                    Some(r) if out.iter().any(|(o, _)| o.id == r.id) => self.error(at, format!("{id} is cited twice")),
+                    Some(r) => out.push((r, at)),
+                    None => {
+                        self.error(at, format!("unknown requirement `{id}`: not a PM requirement of spec/proto-mcp.md"))
+                    }
+                }
+                continue;
+            }
             let Some(r) = requirements::get(id) else {
                 self.error(at, unknown_requirement(id));
                 continue;

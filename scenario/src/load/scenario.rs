@@ -16,13 +16,34 @@ impl Checker<'_> {
         if title.is_empty() {
             self.error(loc(&raw.title), "the title is empty");
         }
-        let role = match raw.role.value.as_str() {
-            "tool-process" => Role::ToolProcess,
-            "bridge" => Role::Bridge,
-            other => {
-                self.error(loc(&raw.role), format!("unknown role `{other}`; valid: tool-process, bridge"));
+        self.profile = match &raw.profile {
+            None => Profile::Protomcp,
+            Some(p) => match Profile::NAMES.iter().find(|(n, _)| *n == p.value) {
+                Some((_, profile)) => *profile,
+                None => {
+                    self.error(loc(p), format!("unknown profile `{}`; valid: protomcp, proto-mcp", p.value));
+                    Profile::Protomcp
+                }
+            },
+        };
+        let role = match (raw.role.as_ref(), self.profile) {
+            (None, Profile::ProtoMcp) => Role::ToolProcess,
+            (Some(r), Profile::ProtoMcp) => {
+                self.error(loc(r), "a proto-mcp scenario has no `role` (the server under test is its only role)");
                 Role::ToolProcess
             }
+            (None, Profile::Protomcp) => {
+                self.error(loc(&raw.id), "missing field `role` (tool-process or bridge; or `profile: proto-mcp`)");
+                Role::ToolProcess
+            }
+            (Some(r), Profile::Protomcp) => match r.value.as_str() {
+                "tool-process" => Role::ToolProcess,
+                "bridge" => Role::Bridge,
+                other => {
+                    self.error(loc(r), format!("unknown role `{other}`; valid: tool-process, bridge"));
+                    Role::ToolProcess
+                }
+            },
         };
         let level = match raw.level.value.as_str() {
             "MUST" => Level::Must,
@@ -34,6 +55,7 @@ impl Checker<'_> {
             }
         };
         let needs = self.needs(raw.needs.as_ref(), role);
+        let unless = self.unless(raw.unless.as_ref());
         let reqs = self.requirements(&raw.requirements, role, &needs, "a scenario");
         self.check_level(&raw.level, level, &reqs);
         let timeout = raw.timeout_ms.as_ref().and_then(|t| {
@@ -63,8 +85,10 @@ impl Checker<'_> {
             title,
             requirements: reqs.into_iter().map(|(r, _)| r).collect(),
             level,
+            profile: self.profile,
             role,
             needs: needs.into_iter().map(|(n, _)| n).collect(),
+            unless,
             notes: raw.notes.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()),
             timeout,
             testee,
@@ -118,17 +142,43 @@ impl Checker<'_> {
         }
     }
 
+    /// `unless`: proto-mcp features that make the scenario SKIP.
+    fn unless(&mut self, raw: Option<&Spanned<Vec<Spanned<String>>>>) -> Vec<String> {
+        let Some(raw) = raw else { return Vec::new() };
+        if self.profile != Profile::ProtoMcp {
+            self.error(loc(raw), "`unless` belongs to proto-mcp scenarios (profile: proto-mcp)");
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for f in &raw.value {
+            if !requirements::proto_mcp::FEATURES.contains(&f.value.as_str()) {
+                let valid = requirements::proto_mcp::FEATURES.join(", ");
+                self.error(loc(f), format!("unknown proto-mcp feature `{}`; valid: {valid}", f.value));
+            } else {
+                out.push(f.value.clone());
+            }
+        }
+        out
+    }
+
     fn needs(&mut self, needs: Option<&Spanned<Vec<Spanned<String>>>>, role: Role) -> Vec<(String, Loc)> {
         let mut out: Vec<(String, Loc)> = Vec::new();
-        let known = requirements::features(role.party());
+        let known = match self.profile {
+            Profile::ProtoMcp => requirements::proto_mcp::FEATURES,
+            Profile::Protomcp => requirements::features(role.party()),
+        };
         for n in needs.map(|n| n.value.as_slice()).unwrap_or_default() {
             let name = n.value.as_str();
             if !known.contains(&name) {
                 self.error(
                     loc(n),
                     format!(
-                        "unknown feature `{name}` for role {}; valid: {}",
-                        if role == Role::Bridge { "bridge" } else { "tool-process" },
+                        "unknown feature `{name}` for {}; valid: {}",
+                        match (self.profile, role) {
+                            (Profile::ProtoMcp, _) => "proto-mcp",
+                            (_, Role::Bridge) => "role bridge",
+                            _ => "role tool-process",
+                        },
                         known.join(", ")
                     ),
                 );
@@ -185,6 +235,22 @@ impl Checker<'_> {
         }
         if let Some(env) = &t.env {
             out.env = self.env(env);
+        }
+        if let Some(c) = &t.clean_env {
+            if self.profile == Profile::ProtoMcp {
+                out.clean_env = c.value;
+            } else {
+                self.error(loc(c), "`clean_env` belongs to proto-mcp scenarios (profile: proto-mcp)");
+            }
+        }
+        if self.profile == Profile::ProtoMcp
+            && let Some(k) = [t.middleware.as_ref().map(loc), t.misbehave.as_ref().map(loc), t.socket.as_ref().map(loc)]
+                .into_iter()
+                .flatten()
+                .chain(t.env.as_ref().map(|n| n.loc))
+                .next()
+        {
+            self.error(k, "a proto-mcp scenario's `testee` takes `clean_env` only");
         }
         out
     }

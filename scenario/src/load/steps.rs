@@ -25,9 +25,20 @@ impl Checker<'_> {
                 }
                 None => Vec::new(),
             };
-            let Some(action) = self.action(&step.value.step, &mut compiler) else { continue };
+            let deviation = self.deviation(step.value.deviation.as_ref());
+            let action = match self.profile {
+                Profile::ProtoMcp => self.pm_action(&step.value.step, at, &mut compiler),
+                Profile::Protomcp if is_proto_mcp_step(&step.value.step) => {
+                    self.error(at, "this step belongs to proto-mcp scenarios (profile: proto-mcp)");
+                    None
+                }
+                Profile::Protomcp => self.action(&step.value.step, &mut compiler),
+            };
+            let Some(action) = action else { continue };
             for (name, used_at) in &compiler.used {
-                if !defined.contains(name) {
+                let configured =
+                    self.profile == Profile::ProtoMcp && crate::proto_mcp::CONFIGURED.contains(&name.as_str());
+                if !defined.contains(name) && !configured {
                     self.error(
                         *used_at,
                         format!(
@@ -70,9 +81,21 @@ impl Checker<'_> {
                 _ => {}
             }
             let host = self.step_host(&step.value.step);
-            out.push(Step { loc: at, action, checks, host });
+            out.push(Step { loc: at, action, checks, deviation, host });
         }
         out
+    }
+
+    /// `deviation: true`: proto-mcp only.
+    fn deviation(&mut self, d: Option<&Spanned<bool>>) -> bool {
+        match d {
+            Some(d) if self.profile != Profile::ProtoMcp => {
+                self.error(loc(d), "`deviation` belongs to proto-mcp scenarios (profile: proto-mcp)");
+                false
+            }
+            Some(d) => d.value,
+            None => false,
+        }
     }
 
     /// `host: NAME` of a host step: letters, digits, `-` and `_`.
@@ -91,4 +114,20 @@ impl Checker<'_> {
         }
         Some(h.value.clone())
     }
+}
+
+/// A step only proto-mcp scenarios have.
+fn is_proto_mcp_step(step: &RawStep) -> bool {
+    matches!(
+        step,
+        RawStep::Initialize(_)
+            | RawStep::SendJson(_)
+            | RawStep::SendText(_)
+            | RawStep::SendBatch(_)
+            | RawStep::ExpectAnswer(_)
+            | RawStep::ExpectError(_)
+            | RawStep::ExpectNext(_)
+            | RawStep::ExpectJson(_)
+            | RawStep::Probe(_)
+    )
 }

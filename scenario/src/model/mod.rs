@@ -52,6 +52,26 @@ impl Role {
     }
 }
 
+/// The protocol a scenario is written for (`profile:`; default `protomcp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Profile {
+    /// protomcp: a tool process or a bridge, requirements TP-*/BR-*.
+    #[default]
+    Protomcp,
+    /// proto-mcp (`buf.mcp.v1`): a server the harness starts as a child and plays the client
+    /// of, requirements PM-* ([`crate::proto_mcp`]).
+    ProtoMcp,
+}
+
+impl Profile {
+    pub const NAMES: &'static [(&'static str, Profile)] =
+        &[("protomcp", Profile::Protomcp), ("proto-mcp", Profile::ProtoMcp)];
+
+    pub fn name(self) -> &'static str {
+        Profile::NAMES.iter().find(|(_, p)| *p == self).map(|(n, _)| *n).expect("every profile is named")
+    }
+}
+
 /// How the harness reaches a bridge under test (`--bridge-transport`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Transport {
@@ -89,9 +109,14 @@ pub struct Scenario {
     pub requirements: Vec<&'static Requirement>,
     /// The verdict level: a failure is FAIL for MUST, WARN for SHOULD, informational for MAY.
     pub level: Level,
+    pub profile: Profile,
+    /// The role under test (protomcp; a proto-mcp scenario's is `ToolProcess` and unused: its
+    /// server is the only role of that profile).
     pub role: Role,
     /// Features the target must claim, or the scenario is skipped.
     pub needs: Vec<String>,
+    /// Features the target must not have, or the scenario is skipped (`unless:`, proto-mcp).
+    pub unless: Vec<String>,
     pub notes: Option<String>,
     /// Budget of the whole scenario, when it sets one.
     pub timeout: Option<Duration>,
@@ -215,6 +240,9 @@ pub struct TesteeSetup {
     /// and only runs against the reference.
     pub misbehave: Option<Misbehave>,
     pub socket: SocketSetup,
+    /// proto-mcp: start the server with only PATH and HOME (a fresh temp dir) in its
+    /// environment (`clean_env: true`).
+    pub clean_env: bool,
 }
 
 /// What `PROTOMCP_SOCKET` holds when the testee starts.

@@ -9,6 +9,9 @@ pub struct Step {
     pub action: Action,
     /// The requirements this step checks (`checks:`); empty: the scenario's.
     pub checks: Vec<&'static Requirement>,
+    /// `deviation: true` (proto-mcp): a failure of this step is a SHOULD deviation of its
+    /// checks, recorded while the scenario goes on.
+    pub deviation: bool,
     /// Host steps over HTTP: the host session the step acts on (`host: b`); `None`: the
     /// scenario's first session. Every name is a session of its own, opened by its first
     /// `host_send` (an `initialize`).
@@ -101,6 +104,8 @@ pub enum Action {
     /// Repeats a call mix while sampling the target's process group; a resource that grows with
     /// the rounds is a leak ([`Soak`]; the harness judges the samples).
     Soak(Soak),
+    /// A step only proto-mcp scenarios have.
+    ProtoMcp(crate::proto_mcp::PmAction),
 }
 
 /// A leak verdict reads at least this many samples after the warm-up; fewer: no verdict (the
@@ -235,6 +240,7 @@ impl Action {
             Action::ToolConnectAgain { .. } => "tool_connect_again",
             Action::ExpectToolExit { .. } => "expect_tool_exit",
             Action::Soak(_) => "soak",
+            Action::ProtoMcp(a) => a.keyword(),
         }
     }
 
@@ -270,7 +276,7 @@ impl Action {
                 | Action::ToolHandshake(_)
                 | Action::ReloadBegins(_)
                 | Action::Soak(_)
-        )
+        ) || matches!(self, Action::ProtoMcp(a) if a.writes())
     }
 }
 
@@ -438,6 +444,9 @@ pub struct ExpectExit {
     pub code: ExitCode,
     /// Pattern for everything the testee wrote to stderr (a string).
     pub stderr: Option<Pattern>,
+    /// proto-mcp: the step passes at once when the target has this feature (`2gib`: the
+    /// operator declared that the server accepts 2 GiB frames).
+    pub unless: Option<String>,
 }
 
 /// The exit status a scenario accepts.

@@ -17,8 +17,9 @@ pub(super) fn fail(reqs: &[&str], message: impl Into<String>) -> StepFailure {
 pub(super) struct Ctx<'a> {
     pub(super) target: &'a Target,
     pub(super) features: &'a BTreeSet<String>,
-    pub(super) vars: HashMap<String, String>,
-    pub(super) captures: HashMap<String, McpMessage>,
+    /// The configured names (the safe tool), what probes bind and what patterns capture:
+    /// the values of `${name}`.
+    pub(super) vars: Captures,
     pub(super) init: Option<pb::InitializeResponse>,
     pub(super) next_id: u64,
     /// SHOULD-level findings of steps (deviation: true) and probes.

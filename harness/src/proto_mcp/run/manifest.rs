@@ -78,7 +78,8 @@ pub fn load_manifest(dir: &Path, self_exe: &Path) -> Result<Target, ManifestErro
         Some(t) => Some(SafeTool {
             name: t.name,
             type_url: t.type_url,
-            value: build::hex(&t.value_hex).map_err(|e| err(format!("safe_tool.value_hex: {e}")))?,
+            value: protomcp_proto::dynamic::hex_decode(&t.value_hex)
+                .map_err(|e| err(format!("safe_tool.value_hex: {e}")))?,
         }),
         None => None,
     };
@@ -109,7 +110,11 @@ pub fn parse_safe_tool(s: &str) -> Result<SafeTool, String> {
     let (Some(name), Some(type_url), Some(value)) = (it.next(), it.next(), it.next()) else {
         return Err("expected NAME=TYPE_URL=HEX".into());
     };
-    Ok(SafeTool { name: name.into(), type_url: type_url.into(), value: build::hex(value)? })
+    Ok(SafeTool {
+        name: name.into(),
+        type_url: type_url.into(),
+        value: protomcp_proto::dynamic::hex_decode(value).map_err(|e| e.to_string())?,
+    })
 }
 
 /// Known-failures entries that name a scenario the catalogue does not have.

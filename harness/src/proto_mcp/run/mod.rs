@@ -3,7 +3,7 @@
 //! protomcp runner's verdicts ([`crate::runner::verdict::judge`]) and reported as its
 //! [`CaseResult`]s.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -14,18 +14,20 @@ use protomcp_proto::mcp::prost_types::FileDescriptorSet;
 use protomcp_proto::mcp::{Arm, McpMessage, default_handshake};
 use serde_json::{Value, json};
 
-use super::build::{self, message_frame, outgoing, substitute};
 use super::requirements as pm;
-use super::scenario::{Action, Scenario, Step};
 use super::session::{Finding, Session};
 use crate::requirements::{Level, strength};
 use crate::runner::CaseResult;
 use crate::runner::verdict::{KnownFailure, Outcome, Verdict, judge};
+use crate::scenario::proto_mcp::{self as lang, PmAction, message_frame};
+use crate::scenario::{Action, Captures, Scenario, Step};
 
 /// Time allowed for an answer that runs no tool (profile §1.3).
-pub const T_REPLY: Duration = Duration::from_secs(5);
+pub use crate::scenario::proto_mcp::T_REPLY;
 /// Time allowed to exit after EOF or a signal.
 pub const T_EXIT: Duration = Duration::from_secs(5);
+/// A scenario's budget unless it sets `timeout_ms`.
+pub const SCENARIO_TIMEOUT: Duration = Duration::from_secs(30);
 /// Observation window for "nothing was written".
 pub const T_QUIET: Duration = Duration::from_secs(1);
 
@@ -184,13 +186,13 @@ pub fn run_scenario(sc: &Scenario, target: &Target, features: &BTreeSet<String>)
     let mut r = blank_result(sc, target);
     let known = target.known_failures.get(&sc.id);
     r.intermittent = known.is_some_and(|k| k.intermittent);
-    if let Some(f) = sc.unless_features.iter().find(|f| features.contains(*f)) {
+    if let Some(f) = sc.unless.iter().find(|f| features.contains(*f)) {
         (r.verdict, r.message) =
             judge(&Outcome::Skipped(format!("only for servers without feature {f}")), sc.level, &[], known);
         r.command.clear();
         return r;
     }
-    let missing: Vec<&String> = sc.features.iter().filter(|f| !features.contains(*f)).collect();
+    let missing: Vec<&String> = sc.needs.iter().filter(|f| !features.contains(*f)).collect();
     if !missing.is_empty() {
         let names: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
         (r.verdict, r.message) =
@@ -198,7 +200,7 @@ pub fn run_scenario(sc: &Scenario, target: &Target, features: &BTreeSet<String>)
         r.command.clear();
         return r;
     }
-    let mut s = match Session::spawn(&target.command, sc.clean_env) {
+    let mut s = match Session::spawn(&target.command, sc.testee.clean_env) {
         Ok(s) => s,
         Err(e) => {
             (r.verdict, r.message) = judge(&Outcome::Error(e.to_string()), sc.level, &[], known);
@@ -208,8 +210,7 @@ pub fn run_scenario(sc: &Scenario, target: &Target, features: &BTreeSet<String>)
     let mut ctx = Ctx {
         target,
         features,
-        vars: HashMap::new(),
-        captures: HashMap::new(),
+        vars: Captures::new(),
         init: None,
         next_id: 1000,
         deviations: Vec::new(),
@@ -217,11 +218,11 @@ pub fn run_scenario(sc: &Scenario, target: &Target, features: &BTreeSet<String>)
         checks: Vec::new(),
     };
     if let Some(t) = &target.safe_tool {
-        ctx.vars.insert("safe_tool".into(), t.name.clone());
-        ctx.vars.insert("safe_type_url".into(), t.type_url.clone());
-        ctx.vars.insert("safe_value_hex".into(), t.value.iter().map(|b| format!("{b:02x}")).collect());
+        ctx.vars.insert("safe_tool".into(), Value::String(t.name.clone()));
+        ctx.vars.insert("safe_type_url".into(), Value::String(t.type_url.clone()));
+        ctx.vars.insert("safe_value_hex".into(), Value::String(protomcp_proto::dynamic::hex_encode(&t.value)));
     }
-    let deadline = started + Duration::from_millis(sc.timeout_ms);
+    let deadline = started + sc.timeout.unwrap_or(SCENARIO_TIMEOUT);
     let (failure, error) = run_steps(&mut s, &mut ctx, sc, deadline);
     // Deviations found by the session itself (empty error messages).
     ctx.deviations.extend(s.deviations.iter().cloned());
@@ -278,7 +279,8 @@ fn run_steps(
     let mut error: Option<String> = None;
     for (i, st) in sc.steps.iter().enumerate() {
         if Instant::now() > deadline {
-            error = Some(format!("the scenario ran past its {} ms before step {}", sc.timeout_ms, i + 1));
+            let budget = sc.timeout.unwrap_or(SCENARIO_TIMEOUT).as_millis();
+            error = Some(format!("the scenario ran past its {budget} ms before step {}", i + 1));
             break;
         }
         let result = step(s, ctx, st, sc);

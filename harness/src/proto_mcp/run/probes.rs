@@ -13,8 +13,7 @@ pub fn bsr_ref_ok(r: &str) -> bool {
     .is_match(r)
 }
 
-pub(super) fn probe_tools(s: &mut Session, ctx: &mut Ctx, args: &Value) -> Result<(), StepFailure> {
-    let include_schemas = args.get("include_schemas").and_then(Value::as_bool).unwrap_or(false);
+pub(super) fn probe_tools(s: &mut Session, ctx: &mut Ctx, include_schemas: bool) -> Result<(), StepFailure> {
     let (tools, page_of) = list_all_tools(s, ctx, pb::ListToolsRequest { include_schemas, ..Default::default() })?;
     s.note_harness(&format!("{} tools in {} pages", tools.len(), page_of.last().copied().unwrap_or(1)));
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
@@ -92,9 +91,9 @@ pub(super) fn probe_tools(s: &mut Session, ctx: &mut Ctx, args: &Value) -> Resul
         ));
     }
     if let Some(pb::tool::SchemaSource::BsrRef(r)) = with_ref.and_then(|t| t.schema_source.clone()) {
-        ctx.vars.insert("first_bsr_ref".into(), r);
+        ctx.vars.insert("first_bsr_ref".into(), Value::String(r));
     }
-    ctx.vars.insert("tool_count".into(), tools.len().to_string());
+    ctx.vars.insert("tool_count".into(), Value::String(tools.len().to_string()));
     Ok(())
 }
 
@@ -187,7 +186,7 @@ pub(super) fn probe_resources(s: &mut Session, ctx: &mut Ctx) -> Result<(), Step
         ));
     }
     if let Some(first) = all.first() {
-        ctx.vars.insert("first_resource_uri".into(), first.uri.clone());
+        ctx.vars.insert("first_resource_uri".into(), Value::String(first.uri.clone()));
         if ctx.wants("PM-RESOURCES-04") {
             let uri = first.uri.clone();
             let m = ask(
@@ -300,8 +299,7 @@ pub(super) fn probe_init_flags(s: &mut Session, ctx: &mut Ctx) -> Result<(), Ste
     Ok(())
 }
 
-pub(super) fn probe_version(s: &mut Session, ctx: &mut Ctx, args: &Value) -> Result<(), StepFailure> {
-    let sent = args.get("sent").and_then(Value::as_str).unwrap_or("1.0.0");
+pub(super) fn probe_version(s: &mut Session, ctx: &mut Ctx, sent: &str) -> Result<(), StepFailure> {
     let Some(init) = ctx.init.clone() else { return Err(fail(&[], "probe version needs a handshake first")) };
     let v = init.protocol_version;
     let re = regex::Regex::new(r"^1\.\d+\.\d+$").expect("valid");
@@ -320,7 +318,7 @@ pub(super) fn probe_version(s: &mut Session, ctx: &mut Ctx, args: &Value) -> Res
 pub(super) fn probe_newer_major(s: &mut Session, ctx: &mut Ctx) -> Result<(), StepFailure> {
     let id = ctx.fresh_id();
     let (frame, _) = message_frame(&json!({"id": id, "initialize_request": {"protocol_version": "2.0.0", "capabilities": {"supports_bsr_refs": true, "encodings": ["protobuf"]}}, "pad_to": 64}))
-        .map_err(|e| fail(&[], e))?;
+        .map_err(|e| fail(&[], e.to_string()))?;
     s.send(&frame, None, &format!("initialize_request 2.0.0 id={id}"));
     let m = s
         .answer(id, within(None))
@@ -406,9 +404,8 @@ pub(super) fn probe_safe_call(s: &mut Session, ctx: &mut Ctx) -> Result<(), Step
     }
 }
 
-pub(super) fn probe_many(s: &mut Session, ctx: &mut Ctx, args: &Value) -> Result<(), StepFailure> {
-    let total = args.get("count").and_then(Value::as_u64).unwrap_or(10_000);
-    let batch = args.get("batch").and_then(Value::as_u64).unwrap_or(100).max(1);
+pub(super) fn probe_many(s: &mut Session, ctx: &mut Ctx, total: u64, batch: u64) -> Result<(), StepFailure> {
+    let batch = batch.max(1);
     let mut answered = 0u64;
     let mut sent = 0u64;
     while sent < total {

@@ -3,7 +3,8 @@
 use super::ctx::*;
 use super::probes::*;
 use super::*;
-use crate::proto_mcp::scenario::{Expect, ExpectError, ExpectExit, ExpectJson};
+use crate::scenario::proto_mcp::{ExpectAnswer, ExpectError, ExpectJson, Initialize, Probe};
+use crate::scenario::{CloseMode, ExpectExit, Signal, match_value};
 
 pub(super) fn default_checks(step: &Step, fallback: &[&str]) -> Vec<String> {
     if step.checks.is_empty() {
@@ -19,64 +20,87 @@ pub(super) fn step(s: &mut Session, ctx: &mut Ctx, st: &Step, scenario: &Scenari
     let checks = default_checks(st, &cited);
     let checks: Vec<&str> = checks.iter().map(String::as_str).collect();
     match &st.action {
-        Action::Handshake(v) => handshake(s, ctx, v, &checks),
-        Action::Send(v) => {
-            let v = substitute(v, &ctx.vars).map_err(|e| fail(&[], e))?;
-            let out = outgoing(&v).map_err(|e| fail(&[], e))?;
-            s.send(&out.bytes, out.pace, &out.label);
+        Action::ProtoMcp(a) => pm_step(s, ctx, st, a, &checks),
+        Action::SendRaw(bytes) => {
+            s.send(bytes, None, "raw");
             Ok(())
         }
-        Action::Expect(e) => expect(s, ctx, e, &checks),
-        Action::ExpectError(e) => expect_error(s, ctx, e, &checks),
-        Action::ExpectNext(e) => {
-            let m = s
-                .next_frame(within(e.within_ms))
-                .ok_or_else(|| fail(&checks, format!("nothing arrived; expected the answer to id {}", e.id)))?;
-            if m.id != e.id {
-                return Err(fail(
-                    &checks,
-                    format!("the next frame was {} with id {}, expected the answer to id {}", describe(&m), m.id, e.id),
-                ));
-            }
-            Ok(())
-        }
-        Action::ExpectJson(e) => expect_json(s, e, &checks),
-        Action::ExpectSilence(w) => {
-            if s.silent_for(Duration::from_millis(w.ms)) && s.unclaimed() == 0 {
+        Action::ExpectNothing(e) => {
+            if s.silent_for(e.duration) && s.unclaimed() == 0 {
                 Ok(())
             } else {
                 Err(fail(
                     &checks,
-                    format!("the server wrote to stdout within {} ms ({} bytes in the session)", w.ms, s.received),
+                    format!(
+                        "the server wrote to stdout within {} ms ({} bytes in the session)",
+                        e.duration.as_millis(),
+                        s.received
+                    ),
                 ))
             }
         }
         Action::ExpectExit(x) => expect_exit(s, ctx, x, &checks),
-        Action::Alive => alive(s, ctx, st),
-        Action::CloseStdin => {
+        Action::ExpectAlive { within } => alive(s, ctx, st, *within),
+        Action::Close(CloseMode::Write) => {
             s.close_stdin();
             Ok(())
         }
         Action::Signal(sig) => {
-            s.signal(if sig == "TERM" { libc::SIGTERM } else { libc::SIGINT });
+            s.signal(match sig {
+                Signal::Term => libc::SIGTERM,
+                Signal::Int => libc::SIGINT,
+                Signal::Hup => libc::SIGHUP,
+                Signal::Kill => libc::SIGKILL,
+            });
             Ok(())
         }
-        Action::Sleep(ms) => {
-            s.silent_for(Duration::from_millis(*ms));
+        Action::Sleep(d) => {
+            s.silent_for(*d);
             Ok(())
         }
-        Action::Probe(name, args) => {
+        Action::Check { capture, pattern } => {
+            let value = ctx.vars.get(capture).cloned();
+            match_value(pattern, value.as_ref(), &mut ctx.vars).map_err(|m| fail(&checks, format!("`{capture}`: {m}")))
+        }
+        other => Err(fail(&[], format!("`{}` is not a proto-mcp step", other.keyword()))),
+    }
+}
+
+/// A step only proto-mcp has.
+fn pm_step(s: &mut Session, ctx: &mut Ctx, st: &Step, a: &PmAction, checks: &[&str]) -> Result<(), StepFailure> {
+    match a {
+        PmAction::Initialize(i) => handshake(s, ctx, i, checks),
+        PmAction::Write(w) => {
+            let out = w.render(&ctx.vars).map_err(|e| fail(&[], e.to_string()))?;
+            s.send(&out.bytes, out.pace, &out.label);
+            Ok(())
+        }
+        PmAction::ExpectAnswer(e) => expect(s, ctx, e, checks),
+        PmAction::ExpectError(e) => expect_error(s, ctx, e, checks),
+        PmAction::ExpectNext { id, within } => {
+            let m = s
+                .next_frame(Instant::now() + *within)
+                .ok_or_else(|| fail(checks, format!("nothing arrived; expected the answer to id {id}")))?;
+            if m.id != *id {
+                return Err(fail(
+                    checks,
+                    format!("the next frame was {} with id {}, expected the answer to id {id}", describe(&m), m.id),
+                ));
+            }
+            Ok(())
+        }
+        PmAction::ExpectJson(e) => expect_json(s, e, checks),
+        PmAction::Probe(p) => {
             ctx.checks = st.checks.iter().map(|r| r.id.to_owned()).collect();
-            let r = match name.as_str() {
-                "tools" => probe_tools(s, ctx, args),
-                "resources" => probe_resources(s, ctx),
-                "bsr_filter" => probe_bsr_filter(s, ctx),
-                "init_flags" => probe_init_flags(s, ctx),
-                "version" => probe_version(s, ctx, args),
-                "newer_major" => probe_newer_major(s, ctx),
-                "safe_call" => probe_safe_call(s, ctx),
-                "many" => probe_many(s, ctx, args),
-                other => Err(fail(&[], format!("unknown probe {other}"))),
+            let r = match p {
+                Probe::Tools { include_schemas } => probe_tools(s, ctx, *include_schemas),
+                Probe::Resources => probe_resources(s, ctx),
+                Probe::BsrFilter => probe_bsr_filter(s, ctx),
+                Probe::InitFlags => probe_init_flags(s, ctx),
+                Probe::Version { sent } => probe_version(s, ctx, sent),
+                Probe::NewerMajor => probe_newer_major(s, ctx),
+                Probe::SafeCall => probe_safe_call(s, ctx),
+                Probe::Many { count, batch } => probe_many(s, ctx, *count, *batch),
             };
             ctx.checks.clear();
             r
@@ -84,33 +108,14 @@ pub(super) fn step(s: &mut Session, ctx: &mut Ctx, st: &Step, scenario: &Scenari
     }
 }
 
-fn handshake(s: &mut Session, ctx: &mut Ctx, v: &Value, checks: &[&str]) -> Result<(), StepFailure> {
-    let id = v.get("id").and_then(Value::as_u64).unwrap_or(1);
-    let msg = if v.as_object().is_none_or(|m| m.keys().all(|k| k == "id")) {
-        default_handshake(id).to_frame().to_vec()
-    } else {
-        let mut req = v.clone();
-        let m = req.as_object_mut().expect("a map");
-        m.remove("id");
-        let version = m.remove("protocol_version").unwrap_or(json!("1.0.0"));
-        let bsr = m.remove("supports_bsr_refs");
-        let no_caps = m.remove("capabilities").is_some_and(|c| c == json!(false));
-        if let Some(k) = m.keys().next() {
-            return Err(fail(&[], format!("handshake: unknown option `{k}`")));
-        }
-        let mut init = json!({"protocol_version": version, "metadata": {"client": "protomcp-conform"}});
-        if !no_caps {
-            init["capabilities"] = json!({"supports_bsr_refs": bsr.unwrap_or(json!(true)), "encodings": ["protobuf"]});
-        }
-        message_frame(&json!({"id": id, "initialize_request": init})).map_err(|e| fail(&[], e))?.0
-    };
-    s.send(&msg, None, &format!("handshake id={id}"));
-    let answer = s.answer(id, within(None)).ok_or_else(|| {
-        fail(checks, format!("no answer to the initialize_request (id {id}) within {} ms", T_REPLY.as_millis()))
+fn handshake(s: &mut Session, ctx: &mut Ctx, i: &Initialize, checks: &[&str]) -> Result<(), StepFailure> {
+    let id = i.id;
+    s.send(&i.frame, None, &format!("handshake id={id}"));
+    let answer = s.answer(id, Instant::now() + i.within).ok_or_else(|| {
+        fail(checks, format!("no answer to the initialize_request (id {id}) within {} ms", i.within.as_millis()))
     })?;
     match answer.payload {
         Some(Payload::InitializeResponse(r)) => {
-            ctx.captures.insert("initialize".into(), McpMessage::with(id, Payload::InitializeResponse(r.clone())));
             ctx.init = Some(r);
             Ok(())
         }
@@ -118,38 +123,26 @@ fn handshake(s: &mut Session, ctx: &mut Ctx, v: &Value, checks: &[&str]) -> Resu
     }
 }
 
-fn expect(s: &mut Session, ctx: &mut Ctx, e: &Expect, checks: &[&str]) -> Result<(), StepFailure> {
-    let arms: Vec<Arm> = e.arm.items().iter().filter_map(|a| Arm::from_name(a)).collect();
-    let m = s.answer(e.id, within(e.within_ms)).ok_or_else(|| {
-        let why = if s.stdout_closed {
-            "stdout closed".to_owned()
-        } else {
-            format!("{} ms passed", e.within_ms.unwrap_or(T_REPLY.as_millis() as u64))
-        };
+fn expect(s: &mut Session, ctx: &mut Ctx, e: &ExpectAnswer, checks: &[&str]) -> Result<(), StepFailure> {
+    let m = s.answer(e.id, Instant::now() + e.within).ok_or_else(|| {
+        let why =
+            if s.stdout_closed { "stdout closed".to_owned() } else { format!("{} ms passed", e.within.as_millis()) };
         fail(checks, format!("no answer with id {} ({why})", e.id))
     })?;
-    if !m.arm().is_some_and(|a| arms.contains(&a)) {
-        let want: Vec<&str> = arms.iter().map(|a| a.name()).collect();
+    if !m.arm().is_some_and(|a| e.arms.contains(&a)) {
+        let want: Vec<&str> = e.arms.iter().map(|a| a.name()).collect();
         return Err(fail(checks, format!("id {} answered by {}, expected {}", e.id, describe(&m), want.join(" or "))));
     }
-    if e.empty {
-        let n = match &m.payload {
-            Some(Payload::ListToolsResponse(l)) => l.tools.len(),
-            Some(Payload::ListResourcesResponse(l)) => l.resources.len(),
-            _ => 0,
-        };
-        if n > 0 {
-            return Err(fail(checks, format!("id {}: expected an empty listing, got {n} items", e.id)));
-        }
-    }
-    if let Some(c) = &e.capture {
-        ctx.captures.insert(c.clone(), m);
+    if let Some(p) = &e.message {
+        let view = lang::view::message(&m);
+        match_value(p, Some(&view), &mut ctx.vars)
+            .map_err(|mismatch| fail(checks, format!("id {}: {mismatch}", e.id)))?;
     }
     Ok(())
 }
 
 fn expect_error(s: &mut Session, ctx: &mut Ctx, e: &ExpectError, checks: &[&str]) -> Result<(), StepFailure> {
-    let m = s.answer(e.id, within(e.within_ms)).ok_or_else(|| {
+    let m = s.answer(e.id, Instant::now() + e.within).ok_or_else(|| {
         let why = if s.stdout_closed { "stdout closed" } else { "nothing came" };
         fail(checks, format!("no error answer with id {} ({why})", e.id))
     })?;
@@ -201,7 +194,8 @@ fn expect_error(s: &mut Session, ctx: &mut Ctx, e: &ExpectError, checks: &[&str]
 }
 
 fn expect_json(s: &mut Session, e: &ExpectJson, checks: &[&str]) -> Result<(), StepFailure> {
-    let line = s.next_line(within(e.within_ms)).ok_or_else(|| fail(checks, "no JSON-RPC line arrived".to_owned()))?;
+    let line =
+        s.next_line(Instant::now() + e.within).ok_or_else(|| fail(checks, "no JSON-RPC line arrived".to_owned()))?;
     let v: Value =
         serde_json::from_str(&line).map_err(|err| fail(checks, format!("the line is not JSON ({err}): {line}")))?;
     if v.get("jsonrpc") != Some(&json!("2.0")) {
@@ -227,25 +221,21 @@ fn expect_json(s: &mut Session, e: &ExpectJson, checks: &[&str]) -> Result<(), S
 }
 
 fn expect_exit(s: &mut Session, ctx: &mut Ctx, x: &ExpectExit, checks: &[&str]) -> Result<(), StepFailure> {
-    if x.unless_feature.as_ref().is_some_and(|f| ctx.features.contains(f))
-        || (x.unless_feature.as_deref() == Some("2gib") && ctx.target.accepts_2gib)
+    if x.unless.as_ref().is_some_and(|f| ctx.features.contains(f))
+        || (x.unless.as_deref() == Some("2gib") && ctx.target.accepts_2gib)
     {
         return Ok(());
     }
-    match s.wait_exit(Instant::now() + Duration::from_millis(x.within_ms)) {
-        Some(status) => {
-            if let Some(r) = &x.should_exit_zero
-                && !status.success()
-            {
-                ctx.deviate(s, r, format!("the server exited with {status}, not 0"));
-            }
-            Ok(())
-        }
-        None => Err(fail(checks, format!("the server was still running {} ms later", x.within_ms))),
+    let status = s
+        .wait_exit(Instant::now() + x.within)
+        .ok_or_else(|| fail(checks, format!("the server was still running {} ms later", x.within.as_millis())))?;
+    if !x.code.accepts(status.code()) {
+        return Err(fail(checks, format!("the server exited with {status}, expected {:?}", x.code)));
     }
+    Ok(())
 }
 
-fn alive(s: &mut Session, ctx: &mut Ctx, st: &Step) -> Result<(), StepFailure> {
+fn alive(s: &mut Session, ctx: &mut Ctx, st: &Step, within: Duration) -> Result<(), StepFailure> {
     let id = ctx.fresh_id();
     let req = McpMessage::with(id, Payload::ListToolsRequest(Default::default()));
     s.send(&req.to_frame(), None, &format!("alive? list_tools_request id={id}"));
@@ -253,7 +243,7 @@ fn alive(s: &mut Session, ctx: &mut Ctx, st: &Step) -> Result<(), StepFailure> {
     let checks: Vec<&str> = checks.iter().map(String::as_str).collect();
     // Any answer shows the session alive (PM-LIFECYCLE-08); an unfitting arm is
     // PM-LIFECYCLE-04's business, checked on every frame.
-    match s.answer(id, within(None)) {
+    match s.answer(id, Instant::now() + within) {
         Some(_) => Ok(()),
         None => Err(fail(
             &checks,

@@ -1,55 +1,34 @@
-//! Bytes a scenario step sends: MCPMessages written by field name (with unknown fields added
-//! inside the arm or outside the oneof), raw hex (lying prefixes included), text and JSON-RPC
-//! lines, several of them in one write.
+//! The bytes a proto-mcp step sends: MCPMessages written by field name (with unknown fields
+//! added inside the arm or outside the oneof), raw hex (lying prefixes included), text and
+//! JSON-RPC lines, several of them in one write. Sans-IO: the runner writes what this returns.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use prost::Message;
+use protomcp_proto::mcp::Arm;
 use protomcp_proto::mcp::pb;
 use protomcp_proto::mcp::prost_types::Any;
-use protomcp_proto::mcp::{Arm, default_handshake};
 use protomcp_proto::varint::put as varint;
 use serde_json::Value;
 
-/// What one `send` step writes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outgoing {
-    pub bytes: Vec<u8>,
-    /// One byte per this gap (PM-FRAME-02).
-    pub pace: Option<Duration>,
-    /// For the transcript.
-    pub label: String,
+/// Why a message could not be written (a field of the wrong type, an unknown name, bad hex).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BuildError(pub String);
+
+impl From<String> for BuildError {
+    fn from(s: String) -> Self {
+        BuildError(s)
+    }
 }
 
-/// Replaces `{{name}}` in every string of `v` with `vars[name]` (an unknown name is an error).
-pub(crate) fn substitute(v: &Value, vars: &HashMap<String, String>) -> Result<Value, String> {
-    Ok(match v {
-        Value::String(s) => {
-            let mut out = String::new();
-            let mut rest = s.as_str();
-            while let Some(start) = rest.find("{{") {
-                let end = rest[start..].find("}}").ok_or_else(|| format!("unterminated {{{{ in {s:?}"))? + start;
-                let name = rest[start + 2..end].trim();
-                out.push_str(&rest[..start]);
-                out.push_str(
-                    vars.get(name)
-                        .ok_or_else(|| format!("no value for {{{{{name}}}}} (not captured or configured)"))?,
-                );
-                rest = &rest[end + 2..];
-            }
-            out.push_str(rest);
-            Value::String(out)
-        }
-        Value::Array(a) => Value::Array(a.iter().map(|x| substitute(x, vars)).collect::<Result<_, _>>()?),
-        Value::Object(m) => {
-            Value::Object(m.iter().map(|(k, x)| Ok((k.clone(), substitute(x, vars)?))).collect::<Result<_, String>>()?)
-        }
-        other => other.clone(),
-    })
+impl From<&str> for BuildError {
+    fn from(s: &str) -> Self {
+        BuildError(s.to_owned())
+    }
 }
 
-pub(crate) fn hex(text: &str) -> Result<Vec<u8>, String> {
+fn hex(text: &str) -> Result<Vec<u8>, String> {
     protomcp_proto::dynamic::hex_decode(text).map_err(|e| e.to_string())
 }
 
@@ -198,7 +177,7 @@ fn unknown_15(n: usize) -> Vec<u8> {
 /// `inner_extra_hex` (appended inside the arm), `outer_extra_hex` (appended to MCPMessage),
 /// `inner_unknown_len` (an unknown field 15 of that many bytes inside the arm) and `pad_to`
 /// (such a field sized so that the frame has at least that many bytes).
-pub(crate) fn message_frame(v: &Value) -> Result<(Vec<u8>, String), String> {
+pub fn message_frame(v: &Value) -> Result<(Vec<u8>, String), BuildError> {
     let m = v.as_object().ok_or("a message is a map")?;
     let id = match m.get("id") {
         None => 0,
@@ -211,7 +190,7 @@ pub(crate) fn message_frame(v: &Value) -> Result<(Vec<u8>, String), String> {
     }
     const MODIFIERS: &[&str] = &["id", "inner_extra_hex", "outer_extra_hex", "inner_unknown_len", "pad_to"];
     if let Some(k) = m.keys().find(|k| Arm::from_name(k).is_none() && !MODIFIERS.contains(&k.as_str())) {
-        return Err(format!("unknown field `{k}` in a message"));
+        return Err(format!("unknown field `{k}` in a message").into());
     }
     let mut inner = arm_body(arm, &m[arm.name()])?;
     if let Some(x) = m.get("inner_extra_hex").and_then(Value::as_str) {
@@ -250,51 +229,6 @@ pub(crate) fn message_frame(v: &Value) -> Result<(Vec<u8>, String), String> {
     let mut frame = (body.len() as u32).to_be_bytes().to_vec();
     frame.extend(body);
     Ok((frame, format!("{arm} id={id}")))
-}
-
-/// The bytes of a `send` step.
-pub(crate) fn outgoing(v: &Value) -> Result<Outgoing, String> {
-    let pace = v.get("pace_ms").and_then(Value::as_u64).map(Duration::from_millis);
-    let mut label = Vec::new();
-    let mut bytes = Vec::new();
-    let items: Vec<Value> = match v.get("batch") {
-        Some(Value::Array(a)) => a.clone(),
-        Some(_) => return Err("`batch` is a list".into()),
-        None => {
-            let mut one = v.clone();
-            if let Some(m) = one.as_object_mut() {
-                m.remove("pace_ms");
-            }
-            vec![one]
-        }
-    };
-    for item in &items {
-        let m = item.as_object().ok_or("a send item is a map")?;
-        if let Some(x) = m.get("hex") {
-            bytes.extend(hex(x.as_str().ok_or("`hex` is a string")?)?);
-            label.push("raw".to_owned());
-        } else if let Some(x) = m.get("text") {
-            bytes.extend(x.as_str().ok_or("`text` is a string")?.as_bytes());
-            label.push("text".to_owned());
-        } else if let Some(x) = m.get("json") {
-            bytes.extend(x.to_string().as_bytes());
-            bytes.push(b'\n');
-            label.push("json line".to_owned());
-        } else if let Some(x) = m.get("json_text") {
-            bytes.extend(x.as_str().ok_or("`json_text` is a string")?.as_bytes());
-            bytes.push(b'\n');
-            label.push("text line".to_owned());
-        } else if m.contains_key("handshake") {
-            let id = m["handshake"].get("id").and_then(Value::as_u64).unwrap_or(1);
-            bytes.extend(default_handshake(id).to_frame());
-            label.push(format!("default handshake id={id}"));
-        } else {
-            let (frame, l) = message_frame(item)?;
-            bytes.extend(frame);
-            label.push(l);
-        }
-    }
-    Ok(Outgoing { bytes, pace, label: label.join(" + ") })
 }
 
 #[cfg(test)]
