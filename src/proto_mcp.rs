@@ -58,7 +58,7 @@ use anyhow::{Context, anyhow, bail};
 use clap::{Parser, Subcommand};
 use protomcp_harness::proto_mcp::run::{self as pmrun, SafeTool, Target};
 use protomcp_harness::proto_mcp::{self as pm, requirements as pmreq};
-use protomcp_harness::runner::{Summary, glob_match, report};
+use protomcp_harness::runner::{self, CaseResult, Summary, glob_match, report};
 use protomcp_harness::scenario::{self as lang, Profile, Scenario, ScenarioError, ScenarioErrors};
 
 /// `protomcp-conform --profile proto-mcp …`: judge a proto-mcp server (buf.mcp.v1 over stdio);
@@ -345,7 +345,8 @@ fn profile(cli: ProfileCli) -> Result<ExitCode> {
             for (name, target) in &runs {
                 let features = pmrun::detect_features(target);
                 eprintln!("matrix: {name} ({} scenarios)", all.len());
-                let r = pmrun::run_repeated(&all, target, &features.on, jobs, repeat as usize, &|_| {});
+                let server = pmrun::Server { target: target.clone(), features: features.on };
+                let r = run_all(&all, server.into_target(name.clone()), jobs, repeat, &|_| {})?;
                 let summary = Summary::of(r.iter().map(|c| c.verdict));
                 eprintln!("  {summary}");
                 worst = worst.max(summary.exit_code());
@@ -374,6 +375,39 @@ fn profile(cli: ProfileCli) -> Result<ExitCode> {
         }
         None => run(cli.run),
     }
+}
+
+/// Runs `scenarios` against `target` with the runner's loop (`-j`, `--repeat`, `exclusive`,
+/// folding); `on_done` sees each folded result as it finishes. Results in the scenarios' order.
+fn run_all(
+    scenarios: &[Scenario],
+    target: runner::Target,
+    jobs: usize,
+    repeat: u32,
+    on_done: &(dyn Fn(&CaseResult) + Sync),
+) -> Result<Vec<CaseResult>> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    let cfg = runner::Config { jobs: jobs.max(1), repeat: repeat as usize, ..runner::Config::default() };
+    // The runner's callback is 'static; the printer is not: results come back over a channel and
+    // are shown as they finish.
+    let (tx, rx) = std::sync::mpsc::channel::<CaseResult>();
+    let done: runner::OnDone = std::sync::Arc::new(move |r: &CaseResult, _, _| {
+        let _ = tx.send(r.clone());
+    });
+    std::thread::scope(|scope| {
+        let run = scope.spawn(|| {
+            rt.block_on(runner::run_all(
+                std::sync::Arc::new(scenarios.to_vec()),
+                std::sync::Arc::new(target),
+                cfg,
+                done,
+            ))
+        });
+        for r in rx {
+            on_done(&r);
+        }
+        run.join().map_err(|_| anyhow!("the run panicked"))
+    })
 }
 
 /// The target of `--server`: a manifest directory or a command line.
@@ -419,9 +453,10 @@ fn run(a: RunArgs) -> Result<ExitCode> {
     }
     let on: BTreeSet<String> = features.on.clone();
     let tty = std::io::stdout().is_terminal();
-    let results = pmrun::run_repeated(&scenarios, &target, &on, a.jobs, a.repeat as usize, &|r| {
+    let server = pmrun::Server { target, features: on };
+    let results = run_all(&scenarios, server.into_target(label.clone()), a.jobs, a.repeat, &|r| {
         println!("{}", report::line(r, tty))
-    });
+    })?;
     let target_args = format!("--profile proto-mcp --server '{label}'");
     for r in &results {
         if matches!(r.verdict.name(), "FAIL" | "WARN" | "XPASS" | "ERROR" | "FLAKY") {

@@ -228,3 +228,25 @@ fn the_profile_matrix_shows_the_broken_requirement_in_the_misbehaving_servers_co
     assert!(html.contains("<tr id=\"req-PM-ERROR-08\" data-level=\"MUST\""), "no PM-ERROR-08 row in the HTML");
     assert_eq!(out.status.code(), Some(1), "{stdout}");
 }
+
+#[test]
+fn a_malformed_proto_mcp_scenario_is_reported_as_file_line_col_and_the_run_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.yaml");
+    std::fs::write(
+        &file,
+        "id: pm.bad.one\ntitle: t\nrequirements: [PM-TOOLS-01]\nlevel: MUST\nprofile: proto-mcp\nsteps:\n  - initialize: {}\n  - send: {id: 2, list_tools_request: {cursr: x}}\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["--profile", "proto-mcp", "--scenarios", dir.path().to_str().unwrap()])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("{}:8:11: list_tools_request: unknown field `cursr`", file.display())),
+        "{stderr}"
+    );
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -38,7 +38,7 @@ pub fn shell_quote(s: &str) -> String {
         format!("'{}'", s.replace('\'', r"'\''"))
     }
 }
-pub use target::{KnownFailures, Manifest, Target, TargetKind, load_known_failures};
+pub use target::{KnownFailures, Manifest, ProfileServer, Target, TargetKind, load_known_failures};
 pub use verdict::{KnownFailure, Outcome, Summary, Verdict, judge};
 
 use crate::requirements::Level;
@@ -249,6 +249,11 @@ fn tail_lines(text: &str, n: usize) -> String {
 
 /// Runs one scenario against the target and judges it.
 pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseResult {
+    if let TargetKind::Profile(server) = &target.kind
+        && target.plan(s).is_ok()
+    {
+        return run_on_profile(server.clone(), s, target.known_failures.get(&s.id).cloned()).await;
+    }
     let started = Instant::now();
     let mut res = CaseResult::new(s);
     let outcome = match target.plan(s) {
@@ -273,6 +278,21 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
     res.message = message;
     res.duration = started.elapsed();
     res
+}
+
+/// A scenario of another profile, run by its server on a blocking thread.
+async fn run_on_profile(
+    server: Arc<dyn target::ProfileServer>,
+    s: &Scenario,
+    known: Option<KnownFailure>,
+) -> CaseResult {
+    let sc = s.clone();
+    tokio::task::spawn_blocking(move || server.run_one(&sc, known.as_ref())).await.unwrap_or_else(|e| {
+        let mut r = CaseResult::new(s);
+        r.verdict = Verdict::Error;
+        r.message = format!("the thread running this scenario failed: {e}");
+        r
+    })
 }
 
 async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>, res: &mut CaseResult) -> Outcome {

@@ -2,9 +2,10 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::requirements::TP_FEATURES;
-use crate::scenario::{Action, Role, Scenario, SocketSetup};
+use crate::scenario::{Action, Profile, Role, Scenario, SocketSetup};
 
 /// Known failures: scenario id → entry.
 pub type KnownFailures = BTreeMap<String, super::verdict::KnownFailure>;
@@ -23,6 +24,19 @@ pub enum TargetKind {
     /// The reference testee served by a task of this process (for tests of the harness): only
     /// scenarios with the normal socket, no extra environment and no misbehaviour.
     InProcess,
+    /// A server of another profile (proto-mcp), which runs one scenario of its profile by
+    /// itself; selection, parallelism, repeats, known failures, folding and reports stay the
+    /// runner's.
+    Profile(Arc<dyn ProfileServer>),
+}
+
+/// The part of a run that depends on the profile: run one scenario against the server, in a
+/// fresh process, and judge it with the known failure given (blocking; the runner calls it on a
+/// blocking thread, `jobs` at a time).
+pub trait ProfileServer: std::fmt::Debug + Send + Sync {
+    /// The profile whose scenarios it runs.
+    fn profile(&self) -> Profile;
+    fn run_one(&self, s: &Scenario, known: Option<&super::verdict::KnownFailure>) -> super::CaseResult;
 }
 
 /// A target: what to start, what it claims, what it is known to fail.
@@ -70,6 +84,17 @@ impl Target {
         }
     }
 
+    /// A server of another profile (`name` for reports), with its known failures.
+    pub fn profile(name: String, server: Arc<dyn ProfileServer>, known_failures: KnownFailures) -> Target {
+        Target {
+            name,
+            kind: TargetKind::Profile(server),
+            features: Vec::new(),
+            known_failures,
+            ..Target::reference("".into())
+        }
+    }
+
     /// A command line (split on whitespace) claiming every feature.
     pub fn command(argv: Vec<String>) -> Target {
         Target {
@@ -91,8 +116,11 @@ impl Target {
 
     /// The command that starts the testee for `s`, or why `s` is skipped.
     pub fn plan(&self, s: &Scenario) -> Result<Vec<String>, Skip> {
-        if s.profile == crate::scenario::Profile::ProtoMcp {
-            return Err(Skip::ProtoMcpScenario);
+        match (&self.kind, s.profile) {
+            (TargetKind::Profile(p), profile) if p.profile() == profile => return Ok(Vec::new()),
+            (TargetKind::Profile(p), profile) => return Err(Skip::OtherProfile(profile.name(), p.profile().name())),
+            (_, Profile::ProtoMcp) => return Err(Skip::ProtoMcpScenario),
+            _ => {}
         }
         match (&self.kind, s.role) {
             (TargetKind::Bridge { argv, transport, .. }, Role::Bridge) => {
@@ -158,6 +186,7 @@ impl Target {
                 Ok(Vec::new())
             }
             TargetKind::Bridge { argv, .. } => Ok(argv.clone()),
+            TargetKind::Profile(_) => Ok(Vec::new()),
         }
     }
 }
@@ -186,6 +215,8 @@ pub enum Skip {
     NeedsProcess,
     #[error("a proto-mcp scenario: runs with --profile proto-mcp")]
     ProtoMcpScenario,
+    #[error("a {0} scenario; the target is a {1} server")]
+    OtherProfile(&'static str, &'static str),
 }
 
 impl Target {

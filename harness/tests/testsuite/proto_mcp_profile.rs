@@ -89,3 +89,18 @@ fn the_reference_server_shell_answers_a_byte_stream_and_exits_cleanly() {
     assert_eq!(second.error().map(|e| e.code), Some(-32600));
     assert!(buf.is_empty());
 }
+
+#[test]
+fn the_one_runner_skips_a_scenario_of_the_other_profile_on_either_kind_of_target() {
+    let pm_scenario = catalogue().into_iter().next().unwrap();
+    let tp_text = "id: calls.one\ntitle: t\nrequirements: [TP-CONN-01]\nlevel: MUST\nrole: tool-process\nsteps:\n  - handshake: {}\n";
+    let tp_scenario = scenario::parse_str(std::path::Path::new("tp.yaml"), tp_text).unwrap();
+    let protomcp = protomcp_harness::runner::Target::reference("protomcp-conform".into());
+    let why = protomcp.plan(&pm_scenario).unwrap_err().to_string();
+    assert_eq!(why, "a proto-mcp scenario: runs with --profile proto-mcp");
+    let server = pm::run::Server { target: Default::default(), features: Default::default() };
+    let target = server.into_target("a proto-mcp server".into());
+    assert!(target.plan(&pm_scenario).is_ok());
+    let why = target.plan(&tp_scenario).unwrap_err().to_string();
+    assert_eq!(why, "a protomcp scenario; the target is a proto-mcp server");
+}

@@ -1,11 +1,11 @@
-//! Runs proto-mcp scenarios against a server: each scenario a fresh process, its steps in order,
-//! the rules of every answer checked as frames arrive ([`Session`]), the outcome judged with the
-//! protomcp runner's verdicts ([`crate::runner::verdict::judge`]) and reported as its
-//! [`CaseResult`]s.
+//! The proto-mcp profile's part of a run: one scenario against a server, in a fresh process,
+//! its steps in order, the rules of every answer checked as frames arrive ([`Session`]), the
+//! outcome judged with the runner's verdicts ([`crate::runner::verdict::judge`]) as a
+//! [`CaseResult`]. [`Server`] is that as the runner's target: the loop (selection, `-j`,
+//! `--repeat`, `exclusive`, folding, progress, reports, matrix) is [`crate::runner::run_all`]'s.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use prost::Message;
@@ -17,10 +17,10 @@ use serde_json::{Value, json};
 use super::requirements as pm;
 use super::session::{Finding, Session};
 use crate::requirements::{Level, strength};
-use crate::runner::CaseResult;
 use crate::runner::verdict::{KnownFailure, Outcome, Verdict, judge};
+use crate::runner::{CaseResult, ProfileServer};
 use crate::scenario::proto_mcp::{self as lang, PmAction, message_frame};
-use crate::scenario::{Action, Captures, Scenario, Step};
+use crate::scenario::{Action, Captures, Profile, Scenario, Step};
 
 /// Time allowed for an answer that runs no tool (profile §1.3).
 pub use crate::scenario::proto_mcp::T_REPLY;
@@ -180,11 +180,15 @@ fn blank_result(sc: &Scenario, target: &Target) -> CaseResult {
     }
 }
 
-/// Runs one scenario in a fresh server process.
-pub fn run_scenario(sc: &Scenario, target: &Target, features: &BTreeSet<String>) -> CaseResult {
+/// Runs one scenario in a fresh server process and judges it with `known`.
+pub fn run_scenario(
+    sc: &Scenario,
+    target: &Target,
+    features: &BTreeSet<String>,
+    known: Option<&KnownFailure>,
+) -> CaseResult {
     let started = Instant::now();
     let mut r = blank_result(sc, target);
-    let known = target.known_failures.get(&sc.id);
     r.intermittent = known.is_some_and(|k| k.intermittent);
     if let Some(f) = sc.unless.iter().find(|f| features.contains(*f)) {
         (r.verdict, r.message) =
@@ -338,65 +342,32 @@ fn write_transcript(dir: &Path, sc: &Scenario, r: &CaseResult, s: &Session, targ
     let _ = std::fs::write(dir.join(format!("{}.txt", sc.id)), text);
 }
 
-/// Runs `scenarios` with `jobs` in parallel; results in the scenarios' order. `on_done` sees each
-/// result as it finishes.
-pub fn run_all(
-    scenarios: &[Scenario],
-    target: &Target,
-    features: &BTreeSet<String>,
-    jobs: usize,
-    on_done: &(dyn Fn(&CaseResult) + Sync),
-) -> Vec<CaseResult> {
-    run_repeated(scenarios, target, features, jobs, 1, on_done)
+/// A proto-mcp server as the runner's target ([`crate::runner::TargetKind::Profile`]): the
+/// runner's loop selects, schedules, repeats, folds and reports; this runs one scenario.
+#[derive(Debug, Clone)]
+pub struct Server {
+    pub target: Target,
+    /// The features the probe found or the operator declared ([`detect_features`]).
+    pub features: BTreeSet<String>,
 }
 
-/// Runs each of `scenarios` `repeat` times, each run on a fresh server process, `jobs` runs in
-/// parallel, and folds the runs of a scenario as the protomcp runner does
-/// ([`crate::runner::fold_repeats`]: runs that differ in verdict or broken requirement are FLAKY;
-/// an intermittent known failure folds PASS and XFAIL to XFAIL). Results in the scenarios' order;
-/// `on_done` sees each folded result once all its runs have finished.
-pub fn run_repeated(
-    scenarios: &[Scenario],
-    target: &Target,
-    features: &BTreeSet<String>,
-    jobs: usize,
-    repeat: usize,
-    on_done: &(dyn Fn(&CaseResult) + Sync),
-) -> Vec<CaseResult> {
-    let repeat = repeat.max(1);
-    // The runs of each scenario so far, and its folded result once they are all in.
-    let runs: Mutex<Vec<Vec<CaseResult>>> = Mutex::new(vec![Vec::new(); scenarios.len()]);
-    let folded: Mutex<Vec<Option<CaseResult>>> = Mutex::new(vec![None; scenarios.len()]);
-    // Work items in order: every run of the first scenario, then of the second, and so on.
-    let next = Mutex::new(0usize);
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.max(1) {
-            scope.spawn(|| {
-                loop {
-                    let item = {
-                        let mut n = next.lock().expect("lock");
-                        let i = *n;
-                        *n += 1;
-                        i
-                    };
-                    let Some(sc) = scenarios.get(item / repeat) else { return };
-                    let r = run_scenario(sc, target, features);
-                    let all = {
-                        let mut runs = runs.lock().expect("lock");
-                        let mine = &mut runs[item / repeat];
-                        mine.push(r);
-                        if mine.len() == repeat { Some(std::mem::take(mine)) } else { None }
-                    };
-                    if let Some(all) = all {
-                        let r = crate::runner::fold_repeats(all);
-                        on_done(&r);
-                        folded.lock().expect("lock")[item / repeat] = Some(r);
-                    }
-                }
-            });
-        }
-    });
-    folded.into_inner().expect("lock").into_iter().map(|r| r.expect("every scenario ran")).collect()
+impl ProfileServer for Server {
+    fn profile(&self) -> Profile {
+        Profile::ProtoMcp
+    }
+
+    fn run_one(&self, s: &Scenario, known: Option<&KnownFailure>) -> CaseResult {
+        run_scenario(s, &self.target, &self.features, known)
+    }
+}
+
+impl Server {
+    /// The runner's target for this server, named `name` in reports, with the server's known
+    /// failures.
+    pub fn into_target(self, name: String) -> crate::runner::Target {
+        let known = self.target.known_failures.clone();
+        crate::runner::Target::profile(name, std::sync::Arc::new(self), known)
+    }
 }
 
 mod ctx;
