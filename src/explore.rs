@@ -142,7 +142,7 @@ pub fn run(a: ExploreArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     };
     let f = found.shrunk.run.failure.as_ref().expect("a failure");
-    let shrunk = (found.original_ops, found.shrunk.ops.len(), found.shrunk.replays, found.shrunk.elapsed);
+    let shrunk = (found.original_ops, found.shrunk.case.len(), found.shrunk.replays, found.shrunk.elapsed);
     print_found(&mut out, seed, found.case, f, shrunk)?;
     writeln!(out, "wrote {}", found.file.display())?;
     writeln!(
@@ -194,7 +194,7 @@ fn seed_of(a: &ExploreArgs) -> u64 {
 
 /// `explore --bridge`: generated host sessions against one or more bridges.
 fn run_bridge(a: ExploreArgs) -> Result<ExitCode> {
-    use protomcp_harness::explore::bridge::{self as xb, BridgeExploreConfig};
+    use protomcp_harness::explore::bridge as xb;
     let mut targets = Vec::new();
     let mut target_args = Vec::new();
     for b in &a.bridge {
@@ -223,7 +223,7 @@ fn run_bridge(a: ExploreArgs) -> Result<ExitCode> {
     let mut rcfg = Config { timeout_scale: a.timeout_scale, ..Config::default() };
     rcfg.jobs = 1;
     let max_ops = a.max_ops.unwrap_or(12).max(1);
-    let cfg = BridgeExploreConfig {
+    let cfg = ExploreConfig {
         cases: a.cases,
         seed,
         time: a.time,

@@ -9,6 +9,8 @@
 //! DIVERGENT.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,22 +20,11 @@ use protomcp_proto::pb;
 use protomcp_proto::session::Finding;
 use serde_json::Value;
 
+use super::batch::{self, CaseKind};
 use super::bridge_gen::{self, BOp, BridgeCase};
-use super::{Failure, Progress, case_seed};
+use super::{ExploreConfig, Failure, Progress, case_seed};
 use crate::runner::{self, CaseResult, Config, Target, Verdict};
 use crate::transcript::{Dir, Item};
-
-/// Options of a bridge exploration.
-#[derive(Debug, Clone)]
-pub struct BridgeExploreConfig {
-    pub cases: u64,
-    pub seed: u64,
-    pub time: Option<Duration>,
-    pub max_ops: usize,
-    pub jobs: usize,
-    pub runner: Config,
-    pub shrink_budget: usize,
-}
 
 /// Case `k` of the run with `seed` (`http`: for bridges driven over Streamable HTTP).
 pub fn generate(seed: u64, k: u64, max_ops: usize, http: bool) -> BridgeCase {
@@ -363,71 +354,51 @@ fn known_requirements(t: &Target) -> std::collections::BTreeSet<&str> {
     t.known_failures.values().flat_map(|k| k.requirement.iter().map(String::as_str)).collect()
 }
 
-/// Whether `b` fails the same way as `a`: same kind, same first requirement when both name one.
-fn same_kind(a: &Failure, b: &Failure) -> bool {
-    if a.divergent.is_some() != b.divergent.is_some() {
-        return false;
+/// Generated host sessions against bridges as a [`CaseKind`]: case `k` is [`generate`]`(seed, k,
+/// max_ops, http)`, run by [`run_case`] against every bridge.
+pub struct BridgeCases(pub batch::Cases);
+
+impl CaseKind for BridgeCases {
+    type Case = BridgeCase;
+    type Run = BridgeCaseRun;
+
+    fn generate(&self, k: u64) -> BridgeCase {
+        generate(self.0.seed, k, self.0.max_ops, any_http(&self.0.targets))
     }
-    match (a.findings.first(), b.findings.first()) {
-        (Some(x), Some(y)) => x.requirement == y.requirement,
-        (None, None) => true,
-        _ => false,
+
+    fn label(&self, k: u64) -> String {
+        format!("explore.bridge-case-{k}")
+    }
+
+    fn run(&self, case: &BridgeCase, label: &str) -> impl Future<Output = BridgeCaseRun> + Send {
+        run_case(case, &self.0.targets, &self.0.runner, label)
+    }
+
+    fn failure<'r>(&self, run: &'r BridgeCaseRun) -> Option<&'r Failure> {
+        run.failure.as_ref()
+    }
+
+    fn op_count(&self, case: &BridgeCase) -> usize {
+        case.len()
+    }
+
+    fn without(&self, case: &BridgeCase, drop: Range<usize>) -> BridgeCase {
+        let mut ops = case.ops.clone();
+        ops.drain(drop);
+        case.with_ops(ops)
+    }
+
+    /// A failure that names a requirement never matches one that names none.
+    fn same_kind(&self, a: &Failure, b: &Failure) -> bool {
+        batch::same_failure(a, b, false)
     }
 }
 
-/// The result of shrinking.
-#[derive(Debug, Clone)]
-pub struct BridgeShrunk {
-    pub run: BridgeCaseRun,
-    pub replays: usize,
-    pub elapsed: Duration,
-}
+/// The result of shrinking a bridge case.
+pub type BridgeShrunk = batch::Shrunk<BridgeCase, BridgeCaseRun>;
 
-/// Shrinks a failing case: drops chunks of ops of halving size, then single ops, keeping a
-/// candidate that still fails the same way on fresh processes; at most `budget` replays.
-pub async fn shrink(first: BridgeCaseRun, targets: &[Arc<Target>], cfg: &Config, budget: usize) -> BridgeShrunk {
-    let started = Instant::now();
-    let want = first.failure.clone().expect("shrinking a failing case");
-    let mut best = first;
-    let mut replays = 0usize;
-    let mut chunk = best.case.len().div_ceil(2).max(1);
-    'outer: loop {
-        let mut progress = false;
-        let mut i = 0;
-        while i < best.case.len() {
-            if replays >= budget {
-                break 'outer;
-            }
-            let mut ops = best.case.ops.clone();
-            let end = (i + chunk).min(ops.len());
-            ops.drain(i..end);
-            replays += 1;
-            let run = run_case(&best.case.with_ops(ops), targets, cfg, "regressions.shrinking").await;
-            if run.failure.as_ref().is_some_and(|f| same_kind(&want, f)) {
-                best = run;
-                progress = true;
-            } else {
-                i += chunk;
-            }
-        }
-        if chunk == 1 && !progress {
-            break;
-        }
-        if !progress || chunk > 1 {
-            chunk = (chunk / 2).max(1);
-        }
-    }
-    BridgeShrunk { run: best, replays, elapsed: started.elapsed() }
-}
-
-/// What an exploration found.
-#[derive(Debug)]
-pub struct BridgeFound {
-    pub case: u64,
-    pub original_ops: usize,
-    pub shrunk: BridgeShrunk,
-    pub file: PathBuf,
-}
+/// What an exploration of bridges found.
+pub type BridgeFound = batch::Found<BridgeCase, BridgeCaseRun>;
 
 /// The end of an exploration.
 #[derive(Debug)]
@@ -453,42 +424,18 @@ fn sent_count(r: &CaseResult) -> u64 {
 /// writes the scenario into `out_dir`.
 pub async fn explore(
     targets: Vec<Arc<Target>>,
-    cfg: BridgeExploreConfig,
+    cfg: ExploreConfig,
     out_dir: &Path,
     progress: Progress,
 ) -> BridgeReport {
     let started = Instant::now();
-    let mut next = 0u64;
-    let mut cases_run = 0u64;
     let mut messages_sent = 0u64;
     let mut last_note = Instant::now();
     let mut known: BTreeMap<(String, &'static str), u64> = BTreeMap::new();
     let targets = Arc::new(targets);
-    while next < cfg.cases {
-        if cfg.time.is_some_and(|t| started.elapsed() >= t) {
-            progress(&format!("time budget spent after {cases_run} cases"));
-            break;
-        }
-        let batch: Vec<u64> = (next..(next + cfg.jobs.max(1) as u64).min(cfg.cases)).collect();
-        next += batch.len() as u64;
-        let mut set = tokio::task::JoinSet::new();
-        for &k in &batch {
-            let (targets, rcfg, seed, max_ops) = (targets.clone(), cfg.runner.clone(), cfg.seed, cfg.max_ops);
-            set.spawn(async move {
-                let case = generate(seed, k, max_ops, any_http(&targets));
-                let run = run_case(&case, &targets, &rcfg, &format!("explore.bridge-case-{k}")).await;
-                (k, run)
-            });
-        }
-        let mut done = Vec::new();
-        while let Some(j) = set.join_next().await {
-            if let Ok(x) = j {
-                done.push(x);
-            }
-        }
-        done.sort_by_key(|(k, _)| *k);
-        for (_, run) in &done {
-            cases_run += 1;
+    let kind = Arc::new(BridgeCases(batch::Cases::new(targets.clone(), &cfg)));
+    let outcome = batch::run_cases(kind, &cfg, &progress, |runs, before| {
+        for run in runs {
             messages_sent += run.results.iter().map(sent_count).sum::<u64>();
             let mut once: Vec<&(String, &'static str)> = run.known.iter().collect();
             once.sort();
@@ -499,6 +446,7 @@ pub async fn explore(
         }
         if last_note.elapsed() >= Duration::from_secs(30) {
             last_note = Instant::now();
+            let cases_run = before + runs.len() as u64;
             let secs = started.elapsed().as_secs_f64().max(1e-9);
             progress(&format!(
                 "{cases_run} cases, {messages_sent} messages and frames, {:.0} s ({:.2} cases/s)",
@@ -506,23 +454,13 @@ pub async fn explore(
                 cases_run as f64 / secs
             ));
         }
-        if let Some((k, run)) = done.into_iter().find(|(_, r)| r.failure.is_some()) {
-            let f = run.failure.as_ref().expect("found");
-            progress(&format!("case {k} failed ({} ops): {}", run.case.len(), f.summary()));
-            progress("shrinking on fresh processes…");
-            let original_ops = run.case.len();
-            let shrunk = shrink(run, &targets, &cfg.runner, cfg.shrink_budget).await;
-            let file = write_regression(out_dir, cfg.seed, k, original_ops, &shrunk, &targets);
-            return BridgeReport {
-                cases_run,
-                messages_sent,
-                elapsed: started.elapsed(),
-                found: Some(BridgeFound { case: k, original_ops, shrunk, file }),
-                known,
-            };
-        }
-    }
-    BridgeReport { cases_run, messages_sent, elapsed: started.elapsed(), found: None, known }
+    })
+    .await;
+    let found = outcome.found.map(|(k, original_ops, shrunk)| {
+        let file = write_regression(out_dir, cfg.seed, k, original_ops, &shrunk, &targets);
+        BridgeFound { case: k, original_ops, shrunk, file }
+    });
+    BridgeReport { cases_run: outcome.cases_run, messages_sent, elapsed: started.elapsed(), found, known }
 }
 
 /// The scenario text of a shrunk case: id `regressions.<name>`, the requirements found (MUST
@@ -553,19 +491,9 @@ fn write_regression(
     targets: &[Arc<Target>],
 ) -> PathBuf {
     let f = s.run.failure.as_ref().expect("a failure");
-    let mut notes = format!(
-        "Found by `protomcp-conform explore --bridge … --seed {seed}` (case {case}) against {}; shrunk from {original} to {} ops in {} replays.\n",
-        targets.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(" and "),
-        s.run.case.len(),
-        s.replays
-    );
-    for x in &f.findings {
-        notes.push_str(&format!("{x}\n"));
-    }
-    notes.push_str(&format!("runner: {}", f.message.lines().next().unwrap_or("")));
+    let shrunk = (original, s.run.case.len(), s.replays);
+    let notes = batch::regression_notes("protomcp-conform explore --bridge …", seed, case, targets, shrunk, f);
     let name = format!("explore-bridge-{seed}-{case}");
     let text = regression_yaml(&name, s, &notes);
-    let path = out_dir.join(format!("{name}.yaml"));
-    let _ = std::fs::create_dir_all(out_dir).and_then(|_| std::fs::write(&path, text));
-    path
+    batch::write_regression(out_dir, &format!("{name}.yaml"), &text)
 }

@@ -7,12 +7,16 @@
 //! against a fresh testee (its own temp dir, socket and process group). The runner's verdict is
 //! the first judge; the [`Checker`] then replays the transcript both ways and names the
 //! requirements broken. A failing case is shrunk by dropping ops (chunks, then single ops) and
-//! replaying every candidate on a fresh process; the smallest still failing is written out.
+//! replaying every candidate on a fresh process; the smallest still failing is written out. The
+//! case loop and the shrinking are [`batch`]'s, shared with `explore --bridge` ([`bridge`]).
 
+pub mod batch;
 pub mod bridge;
 pub mod bridge_gen;
 pub mod yaml_out;
 
+use std::future::Future;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,8 +29,9 @@ use serde_json::Value;
 
 use crate::runner::{self, CaseResult, Config, Target, Verdict};
 use crate::transcript::{Dir, Item};
+use batch::CaseKind;
 
-/// Options of an exploration.
+/// Options of an exploration (of tool processes and of bridges alike).
 #[derive(Debug, Clone)]
 pub struct ExploreConfig {
     /// Cases to generate.
@@ -281,75 +286,51 @@ pub fn intersect_features(targets: &[Arc<Target>]) -> Vec<String> {
     first.features.iter().filter(|f| targets.iter().all(|t| t.features.contains(f))).cloned().collect()
 }
 
-/// Whether `b` fails the same way as `a`: same kind (divergence or failure), same first
-/// requirement when both name one.
-fn same_kind(a: &Failure, b: &Failure) -> bool {
-    if a.divergent.is_some() != b.divergent.is_some() {
-        return false;
+/// Generated tool-process sessions as a [`CaseKind`]: case `k` is [`generate`]`(seed, k,
+/// max_ops)`, run by [`run_case`] against every target.
+pub struct ToolCases(pub batch::Cases);
+
+impl CaseKind for ToolCases {
+    type Case = Vec<Op>;
+    type Run = CaseRun;
+
+    fn generate(&self, k: u64) -> Vec<Op> {
+        generate(self.0.seed, k, self.0.max_ops)
     }
-    match (a.findings.first(), b.findings.first()) {
-        (Some(x), Some(y)) => x.requirement == y.requirement,
-        _ => true,
+
+    fn label(&self, k: u64) -> String {
+        format!("explore.case-{k}")
+    }
+
+    fn run(&self, case: &Vec<Op>, label: &str) -> impl Future<Output = CaseRun> + Send {
+        run_case(case, &self.0.targets, &self.0.runner, label)
+    }
+
+    fn failure<'r>(&self, run: &'r CaseRun) -> Option<&'r Failure> {
+        run.failure.as_ref()
+    }
+
+    fn op_count(&self, case: &Vec<Op>) -> usize {
+        case.len()
+    }
+
+    fn without(&self, case: &Vec<Op>, drop: Range<usize>) -> Vec<Op> {
+        let mut c = case.clone();
+        c.drain(drop);
+        c
+    }
+
+    /// A failure that names no requirement matches one that does (the runner's message alone).
+    fn same_kind(&self, a: &Failure, b: &Failure) -> bool {
+        batch::same_failure(a, b, true)
     }
 }
 
-/// The result of shrinking.
-#[derive(Debug, Clone)]
-pub struct Shrunk {
-    pub ops: Vec<Op>,
-    pub run: CaseRun,
-    /// Candidates replayed.
-    pub replays: usize,
-    pub elapsed: Duration,
-}
+/// The result of shrinking a tool-process case.
+pub type Shrunk = batch::Shrunk<Vec<Op>, CaseRun>;
 
-/// Shrinks a failing op sequence: drops chunks of halving size, then single ops, keeping a
-/// candidate when it still fails the same way on fresh processes; at most `budget` replays.
-pub async fn shrink(ops: Vec<Op>, first: CaseRun, targets: &[Arc<Target>], cfg: &Config, budget: usize) -> Shrunk {
-    let started = Instant::now();
-    let want = first.failure.clone().expect("shrinking a failing case");
-    let mut best = (ops, first);
-    let mut replays = 0usize;
-    let mut chunk = best.0.len().div_ceil(2).max(1);
-    'outer: loop {
-        let mut progress = false;
-        let mut i = 0;
-        while i < best.0.len() {
-            if replays >= budget {
-                break 'outer;
-            }
-            let mut cand = best.0.clone();
-            let end = (i + chunk).min(cand.len());
-            cand.drain(i..end);
-            replays += 1;
-            let run = run_case(&cand, targets, cfg, "regressions.shrinking").await;
-            if run.failure.as_ref().is_some_and(|f| same_kind(&want, f)) {
-                best = (cand, run);
-                progress = true;
-            } else {
-                i += chunk;
-            }
-        }
-        if chunk == 1 && !progress {
-            break;
-        }
-        if !progress || chunk > 1 {
-            chunk = (chunk / 2).max(1);
-        }
-    }
-    Shrunk { ops: best.0, run: best.1, replays, elapsed: started.elapsed() }
-}
-
-/// What an exploration found.
-#[derive(Debug)]
-pub struct Found {
-    /// The case number and its ops before shrinking.
-    pub case: u64,
-    pub original_ops: usize,
-    pub shrunk: Shrunk,
-    /// The scenario file written.
-    pub file: PathBuf,
-}
+/// What an exploration of tool processes found.
+pub type Found = batch::Found<Vec<Op>, CaseRun>;
 
 /// The end of an exploration.
 #[derive(Debug)]
@@ -368,57 +349,24 @@ pub type Progress = Arc<dyn Fn(&str) + Send + Sync>;
 /// writes the scenario into `out_dir`.
 pub async fn explore(targets: Vec<Arc<Target>>, cfg: ExploreConfig, out_dir: &Path, progress: Progress) -> Report {
     let started = Instant::now();
-    let mut next = 0u64;
-    let mut cases_run = 0u64;
     let mut frames_sent = 0u64;
     let targets = Arc::new(targets);
-    while next < cfg.cases {
-        if cfg.time.is_some_and(|t| started.elapsed() >= t) {
-            progress(&format!("time budget spent after {cases_run} cases"));
-            break;
-        }
-        let batch: Vec<u64> = (next..(next + cfg.jobs.max(1) as u64).min(cfg.cases)).collect();
-        next += batch.len() as u64;
-        let mut set = tokio::task::JoinSet::new();
-        for &k in &batch {
-            let (targets, rcfg, seed, max_ops) = (targets.clone(), cfg.runner.clone(), cfg.seed, cfg.max_ops);
-            set.spawn(async move {
-                let ops = generate(seed, k, max_ops);
-                let run = run_case(&ops, &targets, &rcfg, &format!("explore.case-{k}")).await;
-                (k, ops, run)
-            });
-        }
-        let mut done = Vec::new();
-        while let Some(j) = set.join_next().await {
-            if let Ok(x) = j {
-                done.push(x);
-            }
-        }
-        done.sort_by_key(|(k, _, _)| *k);
-        for (k, _, run) in &done {
-            cases_run += 1;
+    let kind = Arc::new(ToolCases(batch::Cases::new(targets.clone(), &cfg)));
+    let outcome = batch::run_cases(kind, &cfg, &progress, |runs, before| {
+        for (j, run) in runs.iter().enumerate() {
+            let cases_run = before + j as u64 + 1;
             frames_sent += (run.plan.sends() as u64 + 2) * targets.len() as u64;
             if cases_run.is_multiple_of(100) {
                 progress(&format!("{cases_run} cases, {frames_sent} frames, {:.0?}", started.elapsed()));
             }
-            let _ = k;
         }
-        if let Some((k, ops, run)) = done.into_iter().find(|(_, _, r)| r.failure.is_some()) {
-            let f = run.failure.as_ref().expect("found");
-            progress(&format!("case {k} failed ({} ops): {}", ops.len(), f.summary()));
-            progress("shrinking on fresh processes…");
-            let original_ops = ops.len();
-            let shrunk = shrink(ops, run, &targets, &cfg.runner, cfg.shrink_budget).await;
-            let file = write_regression(out_dir, cfg.seed, k, original_ops, &shrunk, &targets);
-            return Report {
-                cases_run,
-                frames_sent,
-                elapsed: started.elapsed(),
-                found: Some(Found { case: k, original_ops, shrunk, file }),
-            };
-        }
-    }
-    Report { cases_run, frames_sent, elapsed: started.elapsed(), found: None }
+    })
+    .await;
+    let found = outcome.found.map(|(k, original_ops, shrunk)| {
+        let file = write_regression(out_dir, cfg.seed, k, original_ops, &shrunk, &targets);
+        Found { case: k, original_ops, shrunk, file }
+    });
+    Report { cases_run: outcome.cases_run, frames_sent, elapsed: started.elapsed(), found }
 }
 
 /// Writes the shrunk case as `out_dir/explore-<seed>-<case>.yaml`; returns the path (the file
@@ -433,21 +381,11 @@ fn write_regression(
 ) -> PathBuf {
     let id = format!("regressions.explore-{seed}-{case}");
     let f = s.run.failure.as_ref().expect("a failure");
-    let mut notes = format!(
-        "Found by `protomcp-conform explore --seed {seed}` (case {case}) against {}; shrunk from {original} to {} ops in {} replays.\n",
-        targets.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(" and "),
-        s.ops.len(),
-        s.replays
-    );
-    for x in &f.findings {
-        notes.push_str(&format!("{x}\n"));
-    }
-    notes.push_str(&format!("runner: {}", f.message.lines().next().unwrap_or("")));
+    let shrunk = (original, s.case.len(), s.replays);
+    let notes = batch::regression_notes("protomcp-conform explore", seed, case, targets, shrunk, f);
     let findings: Vec<Finding> = f.findings.iter().filter(|x| known_requirement(x.requirement)).cloned().collect();
     let text = yaml_out::scenario_yaml(&id, &title(f), &s.run.plan, &notes, &findings);
-    let path = out_dir.join(format!("explore-{seed}-{case}.yaml"));
-    let _ = std::fs::create_dir_all(out_dir).and_then(|_| std::fs::write(&path, text));
-    path
+    batch::write_regression(out_dir, &format!("explore-{seed}-{case}.yaml"), &text)
 }
 
 fn known_requirement(id: &str) -> bool {
