@@ -77,6 +77,8 @@ pub(super) struct RawScenario {
     pub transports: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     pub exclusive: Option<Spanned<bool>>,
+    #[serde(default)]
+    pub duration_ms: Option<Spanned<Ms>>,
     pub steps: Spanned<Vec<Spanned<RawStepEntry>>>,
 }
 

@@ -10,6 +10,7 @@
 pub mod bridge;
 pub mod bridge_manifest;
 pub mod checkout;
+pub mod durations;
 pub mod exec;
 pub mod golden;
 pub mod host_http;
@@ -414,6 +415,12 @@ pub(crate) fn leaked(outcome: Outcome, ex: &mut Exec<'_>) -> Outcome {
 /// Called with each finished result, the number finished so far and the total.
 pub type OnDone = Arc<dyn Fn(&CaseResult, usize, usize) + Send + Sync>;
 
+/// About how long a scenario runs, for the order of a run: its fixed waits (sleeps, quiet
+/// windows), or its `duration_ms` when that says more.
+pub fn expected_duration(s: &Scenario) -> Duration {
+    s.fixed_waits().max(s.duration.unwrap_or_default())
+}
+
 /// Runs the scenarios, at most `cfg.jobs` at a time, each `cfg.repeat` times (folded by
 /// [`fold_repeats`]); `on_done` sees each scenario's result as it finishes (with the count
 /// finished so far). Results come back in the order of `scenarios`.
@@ -431,27 +438,25 @@ pub async fn run_all(
     let runs: Arc<std::sync::Mutex<Vec<Vec<CaseResult>>>> =
         Arc::new(std::sync::Mutex::new((0..total).map(|_| Vec::new()).collect()));
     let mut set = tokio::task::JoinSet::new();
-    // The longest waits start first (a parallel run then ends near the longest scenario, not
-    // after it); exclusive scenarios first of all, so that they run before the others fill the
-    // slots rather than wait for all of them. Ties keep the given order.
+    // Exclusive scenarios first, one after another, alone; then the longest first (a parallel
+    // run then ends near the longest scenario, not after it): the longest by what the scenario
+    // says or by what it took in this target's last run. Ties keep the given order.
+    let learned = durations::Durations::load(&target.name);
+    let expected = |s: &Scenario| expected_duration(s).max(learned.get(&s.id).unwrap_or_default());
     let mut order: Vec<usize> = (0..total).collect();
-    order.sort_by_key(|&i| (!scenarios[i].exclusive, std::cmp::Reverse(scenarios[i].fixed_waits())));
+    order.sort_by_key(|&i| (!scenarios[i].exclusive, std::cmp::Reverse(expected(&scenarios[i]))));
     for i in order {
         for _ in 0..repeat {
-            let (scenarios, target, cfg, sem, done, on_done, runs) = (
-                scenarios.clone(),
-                target.clone(),
-                cfg.clone(),
-                sem.clone(),
-                done.clone(),
-                on_done.clone(),
-                runs.clone(),
-            );
             // An exclusive scenario takes every permit: it waits for the ones running to end, and
-            // the ones after it wait for it (the semaphore is fair, so nothing overtakes it).
+            // the ones after it wait for it. The permits are taken here, in this order, before the
+            // task is spawned: spawned tasks start in no particular order, so permits taken inside
+            // them would let any scenario go first.
             let permits = if scenarios[i].exclusive { cfg.jobs.max(1) as u32 } else { 1 };
+            let permit = sem.clone().acquire_many_owned(permits).await.expect("semaphore open");
+            let (scenarios, target, cfg, done, on_done, runs) =
+                (scenarios.clone(), target.clone(), cfg.clone(), done.clone(), on_done.clone(), runs.clone());
             set.spawn(async move {
-                let _permit = sem.acquire_many_owned(permits).await.expect("semaphore open");
+                let _permit = permit;
                 let r = run_scenario(&scenarios[i], &target, &cfg).await;
                 let finished = {
                     let mut runs = runs.lock().expect("runs lock");
@@ -475,6 +480,10 @@ pub async fn run_all(
             Err(e) => eprintln!("protomcp-conform: a scenario task failed: {e}"),
         }
     }
+    durations::Durations::store(
+        &target.name,
+        out.iter().flatten().filter(|r| r.verdict != Verdict::Skip).map(|r| (r.id.clone(), r.duration / repeat as u32)),
+    );
     out.into_iter()
         .enumerate()
         .map(|(i, r)| {

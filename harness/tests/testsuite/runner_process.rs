@@ -62,3 +62,46 @@ async fn run_all_runs_in_parallel_and_keeps_the_order() {
     assert_eq!(Summary::of(results.iter().map(|r| r.verdict)).pass, 3);
     assert!(results.iter().all(|r| r.verdict == Verdict::Pass));
 }
+
+/// With one job the scenarios end in the order they start: exclusive ones first, then the
+/// longest by their fixed waits, their `duration_ms` or what they took in the target's last run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_all_starts_exclusive_scenarios_first_then_the_longest_whatever_order_tasks_start_in() {
+    let mk = |id: &str, extra: &str, steps: &str| {
+        let text = format!(
+            "id: {id}\ntitle: t\nrequirements: [TP-CALL-01]\nlevel: MUST\nrole: tool-process\n{extra}steps:\n  - handshake: {{}}\n{steps}"
+        );
+        parse_str(std::path::Path::new("x.yaml"), &text).unwrap()
+    };
+    let nap = "  - sleep: {ms: 10}\n";
+    // Three `slow` steps of 100 ms: 300 ms that no fixed wait shows.
+    let slow = "  - send: {request_id: s, call_tool: {name: slow, arguments_json: {steps: 3}}}\n  - expect: {envelope: {request_id: s, call_result: {}}}\n";
+    let scenarios = Arc::new(vec![
+        mk("order.short", "", nap),
+        mk("order.learned", "", slow),
+        mk("order.long", "", "  - sleep: {ms: 150}\n"),
+        mk("order.hinted", "duration_ms: 250\n", nap),
+        mk("order.exclusive", "exclusive: true\n", nap),
+    ]);
+    // A target name of this test's own: its table of learned durations is no other test's.
+    let mut target = Target::in_process();
+    target.name = format!("run-order test {}", std::process::id());
+    let target = Arc::new(target);
+    let cfg = Config { jobs: 1, timeout_scale: 1.0, repeat: 1 };
+    let order = || async {
+        let ended = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let e2 = ended.clone();
+        let on_done: protomcp_harness::runner::OnDone = Arc::new(move |r, _, _| e2.lock().unwrap().push(r.id.clone()));
+        // From a task on a worker thread, as the command line runs it: tasks spawned there start
+        // in no fixed order (the worker's own queue, its LIFO slot, other workers stealing).
+        let run = run_all(scenarios.clone(), target.clone(), cfg.clone(), on_done);
+        let results = tokio::spawn(run).await.unwrap();
+        assert!(results.iter().all(|r| r.verdict == Verdict::Pass), "{results:?}");
+        let ended = ended.lock().unwrap().clone();
+        ended
+    };
+    // The first run knows nothing of order.learned's 300 ms.
+    assert_eq!(order().await, ["order.exclusive", "order.hinted", "order.long", "order.short", "order.learned"]);
+    assert_eq!(order().await, ["order.exclusive", "order.learned", "order.hinted", "order.long", "order.short"]);
+    let _ = std::fs::remove_file(protomcp_harness::runner::durations::Durations::path(&target.name));
+}

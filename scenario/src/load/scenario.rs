@@ -97,6 +97,7 @@ impl Checker<'_> {
             shared_tmp,
             transports,
             exclusive: raw.exclusive.as_ref().is_some_and(|b| b.value),
+            duration: raw.duration_ms.as_ref().map(|d| Duration::from_millis(d.value.0)),
             steps,
         }
     }

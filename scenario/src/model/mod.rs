@@ -137,6 +137,10 @@ pub struct Scenario {
     /// scenarios that load the machine (payloads of tens of MiB), so that their load does not
     /// make the deadlines of scenarios beside them miss.
     pub exclusive: bool,
+    /// About how long the scenario runs against the reference targets (`duration_ms:`), for
+    /// one whose fixed waits ([`Scenario::fixed_waits`]) do not show it: a step waiting out the
+    /// target's own bounded wait. Only the order of a run reads it (the longest start first).
+    pub duration: Option<Duration>,
     pub steps: Vec<Step>,
 }
 
