@@ -8,11 +8,12 @@
 //!
 //! 1. leaves: [`os`] (libc), [`limits`] (every bound on what a peer fills), [`tmpdir`] (where
 //!    temp dirs go), [`duration`] (the one duration grammar of the command line), [`dump`]
-//!    (a captured byte stream as readable lines);
+//!    (a captured byte stream as readable lines), [`jsonrpc`] (error codes and request ids);
 //! 2. [`bounded`] (head-and-tail buffers), [`io`] (the Envelope transport over unix sockets),
 //!    [`transcript`] (what a run saw, normalized), [`host`] (the hand-rolled MCP host that drives
 //!    a bridge), [`testee`] (the reference tool process);
-//! 3. [`bridge`] (the reference bridge), [`mock`] (the relay mock tool process of bridge runs);
+//! 3. [`bridge`] (the reference bridge, an async shell over `protomcp_proto::bridge_core`),
+//!    [`mock`] (the relay mock tool process of bridge runs);
 //! 4. [`runner`] (scenarios against a target: processes, verdicts, reports);
 //! 5. what builds on the runner: [`explore`] (generated cases and shrinking), [`capture`] (a real
 //!    session recorded as two scenarios), [`matrix`] (requirement × target), [`proto_mcp`] (the
@@ -32,6 +33,7 @@ pub mod duration;
 pub mod explore;
 pub mod host;
 pub mod io;
+pub mod jsonrpc;
 pub mod limits;
 pub mod matrix;
 pub mod mock;

@@ -8,7 +8,8 @@ use serde_json::Value;
 
 /// A JSON-RPC error code. The named ones are those of JSON-RPC 2.0 and of MCP that the harness
 /// and the reference bridge send or check; any other integer is a valid code too.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct ErrorCode(pub i32);
 
 impl ErrorCode {
@@ -65,7 +66,8 @@ impl fmt::Display for ErrorCode {
 }
 
 /// A request id: a string or an integer (JSON-RPC 2.0 §4; MCP forbids null).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
 pub enum RequestId {
     Number(i64),
     String(String),

@@ -19,12 +19,7 @@ use std::collections::{HashSet, VecDeque};
 
 use serde_json::{Map, Value, json};
 
-/// JSON-RPC's error codes the gate answers with.
-pub mod code {
-    pub const PARSE_ERROR: i64 = -32700;
-    pub const INVALID_REQUEST: i64 = -32600;
-    pub const INVALID_PARAMS: i64 = -32602;
-}
+use crate::jsonrpc::ErrorCode;
 
 /// The largest POST body the reference bridge reads; a longer one is refused with 413.
 pub const MAX_POST_BODY: usize = 4 << 20;
@@ -53,10 +48,10 @@ impl HostLine {
             HostLine::Text(_) => None,
             HostLine::TooLong { len } => Some(error_response(
                 Value::Null,
-                code::INVALID_REQUEST,
+                ErrorCode::INVALID_REQUEST,
                 &format!("a line of {len} bytes, longer than this bridge reads ({max} bytes)"),
             )),
-            HostLine::NotUtf8 => Some(error_response(Value::Null, code::PARSE_ERROR, "the line is not UTF-8")),
+            HostLine::NotUtf8 => Some(error_response(Value::Null, ErrorCode::PARSE_ERROR, "the line is not UTF-8")),
         }
     }
 }
@@ -295,8 +290,8 @@ pub enum Verdict {
 }
 
 /// A JSON-RPC error response.
-pub fn error_response(id: Value, code: i64, message: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+pub fn error_response(id: Value, code: ErrorCode, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code.code(), "message": message}})
 }
 
 /// A request id as MCP allows it: a string or an integer, never null.
@@ -341,7 +336,7 @@ impl<R: ServerReader> Gate<R> {
         }
         match serde_json::from_str::<Value>(line) {
             Ok(v) => (self.inbound(&v), Some(v)),
-            Err(_) => (Verdict::Answer(error_response(Value::Null, code::PARSE_ERROR, "parse error")), None),
+            Err(_) => (Verdict::Answer(error_response(Value::Null, ErrorCode::PARSE_ERROR, "parse error")), None),
         }
     }
 
@@ -349,7 +344,7 @@ impl<R: ServerReader> Gate<R> {
     /// flight until [`Gate::answered`]).
     pub fn inbound_body(&mut self, body: &[u8]) -> (Verdict, Option<Value>) {
         let Ok(v) = serde_json::from_slice::<Value>(body) else {
-            return (Verdict::Answer(error_response(Value::Null, code::PARSE_ERROR, "parse error")), None);
+            return (Verdict::Answer(error_response(Value::Null, ErrorCode::PARSE_ERROR, "parse error")), None);
         };
         let verdict = self.inbound(&v);
         let id = match verdict {
@@ -371,18 +366,22 @@ impl<R: ServerReader> Gate<R> {
             Value::Array(_) => {
                 return Verdict::Answer(error_response(
                     Value::Null,
-                    code::INVALID_REQUEST,
+                    ErrorCode::INVALID_REQUEST,
                     "batches are not supported",
                 ));
             }
             Value::Object(o) => o,
             _ => {
-                return Verdict::Answer(error_response(Value::Null, code::INVALID_REQUEST, "not a JSON-RPC message"));
+                return Verdict::Answer(error_response(
+                    Value::Null,
+                    ErrorCode::INVALID_REQUEST,
+                    "not a JSON-RPC message",
+                ));
             }
         };
         let id = o.get("id");
         let reply_id = id.filter(|i| valid_id(i)).cloned().unwrap_or(Value::Null);
-        let invalid = |why: &str| Verdict::Answer(error_response(reply_id.clone(), code::INVALID_REQUEST, why));
+        let invalid = |why: &str| Verdict::Answer(error_response(reply_id.clone(), ErrorCode::INVALID_REQUEST, why));
         if o.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
             return invalid("not a JSON-RPC 2.0 message: \"jsonrpc\" must be \"2.0\"");
         }
@@ -420,7 +419,7 @@ impl<R: ServerReader> Gate<R> {
             // BR-MCP-20: the original stays in flight and gets its own answer.
             return Verdict::Answer(error_response(
                 id.clone(),
-                code::INVALID_REQUEST,
+                ErrorCode::INVALID_REQUEST,
                 "a request with this id is still in flight",
             ));
         }
@@ -428,7 +427,7 @@ impl<R: ServerReader> Gate<R> {
             if !self.reader.reads_params(method, params) {
                 return Verdict::Answer(error_response(
                     id.clone(),
-                    code::INVALID_PARAMS,
+                    ErrorCode::INVALID_PARAMS,
                     &format!("invalid params for {method}"),
                 ));
             }

@@ -249,7 +249,7 @@ async fn bridge_sampling_and_roots_reach_the_calling_session() {
                       "model": "test-model", "stopReason": "endTurn"}))
         }
         "roots/list" => Ok(json!({"roots": [{"uri": "file:///work", "name": "work"}, {"uri": "file:///tmp"}]})),
-        other => Err((-32601, format!("unexpected {other}"))),
+        other => Err((protomcp_harness::jsonrpc::ErrorCode::METHOD_NOT_FOUND, format!("unexpected {other}"))),
     });
     let asked = call(&host, "ask", json!({"question": "life"})).await;
     assert!(text(&asked).contains("answer to"), "{asked}");

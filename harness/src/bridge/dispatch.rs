@@ -7,6 +7,7 @@
 use protomcp_proto::frame::Sideband;
 use protomcp_proto::pb::Envelope;
 
+use super::error::ReverseError;
 use super::*;
 use crate::bridge::link::Sink;
 use bcore::Event;
@@ -24,7 +25,7 @@ impl Bridge {
                 self.trace(false, &envelope);
                 let rid = envelope.request_id.clone();
                 if let Err(e) = link.send(envelope) {
-                    sh.core.handle_send_failed(Instant::now(), &rid, e);
+                    sh.core.handle_send_failed(Instant::now(), &rid, e.to_string());
                 }
             }
             let events: Vec<Event> = std::iter::from_fn(|| sh.core.poll_event()).collect();
@@ -121,13 +122,16 @@ impl Bridge {
     fn ask_host(
         &self,
         rid: String,
-        ask: impl Future<Output = Result<Value, String>> + Send + 'static,
+        ask: impl Future<Output = Result<Value, ReverseError>> + Send + 'static,
         answer: fn(&mut Core, &str, Result<Value, String>),
     ) {
         let this = self.self_arc();
         let bound = self.cfg.call_timeout + Duration::from_secs(1);
         tokio::spawn(async move {
-            let r = tokio::time::timeout(bound, ask).await.unwrap_or_else(|_| Err("no answer in time".into()));
+            let r = match tokio::time::timeout(bound, ask).await {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) => Err("no answer in time".into()),
+            };
             this.drive(|sh, _| answer(&mut sh.core, &rid, r));
         });
     }

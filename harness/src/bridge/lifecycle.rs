@@ -4,19 +4,20 @@
 
 use std::sync::atomic::Ordering;
 
+use super::error::StartFailure;
 use super::*;
 
 impl Bridge {
     /// One start: process, connection, then the core's handshake and list pulls. On success the
     /// connection is served.
-    pub(super) async fn start_instance(self: Arc<Self>) -> Result<(), String> {
+    pub(super) async fn start_instance(self: Arc<Self>) -> Result<(), StartFailure> {
         let mut proc = process::ToolProcess::spawn(&self.cfg.command, self.cfg.socket.as_deref())
-            .map_err(|e| format!("cannot start {:?}: {e}", self.cfg.command))?;
+            .map_err(|source| StartFailure::Spawn { command: self.cfg.command.clone(), source })?;
         let stream = match proc.accept(self.cfg.call_timeout).await {
             Ok(s) => s,
             Err(e) => {
                 proc.terminate().await;
-                return Err(e);
+                return Err(e.into());
             }
         };
         let (tx, rx) = oneshot::channel();
@@ -28,7 +29,11 @@ impl Bridge {
             sh.link = Some(link.clone());
             link
         });
-        match rx.await.unwrap_or_else(|_| Err("the bridge ended".into())) {
+        let started = match rx.await {
+            Ok(r) => r.map_err(StartFailure::Handshake),
+            Err(_) => Err(StartFailure::Ended),
+        };
+        match started {
             Ok(()) => {
                 self.shared.lock().unwrap().process = Some(proc);
                 Ok(())
@@ -108,7 +113,7 @@ impl Bridge {
                     }
                     Err(e) => {
                         diag(&format!("restart failed: {e}"));
-                        self.drive(|sh, _| sh.core.restart_failed(&e));
+                        self.drive(|sh, _| sh.core.restart_failed(&e.to_string()));
                     }
                 }
             }
@@ -172,7 +177,7 @@ impl Bridge {
             Ok(()) => diag("tool process reloaded"),
             Err(e) => {
                 diag(&format!("reload failed: {e}"));
-                self.drive(|sh, _| sh.core.restart_failed(&e));
+                self.drive(|sh, _| sh.core.restart_failed(&e.to_string()));
             }
         }
         self.reloading.store(false, Ordering::SeqCst);

@@ -14,6 +14,7 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
+use super::error::SendError;
 use crate::io::{EnvelopeCodec, Incoming, Outgoing};
 use crate::transcript::{Dir, Item};
 
@@ -186,18 +187,20 @@ impl Link {
     }
 
     /// Queues one frame. Fails when the connection has ended.
-    pub fn send(&self, envelope: Envelope) -> Result<(), String> {
+    pub fn send(&self, envelope: Envelope) -> Result<(), SendError> {
         if self.is_closed() {
-            return Err(self.end.lock().unwrap().clone().unwrap_or_else(|| "connection closed".into()));
+            return Err(SendError::Closed(
+                self.end.lock().unwrap().clone().unwrap_or_else(|| "connection closed".into()),
+            ));
         }
         // A tool process that stops reading does not make the bridge queue without end.
         let size = prost::Message::encoded_len(&envelope);
         let queued = self.queued.load(Ordering::Relaxed);
         if queued > 0 && queued + size > crate::limits::BRIDGE_TOOL_QUEUE_BYTES {
-            return Err(format!("the tool process is not reading: {queued} bytes are queued for it"));
+            return Err(SendError::NotReading { queued });
         }
         self.queued.fetch_add(size, Ordering::Relaxed);
-        self.out.send((Outgoing::Envelope(envelope), size)).map_err(|_| "the tool-process writer stopped".to_owned())
+        self.out.send((Outgoing::Envelope(envelope), size)).map_err(|_| SendError::WriterStopped)
     }
 }
 
@@ -236,7 +239,7 @@ mod tests {
         };
         let limit = crate::limits::BRIDGE_TOOL_QUEUE_BYTES >> 20;
         assert!((limit - 2..=limit + 2).contains(&sent), "refused after {sent} MiB (limit {limit} MiB)");
-        assert!(refused.contains("not reading"), "{refused}");
+        assert!(matches!(refused, SendError::NotReading { .. }), "{refused}");
         // Once the tool process reads, the queue drains and requests go through again.
         let reader = tokio::spawn(async move {
             use tokio::io::AsyncReadExt;

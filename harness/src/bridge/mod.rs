@@ -16,6 +16,7 @@
 //! The core speaks JSON values towards the MCP side ([`HostSession`]), so rmcp stays behind
 //! one module.
 
+pub mod error;
 pub mod gate;
 pub mod host_lines;
 pub mod http;
@@ -102,7 +103,7 @@ pub enum StartError {
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("the tool process failed to start: {0}")]
-    Failed(String),
+    Failed(#[from] error::StartFailure),
 }
 
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -121,9 +122,9 @@ pub trait HostSession: Send + Sync {
     fn can_sample(&self) -> bool;
     fn can_list_roots(&self) -> bool;
     /// `sampling/createMessage` with these params; the result as JSON.
-    fn sample(&self, params: Value) -> BoxFuture<Result<Value, String>>;
+    fn sample(&self, params: Value) -> BoxFuture<Result<Value, error::ReverseError>>;
     /// `roots/list`; the result as JSON.
-    fn list_roots(&self) -> BoxFuture<Result<Value, String>>;
+    fn list_roots(&self) -> BoxFuture<Result<Value, error::ReverseError>>;
 }
 
 /// What the shell keeps beside the core, under the same lock.
@@ -199,7 +200,7 @@ impl Bridge {
             reloading: std::sync::atomic::AtomicBool::new(false),
         });
         tokio::spawn(bridge.clone().run_timer());
-        bridge.clone().start_instance().await.map_err(StartError::Failed)?;
+        bridge.clone().start_instance().await?;
         tokio::spawn(bridge.clone().supervise());
         Ok(bridge)
     }

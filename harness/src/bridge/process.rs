@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::process::{Child, Command};
 
+use super::error::AcceptError;
 use crate::testee::ENV_SOCKET;
 
 pub struct ToolProcess {
@@ -68,13 +69,13 @@ impl ToolProcess {
     }
 
     /// Accepts the one connection within `within`; fails at once when the process exits first.
-    pub async fn accept(&mut self, within: Duration) -> Result<UnixStream, String> {
-        let listener = self.listener.take().ok_or("already accepted")?;
+    pub async fn accept(&mut self, within: Duration) -> Result<UnixStream, AcceptError> {
+        let listener = self.listener.take().ok_or(AcceptError::AlreadyAccepted)?;
         let deadline = tokio::time::Instant::now() + within;
         loop {
             tokio::select! {
                 r = listener.accept() => {
-                    let (stream, _) = r.map_err(|e| format!("accept failed: {e}"))?;
+                    let (stream, _) = r.map_err(AcceptError::Io)?;
                     // BR-SECURITY-02: only a peer of our own user speaks for the tool process.
                     let uid = crate::os::uid();
                     match stream.peer_cred() {
@@ -87,12 +88,12 @@ impl ToolProcess {
                     }
                 }
                 status = self.child.wait() => {
-                    let status = status.map_err(|e| e.to_string())?;
+                    let status = status.map_err(AcceptError::Io)?;
                     self.exit = Some(status);
-                    return Err(format!("the tool process exited before connecting ({status})"));
+                    return Err(AcceptError::Exited(status));
                 }
                 _ = tokio::time::sleep_until(deadline) => {
-                    return Err(format!("the tool process did not connect within {within:?}"));
+                    return Err(AcceptError::TimedOut(within));
                 }
             }
         }

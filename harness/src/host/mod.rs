@@ -26,6 +26,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::bounded::{Kept, thousands};
+use crate::jsonrpc::ErrorCode;
 use crate::limits;
 
 /// What went wrong while driving the bridge.
@@ -42,7 +43,7 @@ pub enum HostError {
 }
 
 /// The answer to a request from the bridge: a result, or an error code and message.
-pub type ServerReply = Result<Value, (i64, String)>;
+pub type ServerReply = Result<Value, (ErrorCode, String)>;
 
 type Handler = Box<dyn Fn(&str, &Value) -> ServerReply + Send + Sync>;
 
@@ -184,7 +185,7 @@ impl StdioHost {
                             match (h.as_ref(), method.as_str()) {
                                 (_, "ping") => Ok(json!({})),
                                 (Some(h), _) => h(&method, msg.get("params").unwrap_or(&Value::Null)),
-                                (None, _) => Err((-32601, format!("method not found: {method}"))),
+                                (None, _) => Err((ErrorCode::METHOD_NOT_FOUND, format!("method not found: {method}"))),
                             }
                         };
                         let resp = match reply {

@@ -31,11 +31,13 @@ pub type McpDecoder = MessageDecoder<McpMessage>;
 
 /// The error codes of the profile (§2.4).
 pub mod code {
-    pub const PARSE_ERROR: i32 = -32700;
-    pub const INVALID_REQUEST: i32 = -32600;
-    pub const METHOD_NOT_FOUND: i32 = -32601;
-    pub const INVALID_PARAMS: i32 = -32602;
-    pub const INTERNAL: i32 = -32603;
+    use crate::jsonrpc::ErrorCode;
+
+    pub const PARSE_ERROR: i32 = ErrorCode::PARSE_ERROR.code();
+    pub const INVALID_REQUEST: i32 = ErrorCode::INVALID_REQUEST.code();
+    pub const METHOD_NOT_FOUND: i32 = ErrorCode::METHOD_NOT_FOUND.code();
+    pub const INVALID_PARAMS: i32 = ErrorCode::INVALID_PARAMS.code();
+    pub const INTERNAL: i32 = ErrorCode::INTERNAL_ERROR.code();
     pub const BSR_UNRESOLVED: i32 = -33000;
     pub const SCHEMA_VALIDATION: i32 = -33001;
     pub const VERSION_UNSUPPORTED: i32 = -33002;

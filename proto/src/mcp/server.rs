@@ -411,14 +411,14 @@ impl JsonSession {
         }
         let msg: Value = match serde_json::from_str(line) {
             Ok(v) => v,
-            Err(e) => return Some(rpc_error(Value::Null, -32700, &format!("not JSON: {e}"))),
+            Err(e) => return Some(rpc_error(Value::Null, code::PARSE_ERROR, &format!("not JSON: {e}"))),
         };
         let Some(obj) = msg.as_object() else {
-            return Some(rpc_error(Value::Null, -32600, "a request is a JSON object"));
+            return Some(rpc_error(Value::Null, code::INVALID_REQUEST, "a request is a JSON object"));
         };
         let id = obj.get("id").cloned();
         let Some(method) = obj.get("method").and_then(Value::as_str) else {
-            return id.map(|id| rpc_error(id, -32600, "no method"));
+            return id.map(|id| rpc_error(id, code::INVALID_REQUEST, "no method"));
         };
         let id = id?; // a notification gets no answer (PM-FRAME-12)
         let params = obj.get("params").cloned().unwrap_or(Value::Null);
@@ -440,7 +440,7 @@ impl JsonSession {
                 match name {
                     "echo" => Ok(json!({"content": [{"type": "text", "text": text}]})),
                     "upper" => Ok(json!({"content": [{"type": "text", "text": text.to_uppercase()}]})),
-                    _ => Err((-32602, format!("no tool named {name:?}"))),
+                    _ => Err((code::INVALID_PARAMS, format!("no tool named {name:?}"))),
                 }
             }
             "resources/list" => Ok(json!({"resources": RESOURCES.iter().map(|d| json!({
@@ -452,10 +452,10 @@ impl JsonSession {
                     Some(d) => {
                         Ok(json!({"contents": [{"uri": d.uri, "mimeType": d.mime_type, "text": d.text.unwrap_or("")}]}))
                     }
-                    None => Err((-32602, format!("no resource {uri:?}"))),
+                    None => Err((code::INVALID_PARAMS, format!("no resource {uri:?}"))),
                 }
             }
-            other => Err((-32601, format!("method {other:?} not found"))),
+            other => Err((code::METHOD_NOT_FOUND, format!("method {other:?} not found"))),
         };
         Some(match result {
             Ok(r) => json!({"jsonrpc": "2.0", "id": id, "result": r}).to_string(),

@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
+use super::error::{ReverseError, ServeError};
 use super::gate::{Gate, Gates, Verdict};
 use super::notes::Popped;
 use super::{BoxFuture, Bridge, HostError, HostSession, ListKind, SessionId, state};

@@ -20,7 +20,7 @@ pub async fn serve_http(
     guard: crate::bridge::http::Guard,
     idle: std::time::Duration,
     stop: impl std::future::Future<Output = ()>,
-) -> Result<(), String> {
+) -> Result<(), ServeError> {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 

@@ -62,7 +62,9 @@ fn fast_call(session: &Arc<Session>, calls: &FastCalls, out: &mpsc::UnboundedSen
             Ok(Err(e)) => serde_json::to_string(&e).map(|e| format!("\"error\":{e}")),
             Err(e) => serde_json::to_string(&host_error(e)).map(|e| format!("\"error\":{e}")),
         };
-        let body = body.unwrap_or_else(|e| format!(r#""error":{{"code":-32603,"message":"writing the answer: {e}"}}"#));
+        let internal = crate::jsonrpc::ErrorCode::INTERNAL_ERROR.code();
+        let body =
+            body.unwrap_or_else(|e| format!(r#""error":{{"code":{internal},"message":"writing the answer: {e}"}}"#));
         let line = format!(r#"{{"jsonrpc":"2.0","id":{id},{body}}}"#);
         let _ = out.send(Out { line, answers: Some(id), written: None });
     });
@@ -72,7 +74,7 @@ fn fast_call(session: &Arc<Session>, calls: &FastCalls, out: &mpsc::UnboundedSen
 /// Serves one MCP session on stdin/stdout until the host closes stdin or `stop` resolves.
 /// Lines pass through the session's [`Gate`] and, with `--trace`, into the trace; stdout gets
 /// whole lines only (the server's, the gate's answers and the hot path's never interleave).
-pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Output = ()>) -> Result<(), String> {
+pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Output = ()>) -> Result<(), ServeError> {
     let handler = Handler::new(bridge.clone(), false);
     let session = handler.session.clone();
     let session_id = session.id;
@@ -86,7 +88,7 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
     tokio::pin!(stop);
     let served = async {
         match handler.serve((server_in, server_out)).await {
-            Ok(running) => running.waiting().await.map(|_| ()).map_err(|e| e.to_string()),
+            Ok(running) => running.waiting().await.map(|_| ()).map_err(|e| ServeError::Session(e.to_string())),
             // The host went away before initializing: an orderly end all the same.
             Err(e) => {
                 eprintln!("protomcp-conform bridge: the MCP session ended before it started: {e}");

@@ -219,20 +219,22 @@ impl HostSession for Session {
         self.caps().is_some_and(|c| c.roots.is_some())
     }
 
-    fn sample(&self, params: Value) -> BoxFuture<Result<Value, String>> {
+    fn sample(&self, params: Value) -> BoxFuture<Result<Value, ReverseError>> {
         let origin = self.sole_call();
         let peer = self.peer.get().cloned();
         let bridge = self.bridge.clone();
         let trace = self.trace;
         Box::pin(async move {
-            let peer = peer.ok_or("the session is not initialized")?;
+            let peer = peer.ok_or(ReverseError::NotInitialized)?;
             if trace {
                 bridge.trace_mcp(false, &json!({"method": "sampling/createMessage", "params": params}));
             }
-            let params: m::CreateMessageRequestParams =
-                serde_json::from_value(params).map_err(|e| format!("invalid sampling request: {e}"))?;
+            let params: m::CreateMessageRequestParams = serde_json::from_value(params)
+                .map_err(|e| ReverseError::Invalid(format!("invalid sampling request: {e}")))?;
             // The checks rmcp's `create_message` makes before it sends.
-            let invalid = |e: String| rmcp::ServiceError::McpError(ErrorData::invalid_params(e, None)).to_string();
+            let invalid = |e: String| {
+                ReverseError::Invalid(rmcp::ServiceError::McpError(ErrorData::invalid_params(e, None)).to_string())
+            };
             if (params.tools.is_some() || params.tool_choice.is_some()) && !peer.supports_sampling_tools() {
                 return Err(invalid(
                     "tools or toolChoice provided but client does not support sampling tools capability".into(),
@@ -242,7 +244,10 @@ impl HostSession for Session {
             let req = m::ServerRequest::CreateMessageRequest(m::CreateMessageRequest::new(params));
             let r = match ask_host(&peer, req, origin).await? {
                 m::ClientResult::CreateMessageResult(r) => to_json(&r),
-                other => return Err(format!("sampling/createMessage answered with {}", to_json(&other))),
+                other => {
+                    let answer = to_json(&other).to_string();
+                    return Err(ReverseError::Unexpected { method: "sampling/createMessage", answer });
+                }
             };
             if trace {
                 bridge.trace_mcp(true, &json!({"result": r}));
@@ -251,13 +256,13 @@ impl HostSession for Session {
         })
     }
 
-    fn list_roots(&self) -> BoxFuture<Result<Value, String>> {
+    fn list_roots(&self) -> BoxFuture<Result<Value, ReverseError>> {
         let origin = self.sole_call();
         let peer = self.peer.get().cloned();
         let bridge = self.bridge.clone();
         let trace = self.trace;
         Box::pin(async move {
-            let peer = peer.ok_or("the session is not initialized")?;
+            let peer = peer.ok_or(ReverseError::NotInitialized)?;
             if trace {
                 bridge.trace_mcp(false, &json!({"method": "roots/list"}));
             }
@@ -267,7 +272,10 @@ impl HostSession for Session {
             });
             let r = match ask_host(&peer, req, origin).await? {
                 m::ClientResult::ListRootsResult(r) => to_json(&r),
-                other => return Err(format!("roots/list answered with {}", to_json(&other))),
+                other => {
+                    let answer = to_json(&other).to_string();
+                    return Err(ReverseError::Unexpected { method: "roots/list", answer });
+                }
             };
             if trace {
                 bridge.trace_mcp(true, &json!({"result": r}));
@@ -283,10 +291,10 @@ async fn ask_host(
     peer: &Peer<RoleServer>,
     mut req: m::ServerRequest,
     origin: Option<m::RequestId>,
-) -> Result<m::ClientResult, String> {
+) -> Result<m::ClientResult, ReverseError> {
     use rmcp::model::GetExtensions;
     if let Some(id) = origin {
         req.extensions_mut().insert(rmcp::service::OriginatingRequestId(id));
     }
-    peer.send_request(req).await.map_err(|e| e.to_string())
+    peer.send_request(req).await.map_err(|e| ReverseError::Host(e.to_string()))
 }

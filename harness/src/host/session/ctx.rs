@@ -125,7 +125,8 @@ impl Ctx {
             let reply = if method == "ping" {
                 serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {}})
             } else {
-                serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("method not found: {method}")}})
+                let code = crate::jsonrpc::ErrorCode::METHOD_NOT_FOUND;
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": format!("method not found: {method}")}})
             };
             let ctx = self.clone();
             let method = method.to_owned();
