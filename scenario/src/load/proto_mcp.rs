@@ -9,14 +9,14 @@ use crate::proto_mcp::{self as pm, ExpectAnswer, ExpectJson, Initialize, PmActio
 
 /// The shared steps a proto-mcp scenario may use.
 const SHARED: &[&str] =
-    &["send_raw", "expect_nothing", "expect_exit", "expect_alive", "close", "signal", "sleep", "check"];
+    &["send_raw", "send_frame", "expect_nothing", "expect_exit", "expect_alive", "close", "signal", "sleep", "check"];
 
 impl Checker<'_> {
     /// A step of a proto-mcp scenario: `None` when it could not be checked (errors recorded).
     pub(super) fn pm_action(&mut self, step: &RawStep, at: Loc, compiler: &mut Compiler) -> Option<Action> {
         let pm = |a: PmAction| Some(Action::ProtoMcp(a));
         match step {
-            RawStep::Initialize(i) => pm(PmAction::Initialize(self.pm_initialize(i)?)),
+            RawStep::Initialize(i) => pm(PmAction::Initialize(self.pm_initialize(i, at)?)),
             RawStep::Send(node) => {
                 let item = self.pm_message(node, compiler)?;
                 pm(PmAction::Write(PmWrite { keyword: "send", items: vec![item], pace: None }))
@@ -73,6 +73,10 @@ impl Checker<'_> {
                     other => Some(other),
                 }
             }
+            RawStep::SendFrame(f) if f.body.is_some() => {
+                self.error(at, "proto-mcp: `send_frame` takes `body_hex`; an MCPMessage by field name is `send`");
+                None
+            }
             RawStep::ExpectNothing(e) if e.ignore.is_some() => {
                 self.error(at, "proto-mcp: `expect_nothing` takes no `ignore` (every byte on stdout counts)");
                 None
@@ -100,7 +104,7 @@ impl Checker<'_> {
     }
 
     /// `initialize`: the default handshake, or an initialize_request with the options given.
-    fn pm_initialize(&mut self, i: &raw::RawInitialize) -> Option<Initialize> {
+    fn pm_initialize(&mut self, i: &raw::RawInitialize, at: Loc) -> Option<Initialize> {
         let id = i.id.as_ref().map_or(pm::DEFAULT_INITIALIZE_ID, |x| x.value);
         let within = self.within(i.within_ms.as_ref(), T_REPLY);
         if i.protocol_version.is_none() && i.supports_bsr_refs.is_none() && i.capabilities.is_none() {
@@ -115,7 +119,7 @@ impl Checker<'_> {
         match pm::message_frame(&json!({"id": id, "initialize_request": init})) {
             Ok((frame, _)) => Some(Initialize { id, frame, within }),
             Err(e) => {
-                self.error(i.id.as_ref().map_or(Loc::default(), loc), e.to_string());
+                self.error(i.id.as_ref().map_or(at, loc), e.to_string());
                 None
             }
         }

@@ -97,3 +97,38 @@ fn an_unknown_probe_and_a_wrong_probe_argument_are_refused_where_written() {
     let e = load("  - probe: {tools: {include: true}}\n").unwrap_err();
     assert!(e.starts_with("pm.yaml:7:21: ") && e.contains("no argument `include`"), "{e}");
 }
+
+#[test]
+fn mutated_proto_mcp_files_never_panic_the_loader_and_every_error_has_a_place() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/proto-mcp");
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let alphabet: &[u8] = b" :-{}[]'\"\n#,0123456789abcxyz${}_";
+    let mut errors = 0;
+    for path in crate::scenario_files(&dir).unwrap() {
+        let seed = std::fs::read(&path).unwrap();
+        for _ in 0..40 {
+            let mut bytes = seed.clone();
+            for _ in 0..(1 + next() % 3) {
+                let at = (next() as usize) % (bytes.len() + 1);
+                match next() % 3 {
+                    0 if at < bytes.len() => {
+                        bytes.remove(at);
+                    }
+                    1 if at < bytes.len() => bytes[at] = alphabet[(next() as usize) % alphabet.len()],
+                    _ => bytes.insert(at, alphabet[(next() as usize) % alphabet.len()]),
+                }
+            }
+            if let Err(e) = parse_str(Path::new("m.yaml"), &String::from_utf8_lossy(&bytes)) {
+                errors += 1;
+                assert!(e.iter().all(|x| x.line > 0 && x.col > 0), "{e}");
+            }
+        }
+    }
+    assert!(errors > 100, "only {errors} mutants were refused");
+}

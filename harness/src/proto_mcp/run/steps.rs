@@ -4,7 +4,7 @@ use super::ctx::*;
 use super::probes::*;
 use super::*;
 use crate::scenario::proto_mcp::{ExpectAnswer, ExpectError, ExpectJson, Initialize, Probe};
-use crate::scenario::{CloseMode, ExpectExit, Signal, match_value};
+use crate::scenario::{CloseMode, ExitCode, ExpectExit, FrameBody, SendFrame, Signal, match_value};
 
 pub(super) fn default_checks(step: &Step, fallback: &[&str]) -> Vec<String> {
     if step.checks.is_empty() {
@@ -23,6 +23,13 @@ pub(super) fn step(s: &mut Session, ctx: &mut Ctx, st: &Step, scenario: &Scenari
         Action::ProtoMcp(a) => pm_step(s, ctx, st, a, &checks),
         Action::SendRaw(bytes) => {
             s.send(bytes, None, "raw");
+            Ok(())
+        }
+        Action::SendFrame(SendFrame { length, body: FrameBody::Hex(body) }) => {
+            let prefix = length.unwrap_or(u32::try_from(body.len()).unwrap_or(u32::MAX));
+            let mut bytes = prefix.to_be_bytes().to_vec();
+            bytes.extend_from_slice(body);
+            s.send(&bytes, None, &format!("frame: prefix {prefix}, {} body bytes", body.len()));
             Ok(())
         }
         Action::ExpectNothing(e) => {
@@ -230,7 +237,12 @@ fn expect_exit(s: &mut Session, ctx: &mut Ctx, x: &ExpectExit, checks: &[&str]) 
         .wait_exit(Instant::now() + x.within)
         .ok_or_else(|| fail(checks, format!("the server was still running {} ms later", x.within.as_millis())))?;
     if !x.code.accepts(status.code()) {
-        return Err(fail(checks, format!("the server exited with {status}, expected {:?}", x.code)));
+        let want = match x.code {
+            ExitCode::Exactly(c) => format!("status {c}"),
+            ExitCode::NonZero => "a non-zero status".to_owned(),
+            ExitCode::Any => "any status".to_owned(),
+        };
+        return Err(fail(checks, format!("the server exited with {status}, expected {want}")));
     }
     Ok(())
 }
