@@ -57,7 +57,7 @@ fn typo_in_a_key_points_at_the_key() {
     );
     assert_eq!(
         first_error("id: calls.echo\ntitel: Echo\n"),
-        "dir/s.yaml:2:1: unknown field `titel`, expected one of id, title, requirements, level, role, profile, needs, unless, notes, timeout_ms, testee, host_requests, stale_socket, shared_tmp, transports, exclusive, steps"
+        "dir/s.yaml:2:1: unknown field `titel`, expected one of id, title, requirements, level, role, profile, needs, unless, notes, timeout_ms, testee, host_requests, stale_socket, shared_tmp, transports, exclusive, duration_ms, steps"
     );
     let e = first_error(&with_steps("  - handshake: {}\n  - expct: {envelope: {}}\n"));
     assert!(e.starts_with("dir/s.yaml:8:5: unknown variant `expct`, expected one of handshake, send,"), "{e}");
