@@ -7,6 +7,7 @@
 //! - the decoder gives the same items whether the bytes arrive at once or in any chunks;
 //! - every decoded Envelope re-encodes to bytes that decode back to it;
 //! - the wire scanner and prost agree on what is a valid Envelope;
+//! - the bridge core answers every operation once, and its timer never spins ([`bridge_core_ops`]);
 //! - no allocation exceeds the limits (with the `alloc-guard` feature, any single allocation
 //!   above [`GUARD_LIMIT`] aborts the process).
 
@@ -21,10 +22,12 @@ use crate::violation::Party;
 use crate::wire;
 
 mod alloc;
+mod bridge;
 mod frame;
 mod mcp;
 
 pub use alloc::CountingAlloc;
+pub use bridge::bridge_core_ops;
 #[cfg(feature = "arbitrary")]
 pub use frame::session_ops;
 pub use frame::{envelope_roundtrip, frame_decoder, sideband};

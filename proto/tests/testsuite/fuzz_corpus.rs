@@ -39,3 +39,8 @@ fn mcp_input_seeds() {
 fn session_ops_seeds() {
     replay("session_ops", fuzzing::session_ops);
 }
+
+#[test]
+fn bridge_core_ops_seeds() {
+    replay("bridge_core_ops", fuzzing::bridge_core_ops);
+}
