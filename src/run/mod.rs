@@ -134,8 +134,8 @@ pub(crate) fn load(sel: &Selection) -> std::result::Result<Vec<(Scenario, String
     let mut errors = Vec::new();
     if sel.scenarios.is_empty() {
         for (rel, text) in bundled::SCENARIOS {
-            // Another profile's catalogue, in its own language (harness::proto_mcp), as
-            // scenario::load_dir leaves it out.
+            // Another profile's catalogue (`profile: proto-mcp` files, run by `--profile
+            // proto-mcp`), as scenario::load_dir leaves it out.
             if rel.starts_with("proto-mcp/") {
                 continue;
             }
