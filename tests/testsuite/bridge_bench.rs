@@ -3,7 +3,7 @@
 //! Ignored by default; run it with
 //!
 //! ```text
-//! PMCP_BIN=target/pmcp/bin/protomcp cargo test --release --test bridge_bench -- --ignored --nocapture
+//! PMCP_BIN=target/pmcp/bin/protomcp cargo test --release --test testsuite bridge_bench -- --ignored --nocapture
 //! ```
 //!
 //! Paths: the direct socket (the harness's Envelope connection to the testee); the floor, the
@@ -382,7 +382,7 @@ async fn http_bridge(argv: &[String], port: u16) -> Stats {
 fn relay_process() {
     use std::os::unix::net::{UnixListener, UnixStream};
     let Some(up) = std::env::var_os("PROTOMCP_SOCKET") else { return };
-    if !std::env::args().any(|a| a == "relay_process") {
+    if !std::env::args().any(|a| a == "bridge_bench::relay_process") {
         return;
     }
     // Beside the benchmark's socket, in the directory the benchmark removes.
@@ -410,7 +410,7 @@ fn relay_process() {
 
 fn relay_argv() -> Vec<String> {
     let me = std::env::current_exe().unwrap().display().to_string();
-    [me.as_str(), "relay_process", "--exact", "--ignored", "--nocapture", "-q"].map(str::to_owned).to_vec()
+    [me.as_str(), "bridge_bench::relay_process", "--exact", "--ignored", "--nocapture", "-q"].map(str::to_owned).to_vec()
 }
 
 /// A private directory for the bench's sockets and the testee's entry file; removed on drop.
