@@ -170,6 +170,10 @@ impl Bridge {
             self.close_link(&link, "reloading the tool process".into());
         }
         if let Some(mut p) = proc {
+            // As at shutdown: what is queued (a CancelRequest of a call that timed out while the
+            // reload waited) is written and the connection closed; a process that leaves on
+            // end-of-file is not signalled.
+            p.wait_exit(SHUTDOWN_GRACE).await;
             p.terminate().await;
         }
         diag("reloading the tool process");
