@@ -97,8 +97,7 @@ async fn run_all_starts_exclusive_scenarios_first_then_the_longest_whatever_orde
         let run = run_all(scenarios.clone(), target.clone(), cfg.clone(), on_done);
         let results = tokio::spawn(run).await.unwrap();
         assert!(results.iter().all(|r| r.verdict == Verdict::Pass), "{results:?}");
-        let ended = ended.lock().unwrap().clone();
-        ended
+        ended.lock().unwrap().clone()
     };
     // The first run knows nothing of order.learned's 300 ms.
     assert_eq!(order().await, ["order.exclusive", "order.hinted", "order.long", "order.short", "order.learned"]);
