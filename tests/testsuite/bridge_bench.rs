@@ -410,7 +410,9 @@ fn relay_process() {
 
 fn relay_argv() -> Vec<String> {
     let me = std::env::current_exe().unwrap().display().to_string();
-    [me.as_str(), "bridge_bench::relay_process", "--exact", "--ignored", "--nocapture", "-q"].map(str::to_owned).to_vec()
+    [me.as_str(), "bridge_bench::relay_process", "--exact", "--ignored", "--nocapture", "-q"]
+        .map(str::to_owned)
+        .to_vec()
 }
 
 /// A private directory for the bench's sockets and the testee's entry file; removed on drop.
