@@ -22,8 +22,10 @@ use super::gate::{Gate, Gates, Verdict};
 use super::notes::Popped;
 use super::{BoxFuture, Bridge, HostError, HostSession, ListKind, SessionId, state};
 
+mod fast;
 mod handler;
 mod on_http;
+mod on_http_fast;
 mod on_stdio;
 mod session;
 
@@ -101,8 +103,15 @@ struct Session {
     /// The JSON-RPC ids of this session's tools/call requests in flight, oldest first.
     calls: Mutex<Vec<m::RequestId>>,
     /// Stdio only: notifications go out as lines through the output of [`serve_stdio`], in
-    /// order with the tools/call answers of [`fast_call`], instead of through rmcp's peer.
+    /// order with the tools/call answers of the hot path, instead of through rmcp's peer.
     lines: OnceLock<mpsc::UnboundedSender<Out>>,
+    /// HTTP only: the tools/call requests the hot path answers on event streams of its own
+    /// ([`on_http_fast`]), by gate key of their id.
+    http_calls: Mutex<HashMap<String, on_http_fast::HttpCall>>,
+    /// HTTP only: requests of ours on such a stream (sampling, roots) waiting for the host's
+    /// answer, by their id.
+    asked: on_http_fast::Asks,
+    asks: AtomicU64,
 }
 
 /// Removes a tools/call from its session's calls in flight when the handler ends.

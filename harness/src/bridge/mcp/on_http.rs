@@ -202,7 +202,7 @@ impl hyper::body::Body for UntilAnswer {
 /// How long the head of a request's event stream waits for the answer, so that a quick call
 /// goes out in one write (head, priming event, answer, end of the body) instead of two; a
 /// slower call's stream starts after this as it would have.
-const HOLD_FOR_ANSWER: std::time::Duration = std::time::Duration::from_millis(2);
+pub(super) const HOLD_FOR_ANSWER: std::time::Duration = std::time::Duration::from_millis(2);
 
 impl Held {
     pub(super) async fn gather(mut rest: UntilAnswer) -> Held {
@@ -265,6 +265,8 @@ async fn gated_post(
     let accepts_json = header("accept").is_none_or(|a| a.contains("application/json") || a.contains("*/*"));
     let known = m::ProtocolVersion::known_up_to(&m::ProtocolVersion::V_2025_11_25);
     let version_ok = header("mcp-protocol-version").is_none_or(|v| known.iter().any(|k| k.as_str() == v));
+    // Whether the host reads event streams (the hot path answers on one).
+    let sse = header("accept").is_none_or(|a| a.contains("text/event-stream") || a.contains("*/*"));
     let session = match header("mcp-session-id") {
         Some(id) if json && accepts_json && version_ok => id,
         _ => return service.handle(req).await,
@@ -281,6 +283,16 @@ async fn gated_post(
             return resp;
         }
     };
+    // The hot path's own traffic: answers to its requests, cancellations of its calls.
+    let ours = registry.sessions.lock().unwrap().get(&session).cloned();
+    let parsed = ours.as_ref().and_then(|_| serde_json::from_slice::<Value>(&bytes).ok());
+    if let (Some(s), Some(v)) = (&ours, &parsed)
+        && super::on_http_fast::intercept(s, v)
+    {
+        let mut resp = hyper::Response::new(Full::new(Bytes::new()).boxed());
+        *resp.status_mut() = http::StatusCode::ACCEPTED;
+        return resp;
+    }
     let (verdict, id) = registry.gates.check(&session, &bytes);
     // A message without an id to answer (parse error, invalid request) is a bad request; an error
     // answer to a request is an ordinary JSON-RPC response; nothing to answer is 202 (BR-HTTP-07).
@@ -299,6 +311,17 @@ async fn gated_post(
             resp
         }
         Verdict::Pass => {
+            // A tools/call takes the hot path when the host reads event streams.
+            if let (Some(s), Some(v), Some(id), true) = (ours, parsed, &id, sse) {
+                let traced = s.trace.then(|| v.clone());
+                if let Ok(call) = super::fast::FastRequest::of(&s, v) {
+                    if let Some(v) = traced {
+                        s.bridge.trace_mcp(true, &v);
+                    }
+                    let release = Release { registry: registry.clone(), session, id: id.clone() };
+                    return super::on_http_fast::post(s, call, release).await;
+                }
+            }
             let resp = service.handle(hyper::Request::from_parts(parts, Full::new(bytes))).await;
             match id {
                 None => resp,

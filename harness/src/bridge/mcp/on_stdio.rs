@@ -2,71 +2,25 @@
 
 use super::*;
 
-/// The hot path of stdio: a `tools/call` of an initialized session that the gate passed goes to
-/// the core directly, its answer (or error) straight to the output as a line, in order with the
-/// session's notifications ([`Session::lines`]). rmcp would parse the line again into its
-/// message types and hand the request and its response through a task and a channel each; it
-/// keeps serving initialize, every other method, the notifications from the host and the
-/// bridge's own requests (sampling, roots) and their answers. Returns the message when it is not
-/// such a call.
-///
-/// What rmcp does with such a call, this does too: the progress token of `_meta` (as rmcp reads
-/// it), the call's id in the session's calls in flight, cancellation by the host (no answer,
-/// BR-CANCEL-02) and by the session's end, the result built as rmcp's `CallToolResult` (a result
-/// that does not fit is an internal error) and written as rmcp writes a response.
+/// The hot path of stdio ([`super::fast`]): the call's answer goes straight to the output as a
+/// line, in order with the session's notifications ([`Session::lines`]). Returns the message
+/// when it is not such a call.
 fn fast_call(session: &Arc<Session>, calls: &FastCalls, out: &mpsc::UnboundedSender<Out>, v: Value) -> Option<Value> {
-    let fits = session.ready.is_cancelled()
-        && v.get("method").and_then(Value::as_str) == Some("tools/call")
-        && v.get("id").is_some_and(|id| id.is_string() || id.is_i64())
-        && v.get("params").and_then(Value::as_object).is_some_and(|p| {
-            p.get("name").is_some_and(Value::is_string)
-                && p.get("arguments").is_none_or(|a| a.is_object() || a.is_null())
-                && p.get("_meta").is_none_or(Value::is_object)
-                && p.keys().all(|k| k == "name" || k == "arguments" || k == "_meta")
-        });
-    if !fits {
-        return Some(v);
-    }
-    let Value::Object(mut msg) = v else { return None };
-    let id = msg.remove("id").unwrap_or_default();
-    let Some(Value::Object(mut params)) = msg.remove("params") else { return None };
-    let Some(Value::String(name)) = params.remove("name") else { return None };
-    let arguments = params.remove("arguments").filter(|a| !a.is_null());
-    let progress = params
-        .get("_meta")
-        .and_then(|m| m.get("progressToken"))
-        .and_then(|t| serde_json::from_value::<m::ProgressToken>(t.clone()).ok())
-        .map(|t| to_json(&t));
-    let Ok(rid) = serde_json::from_value::<m::RequestId>(id.clone()) else { return None };
+    let call = match super::fast::FastRequest::of(session, v) {
+        Ok(call) => call,
+        Err(v) => return Some(v),
+    };
     let ct = tokio_util::sync::CancellationToken::new();
-    let key = id.to_string();
+    let key = call.key();
     calls.lock().unwrap().insert(key.clone(), ct.clone());
     let (session, calls, out) = (session.clone(), calls.clone(), out.clone());
     tokio::spawn(async move {
-        let ended = session.ended.clone();
-        let cancel = async move {
-            tokio::select! {
-                _ = ct.cancelled() => {}
-                _ = ended.cancelled() => {}
-            }
-        };
-        session.calls.lock().unwrap().push(rid.clone());
-        let in_flight = InFlight { session: &session, id: rid };
-        let host: Arc<dyn HostSession> = session.clone();
-        let r = session.bridge.call_tool(&host, &name, arguments, progress, cancel).await;
-        drop(in_flight);
+        let id = call.id.clone();
+        let line = call.run(&session, ct).await;
         calls.lock().unwrap().remove(&key);
-        let body = match r.map(from_json::<m::CallToolResult>) {
-            Err(HostError::Cancelled) => return,
-            Ok(Ok(result)) => serde_json::to_string(&result).map(|r| format!("\"result\":{r}")),
-            Ok(Err(e)) => serde_json::to_string(&e).map(|e| format!("\"error\":{e}")),
-            Err(e) => serde_json::to_string(&host_error(e)).map(|e| format!("\"error\":{e}")),
-        };
-        let internal = crate::jsonrpc::ErrorCode::INTERNAL_ERROR.code();
-        let body =
-            body.unwrap_or_else(|e| format!(r#""error":{{"code":{internal},"message":"writing the answer: {e}"}}"#));
-        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},{body}}}"#);
-        let _ = out.send(Out { line, answers: Some(id), written: None });
+        if let Some(line) = line {
+            let _ = out.send(Out { line, answers: Some(id), written: None });
+        }
     });
     None
 }

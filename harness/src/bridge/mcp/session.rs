@@ -35,6 +35,9 @@ impl Session {
             ready: tokio_util::sync::CancellationToken::new(),
             calls: Mutex::new(Vec::new()),
             lines: OnceLock::new(),
+            http_calls: Mutex::new(HashMap::new()),
+            asked: Arc::default(),
+            asks: AtomicU64::new(0),
         })
     }
 
@@ -192,6 +195,10 @@ impl HostSession for Session {
         if let Some(msg) = message {
             p["message"] = Value::String(msg);
         }
+        // A call of the HTTP hot path has its own stream (BR-HTTP-14).
+        if self.http_progress(&token, &p) {
+            return;
+        }
         let _ = self.notes.send(Note::Progress(p));
     }
 
@@ -221,6 +228,7 @@ impl HostSession for Session {
 
     fn sample(&self, params: Value) -> BoxFuture<Result<Value, ReverseError>> {
         let origin = self.sole_call();
+        let on_stream = self.call_stream_asker(origin.as_ref());
         let peer = self.peer.get().cloned();
         let bridge = self.bridge.clone();
         let trace = self.trace;
@@ -241,12 +249,23 @@ impl HostSession for Session {
                 ));
             }
             params.validate().map_err(invalid)?;
-            let req = m::ServerRequest::CreateMessageRequest(m::CreateMessageRequest::new(params));
-            let r = match ask_host(&peer, req, origin).await? {
-                m::ClientResult::CreateMessageResult(r) => to_json(&r),
-                other => {
-                    let answer = to_json(&other).to_string();
-                    return Err(ReverseError::Unexpected { method: "sampling/createMessage", answer });
+            let r = if let Some(asker) = on_stream {
+                let answer = asker.ask("sampling/createMessage", Some(to_json(&params))).await?;
+                match serde_json::from_value::<m::CreateMessageResult>(answer.clone()) {
+                    Ok(r) => to_json(&r),
+                    Err(_) => {
+                        let answer = answer.to_string();
+                        return Err(ReverseError::Unexpected { method: "sampling/createMessage", answer });
+                    }
+                }
+            } else {
+                let req = m::ServerRequest::CreateMessageRequest(m::CreateMessageRequest::new(params));
+                match ask_host(&peer, req, origin).await? {
+                    m::ClientResult::CreateMessageResult(r) => to_json(&r),
+                    other => {
+                        let answer = to_json(&other).to_string();
+                        return Err(ReverseError::Unexpected { method: "sampling/createMessage", answer });
+                    }
                 }
             };
             if trace {
@@ -258,6 +277,7 @@ impl HostSession for Session {
 
     fn list_roots(&self) -> BoxFuture<Result<Value, ReverseError>> {
         let origin = self.sole_call();
+        let on_stream = self.call_stream_asker(origin.as_ref());
         let peer = self.peer.get().cloned();
         let bridge = self.bridge.clone();
         let trace = self.trace;
@@ -266,15 +286,25 @@ impl HostSession for Session {
             if trace {
                 bridge.trace_mcp(false, &json!({"method": "roots/list"}));
             }
-            let req = m::ServerRequest::ListRootsRequest(m::ListRootsRequest {
-                method: Default::default(),
-                extensions: Default::default(),
-            });
-            let r = match ask_host(&peer, req, origin).await? {
-                m::ClientResult::ListRootsResult(r) => to_json(&r),
-                other => {
-                    let answer = to_json(&other).to_string();
-                    return Err(ReverseError::Unexpected { method: "roots/list", answer });
+            let r = if let Some(asker) = on_stream {
+                let answer = asker.ask("roots/list", None).await?;
+                match serde_json::from_value::<m::ListRootsResult>(answer.clone()) {
+                    Ok(r) => to_json(&r),
+                    Err(_) => {
+                        return Err(ReverseError::Unexpected { method: "roots/list", answer: answer.to_string() });
+                    }
+                }
+            } else {
+                let req = m::ServerRequest::ListRootsRequest(m::ListRootsRequest {
+                    method: Default::default(),
+                    extensions: Default::default(),
+                });
+                match ask_host(&peer, req, origin).await? {
+                    m::ClientResult::ListRootsResult(r) => to_json(&r),
+                    other => {
+                        let answer = to_json(&other).to_string();
+                        return Err(ReverseError::Unexpected { method: "roots/list", answer });
+                    }
                 }
             };
             if trace {

@@ -1,0 +1,239 @@
+//! The hot path of Streamable HTTP ([`super::fast`]): a POSTed `tools/call` of an initialized
+//! session is answered on an event stream of the bridge's own, not through rmcp's session
+//! worker. What the call causes travels on that stream (BR-HTTP-14): its progress, and the
+//! sampling and roots requests of the tool process while it is the session's only call in
+//! flight, whose answers (POSTed responses) are taken here ([`intercept`]), as is the host's
+//! `notifications/cancelled` for such a call. The stream ends with the event that answers the
+//! call; its head and a quick answer go out in one write ([`HOLD_FOR_ANSWER`]).
+
+use std::sync::atomic::AtomicUsize;
+
+use http_body_util::BodyExt;
+use hyper::body::Bytes;
+
+use super::fast::FastRequest;
+use super::on_http::HOLD_FOR_ANSWER;
+use super::*;
+
+/// The prefix of the ids of our requests on a call's stream (rmcp numbers its own).
+const ASK_PREFIX: &str = "protomcp-conform-";
+
+/// Our requests on call streams waiting for the host's answer, by id.
+pub(super) type Asks = Arc<Mutex<HashMap<String, oneshot::Sender<Result<Value, ReverseError>>>>>;
+
+/// One call of the hot path: its event stream and its cancellation.
+pub(super) struct HttpCall {
+    events: mpsc::UnboundedSender<Bytes>,
+    cancel: tokio_util::sync::CancellationToken,
+    /// The host's progress token of the call, if it has one.
+    token: Option<Value>,
+    /// The call's JSON-RPC id (the origin of a sampling or roots request, BR-HTTP-14).
+    rid: m::RequestId,
+    /// Bytes on `events` not yet handed to the connection.
+    queued: Arc<AtomicUsize>,
+}
+
+impl HttpCall {
+    /// Puts `msg` on the call's stream as one event. A droppable one (progress) is dropped
+    /// while the host reads too slowly ([`crate::limits::BRIDGE_HOST_QUEUE`]'s bytes).
+    fn send(&self, msg: &Value, droppable: bool) -> bool {
+        let event = Bytes::from(format!("data: {msg}\n\n"));
+        let bound = crate::limits::BRIDGE_HOST_QUEUE.head_bytes + crate::limits::BRIDGE_HOST_QUEUE.tail_bytes;
+        if droppable && self.queued.load(Ordering::Relaxed) + event.len() > bound {
+            return true;
+        }
+        self.queued.fetch_add(event.len(), Ordering::Relaxed);
+        self.events.send(event).is_ok()
+    }
+}
+
+/// The body of a hot-path call's response: the events that came within [`HOLD_FOR_ANSWER`]
+/// as one frame with the head, then the rest as they come; it ends after the answer.
+struct Events {
+    first: Option<Bytes>,
+    rx: mpsc::UnboundedReceiver<Bytes>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl Events {
+    async fn gather(mut rx: mpsc::UnboundedReceiver<Bytes>, queued: Arc<AtomicUsize>) -> Events {
+        let mut first = Vec::new();
+        let deadline = tokio::time::sleep(HOLD_FOR_ANSWER);
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                e = rx.recv() => match e {
+                    Some(b) => {
+                        queued.fetch_sub(b.len(), Ordering::Relaxed);
+                        first.extend_from_slice(&b);
+                    }
+                    None => break,
+                },
+                _ = &mut deadline => break,
+            }
+        }
+        Events { first: (!first.is_empty()).then(|| first.into()), rx, queued }
+    }
+}
+
+impl hyper::body::Body for Events {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        if let Some(first) = self.first.take() {
+            return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(first))));
+        }
+        self.rx.poll_recv(cx).map(|e| {
+            e.map(|b| {
+                self.queued.fetch_sub(b.len(), Ordering::Relaxed);
+                Ok(hyper::body::Frame::data(b))
+            })
+        })
+    }
+}
+
+/// Answers `call` of `session` on a stream of its own; `release` frees its id in the gate when
+/// the answer goes out (or the call ends unanswered).
+pub(super) async fn post(session: Arc<Session>, call: FastRequest, release: Release) -> hyper::Response<HttpBody> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let queued = Arc::new(AtomicUsize::new(0));
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let key = call.key();
+    let rid = serde_json::from_value::<m::RequestId>(call.id.clone()).expect("a checked id");
+    session.http_calls.lock().unwrap().insert(
+        key.clone(),
+        HttpCall {
+            events: tx.clone(),
+            cancel: cancel.clone(),
+            token: call.progress.clone(),
+            rid,
+            queued: queued.clone(),
+        },
+    );
+    let (task_session, body_queued) = (session.clone(), queued.clone());
+    tokio::spawn(async move {
+        let session = task_session;
+        let line = call.run(&session, cancel).await;
+        session.http_calls.lock().unwrap().remove(&key);
+        // The id is free before the host can read the answer and use it again (BR-MCP-20).
+        drop(release);
+        if let Some(line) = line {
+            if session.trace
+                && let Ok(v) = serde_json::from_str::<Value>(&line)
+            {
+                session.bridge.trace_mcp(false, &v);
+            }
+            queued.fetch_add(line.len(), Ordering::Relaxed);
+            let _ = tx.send(Bytes::from(format!("data: {line}\n\n")));
+        }
+    });
+    let body = Events::gather(rx, body_queued).await;
+    let mut resp = hyper::Response::new(body.boxed());
+    let headers = resp.headers_mut();
+    headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/event-stream"));
+    headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-cache"));
+    resp
+}
+
+/// Takes what the host POSTs for the hot path: the answer to a request of ours on a call's
+/// stream, or `notifications/cancelled` for a call of the hot path (rmcp never saw either's
+/// request). True when taken (the POST is then answered 202, BR-HTTP-07).
+pub(super) fn intercept(session: &Session, message: &Value) -> bool {
+    if let Some(id) = message.get("id").and_then(Value::as_str)
+        && id.starts_with(ASK_PREFIX)
+        && message.get("method").is_none()
+        && let Some(tx) = session.asked.lock().unwrap().remove(id)
+    {
+        let answer = match (message.get("result"), message.get("error")) {
+            (Some(r), _) => Ok(r.clone()),
+            (None, Some(e)) => Err(ReverseError::Host(format!(
+                "the host answered with error {}: {}",
+                e.get("code").unwrap_or(&Value::Null),
+                e.get("message").and_then(Value::as_str).unwrap_or_default()
+            ))),
+            (None, None) => Err(ReverseError::Host("the host's answer has neither result nor error".into())),
+        };
+        let _ = tx.send(answer);
+        return true;
+    }
+    if message.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+        && let Some(rid) = message.get("params").and_then(|p| p.get("requestId"))
+        && let Some(call) = session.http_calls.lock().unwrap().get(&rid.to_string())
+    {
+        call.cancel.cancel();
+        return true;
+    }
+    false
+}
+
+/// A request of ours about to go on a hot-path call's stream ([`Session::call_stream_asker`]).
+pub(super) struct Asker {
+    call: HttpCall,
+    asked: Asked,
+}
+
+/// Forgets a request of ours when its asker goes away unanswered.
+struct Asked {
+    map: Asks,
+    id: String,
+}
+
+impl Drop for Asked {
+    fn drop(&mut self) {
+        self.map.lock().unwrap().remove(&self.id);
+    }
+}
+
+impl Asker {
+    /// Asks the host `method` on the call's stream and waits for its answer (taken by
+    /// [`intercept`]).
+    pub async fn ask(self, method: &'static str, params: Option<Value>) -> Result<Value, ReverseError> {
+        let (tx, rx) = oneshot::channel();
+        self.asked.map.lock().unwrap().insert(self.asked.id.clone(), tx);
+        let mut msg = json!({"jsonrpc": "2.0", "id": self.asked.id, "method": method});
+        if let Some(p) = params {
+            msg["params"] = p;
+        }
+        if !self.call.send(&msg, false) {
+            return Err(ReverseError::Host("the call's event stream has ended".into()));
+        }
+        let answer = rx.await.unwrap_or_else(|_| Err(ReverseError::Host("the session ended".into())));
+        drop(self.asked);
+        answer
+    }
+}
+
+impl Session {
+    /// Progress for a hot-path call goes on its stream; false when `token` is no such call's.
+    pub(super) fn http_progress(&self, token: &Value, params: &Value) -> bool {
+        let calls = self.http_calls.lock().unwrap();
+        let Some(call) = calls.values().find(|c| c.token.as_ref() == Some(token)) else { return false };
+        let msg = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params});
+        if self.trace {
+            self.bridge.trace_mcp(false, &json!({"method": "notifications/progress", "params": params}));
+        }
+        call.send(&msg, true);
+        true
+    }
+
+    /// When `origin` is a call of the hot path: an asker for a request on its stream
+    /// (BR-HTTP-14), under an id of ours.
+    pub(super) fn call_stream_asker(&self, origin: Option<&m::RequestId>) -> Option<Asker> {
+        let origin = origin?;
+        let calls = self.http_calls.lock().unwrap();
+        let c = calls.values().find(|c| &c.rid == origin)?;
+        let call = HttpCall {
+            events: c.events.clone(),
+            cancel: c.cancel.clone(),
+            token: None,
+            rid: origin.clone(),
+            queued: c.queued.clone(),
+        };
+        let id = format!("{ASK_PREFIX}{}", self.asks.fetch_add(1, Ordering::Relaxed));
+        Some(Asker { call, asked: Asked { map: self.asked.clone(), id } })
+    }
+}
