@@ -212,10 +212,15 @@ impl Session {
     pub(super) fn http_progress(&self, token: &Value, params: &Value) -> bool {
         let calls = self.http_calls.lock().unwrap();
         let Some(call) = calls.values().find(|c| c.token.as_ref() == Some(token)) else { return false };
-        let msg = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params});
+        let note = json!({"method": "notifications/progress", "params": params});
         if self.trace {
-            self.bridge.trace_mcp(false, &json!({"method": "notifications/progress", "params": params}));
+            self.bridge.trace_mcp(false, &note);
         }
+        // Written as rmcp writes it on any other stream (its types: progress as a float).
+        let msg = match serde_json::from_value::<m::ServerNotification>(note) {
+            Ok(n) => to_json(&m::JsonRpcNotification { jsonrpc: m::JsonRpcVersion2_0, notification: n }),
+            Err(_) => return true,
+        };
         call.send(&msg, true);
         true
     }
