@@ -40,6 +40,11 @@ pub const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(300
 
 static SESSION_IDS: AtomicU64 = AtomicU64::new(1);
 
+/// How long the head of a request's event stream waits for the answer, so that a quick call
+/// goes out in one write (head, priming event, answer, end of the body) instead of two; a
+/// slower call's stream starts after this as it would have.
+const HOLD_FOR_ANSWER: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// The prefix of the cursors `--page-size` hands out (the offset of the next item follows).
 const PAGE_CURSOR: &str = "conform-offset-";
 

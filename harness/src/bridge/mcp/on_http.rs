@@ -199,11 +199,6 @@ impl hyper::body::Body for UntilAnswer {
     }
 }
 
-/// How long the head of a request's event stream waits for the answer, so that a quick call
-/// goes out in one write (head, priming event, answer, end of the body) instead of two; a
-/// slower call's stream starts after this as it would have.
-pub(super) const HOLD_FOR_ANSWER: std::time::Duration = std::time::Duration::from_millis(2);
-
 impl Held {
     pub(super) async fn gather(mut rest: UntilAnswer) -> Held {
         use http_body_util::BodyExt;

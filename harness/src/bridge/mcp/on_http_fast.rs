@@ -12,7 +12,6 @@ use http_body_util::BodyExt;
 use hyper::body::Bytes;
 
 use super::fast::FastRequest;
-use super::on_http::HOLD_FOR_ANSWER;
 use super::*;
 
 /// The prefix of the ids of our requests on a call's stream (rmcp numbers its own).
