@@ -200,7 +200,11 @@ impl Bridge {
             reloading: std::sync::atomic::AtomicBool::new(false),
         });
         tokio::spawn(bridge.clone().run_timer());
-        bridge.clone().start_instance().await?;
+        if let Err(e) = bridge.clone().start_instance().await {
+            // The timer task holds the bridge while it waits: a failed start ends it too.
+            bridge.shutdown.cancel();
+            return Err(e.into());
+        }
         tokio::spawn(bridge.clone().supervise());
         Ok(bridge)
     }
