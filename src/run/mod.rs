@@ -105,6 +105,9 @@ pub struct RunArgs {
     #[arg(long, requires = "golden")]
     accept: bool,
     /// Scenarios run in parallel (default: four per core, at most 8: scenarios mostly wait).
+    /// The default run's two sides (TP and BR catalogues) run together in one schedule, each
+    /// with that default (N is then their total); their verdict lines and reports still come
+    /// one side after the other.
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     jobs: Option<u32>,
     /// Multiply every time of every scenario by X (at least 1), for slow machines.
@@ -229,51 +232,49 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     let golden_failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut cfg = Config { timeout_scale: a.timeout_scale, repeat: a.repeat as usize, ..Config::default() };
     runner::schedule::set(a.schedule.unwrap_or_default());
-    if let Some(j) = a.jobs {
-        cfg.jobs = j as usize;
+    match a.jobs {
+        Some(j) => cfg.jobs = j as usize,
+        // Sides run together in one schedule, each with the parallelism it would have alone:
+        // their scenarios wait far more than they compute.
+        None => cfg.jobs *= sides.len(),
     }
     let tty = std::io::stdout().is_terminal();
     let progress = std::io::stderr().is_terminal();
-    let verbose = a.verbose;
     let args = target_args(&a);
     let several = sides.len() > 1;
-    let mut done_sides: Vec<(Arc<Target>, Vec<CaseResult>)> = Vec::new();
-    for side in &sides {
-        let mut out = std::io::stdout().lock();
-        if several {
-            writeln!(
-                out,
-                "{}== {}: {} scenarios against the {}",
-                if done_sides.is_empty() { "" } else { "\n" },
-                side.label,
-                side.scenarios.len(),
-                side.target.name
-            )?;
-        }
-        drop(out);
-        let finished: Arc<Mutex<Vec<CaseResult>>> = Arc::new(Mutex::new(Vec::new()));
-        let on_done = on_done_printer(finished.clone(), golden.clone(), golden_failed.clone(), progress, verbose, tty);
-        let Some(mut results) = execute(side.scenarios.clone(), side.target.clone(), cfg.clone(), on_done)? else {
-            let done = finished.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let s = Summary::of(done.iter().map(|r| r.verdict));
-            eprintln!(
-                "protomcp-conform: interrupted after {} of {} scenarios ({s}, target: {})",
-                done.len(),
-                side.scenarios.len(),
-                side.target.name
-            );
-            return Ok(ExitCode::from(130));
-        };
-        // The golden comparisons were made as each scenario finished (its line shows them).
-        {
-            let done = finished.lock().unwrap_or_else(|e| e.into_inner());
-            for r in results.iter_mut() {
-                r.golden = done.iter().find(|d| d.id == r.id).and_then(|d| d.golden.clone());
-            }
-        }
-        print_side(&side.target, &results, golden.as_ref(), &args, verbose, tty)?;
-        done_sides.push((side.target.clone(), results));
-    }
+    let live = Arc::new(Mutex::new(live::Live::new(
+        &sides,
+        golden.clone(),
+        golden_failed.clone(),
+        args.clone(),
+        progress,
+        a.verbose,
+        tty,
+    )));
+    live.lock().unwrap_or_else(|e| e.into_inner()).start();
+    let runs: Vec<runner::Side> = sides
+        .iter()
+        .enumerate()
+        .map(|(k, side)| {
+            let live = live.clone();
+            let on_done: runner::OnDone = Arc::new(move |r: &CaseResult, _n: usize, _total: usize| {
+                live.lock().unwrap_or_else(|e| e.into_inner()).finished(k, r)
+            });
+            runner::Side { scenarios: side.scenarios.clone(), target: side.target.clone(), on_done }
+        })
+        .collect();
+    let Some(results) = until_interrupted("testee", runner::run_sides(runs, cfg))? else {
+        let live = live.lock().unwrap_or_else(|e| e.into_inner());
+        let (n, total) = live.counts();
+        let names: Vec<&str> = sides.iter().map(|s| s.target.name.as_str()).collect();
+        eprintln!(
+            "protomcp-conform: interrupted after {n} of {total} scenarios ({}, target: {})",
+            live.summary(),
+            names.join(", ")
+        );
+        return Ok(ExitCode::from(130));
+    };
+    let done_sides = live.lock().unwrap_or_else(|e| e.into_inner()).finish(results);
     let mut exit =
         done_sides.iter().map(|(_, r)| Summary::of(r.iter().map(|r| r.verdict)).exit_code()).max().unwrap_or(3);
     if let Some(g) = &golden {
@@ -412,10 +413,11 @@ pub fn explain(sel: &Selection, id: &str) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+mod live;
 mod output;
 mod targets;
 
-use output::{golden_exit, on_done_printer, print_side, print_total, write_reports};
+use output::{golden_exit, print_total, write_reports};
 pub(crate) use targets::{bridge_target, build, command_target, sdk_target};
 use targets::{sides, target_args};
 

@@ -52,42 +52,6 @@ pub(super) fn verdict_word(s: &Summary) -> &'static str {
     }
 }
 
-/// What each finished scenario does: its golden comparison, its verdict line (skips only with
-/// `verbose`), the progress counter, and its place in `finished`.
-pub(super) fn on_done_printer(
-    finished: Arc<Mutex<Vec<CaseResult>>>,
-    golden: Option<runner::golden::GoldenDir>,
-    golden_failed: Arc<AtomicBool>,
-    progress: bool,
-    verbose: bool,
-    tty: bool,
-) -> runner::OnDone {
-    Arc::new(move |r: &CaseResult, n: usize, total: usize| {
-        let mut r = r.clone();
-        if let Some(g) = &golden {
-            r.golden = Some(g.judge(&r).unwrap_or_else(|e| {
-                golden_failed.store(true, std::sync::atomic::Ordering::Relaxed);
-                eprintln!("protomcp-conform: golden: {e}");
-                runner::golden::Golden::NotCompared(e.to_string())
-            }));
-        }
-        let r = &r;
-        let mut out = std::io::stdout().lock();
-        if progress {
-            eprint!("\r\x1b[K");
-        }
-        // Skipped scenarios are counted per reason after the run (each with --verbose).
-        if verbose || r.verdict != runner::Verdict::Skip {
-            let _ = writeln!(out, "{}", report::line(r, tty));
-            let _ = out.flush();
-        }
-        if progress && n < total {
-            eprint!("[{n}/{total}]");
-        }
-        finished.lock().unwrap_or_else(|e| e.into_inner()).push(r.clone());
-    })
-}
-
 /// The report of one side after its verdict lines: folded skips, the details of what did not
 /// pass, golden changes, and the side's summary lines.
 pub(super) fn print_side(

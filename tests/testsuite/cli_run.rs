@@ -641,6 +641,44 @@ fn the_default_run_drives_both_sides_with_a_summary_each_a_total_and_the_worst_e
     sb.assert_clean();
 }
 
+/// The default run's two sides run in one schedule (the longest first over both), yet print one
+/// after the other: a bridge scenario that ends long before the TP side's has its line after the
+/// TP side's report; an exclusive scenario of one side runs with nothing of the other beside it.
+#[test]
+fn the_default_runs_sides_run_together_and_print_one_after_the_other() {
+    let sb = Sandbox::new();
+    let tp = sb.file("tp.yaml", &scenario("calls.slow", "MUST", "", "  - sleep: {ms: 1500}\n"));
+    let br = sb.file(
+        "br.yaml",
+        "id: bridge.quick\ntitle: t\nrequirements: [BR-LOG-01]\nlevel: MUST\nrole: bridge\nsteps:\n  - tool_handshake: {tools: []}\n",
+    );
+    let json = sb.dir.path().join("r.json");
+    let o = sb.cmd().arg("--scenarios").arg(&tp).arg("--scenarios").arg(&br).arg("--json").arg(&json).output().unwrap();
+    let out = text(&o);
+    assert_eq!(code(&o), 0, "{out}");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let at = |needle: &str| stdout.find(needle).unwrap_or_else(|| panic!("no `{needle}` in\n{out}"));
+    assert!(at("PASS  calls.slow") < at("(1 scenarios, target: reference testee)"), "{out}");
+    assert!(at("(1 scenarios, target: reference testee)") < at("== bridge side"), "{out}");
+    assert!(at("== bridge side") < at("PASS  bridge.quick"), "{out}");
+    // Run together: the two scenarios overlapped (the JSON keeps each case's start and duration).
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let case = |id: &str| v["cases"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap().clone();
+    let (slow, quick) = (case("calls.slow"), case("bridge.quick"));
+    let start = |c: &Value| c["started_ms"].as_u64().unwrap_or_else(|| panic!("no started_ms in {c}"));
+    let end = |c: &Value| start(c) + c["duration_ms"].as_u64().unwrap();
+    assert!(start(&quick) < end(&slow) && start(&slow) < end(&quick), "ran one after the other: {v}");
+    // An exclusive TP scenario: the bridge scenario waits for it, or it waits for the bridge's.
+    let x = sb.file("x.yaml", &scenario("calls.x", "MUST", "exclusive: true\n", "  - sleep: {ms: 300}\n"));
+    let o = sb.cmd().arg("--scenarios").arg(&x).arg("--scenarios").arg(&br).arg("--json").arg(&json).output().unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let case = |id: &str| v["cases"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap().clone();
+    let (x, quick) = (case("calls.x"), case("bridge.quick"));
+    assert!(end(&x) <= start(&quick) || end(&quick) <= start(&x), "the exclusive scenario had company: {v}");
+    sb.assert_clean();
+}
+
 /// `--golden DIR`: `--accept` writes one snapshot per scenario; a transcript that then differs
 /// from its snapshot is CHANGED beside its PASS, with a diff, fails the run and is left as
 /// `.snap.new`; with CI set nothing is written and `--accept` is refused; accepting again makes

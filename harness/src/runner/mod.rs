@@ -110,6 +110,8 @@ pub struct CaseResult {
     pub verdict: Verdict,
     pub message: String,
     pub duration: Duration,
+    /// When the scenario (its first run, with `--repeat`) started; `None` before it ran.
+    pub started: Option<std::time::SystemTime>,
     pub transcript_tail: Vec<String>,
     /// Every item of the run (empty when the testee was not started).
     pub transcript: crate::transcript::Transcript,
@@ -167,6 +169,7 @@ impl CaseResult {
             verdict: Verdict::Pass,
             message: String::new(),
             duration: Duration::ZERO,
+            started: None,
             transcript_tail: Vec::new(),
             transcript: Default::default(),
             stderr_tail: String::new(),
@@ -209,6 +212,7 @@ pub fn fold_repeats(mut runs: Vec<CaseResult>) -> CaseResult {
     let summary: Vec<(Verdict, String)> =
         runs.iter().map(|r| (r.verdict, r.message.lines().next().unwrap_or("").to_owned())).collect();
     let total: Duration = runs.iter().map(|r| r.duration).sum();
+    let first_start = runs.iter().filter_map(|r| r.started).min();
     let same = runs.iter().all(|r| r.verdict == runs[0].verdict && r.broken == runs[0].broken);
     // An intermittent known failure that occurred in some runs: XFAIL (the first run where it did).
     let intermittent = runs[0].intermittent
@@ -220,6 +224,7 @@ pub fn fold_repeats(mut runs: Vec<CaseResult>) -> CaseResult {
         let pick = runs.iter().position(|r| r.verdict == Verdict::Xfail).unwrap_or(0);
         let mut out = runs.swap_remove(pick);
         out.duration = total;
+        out.started = first_start;
         out.message = format!("intermittent, failed in {failed} of {n} runs: {}", out.message);
         out.runs = summary;
         return out;
@@ -228,6 +233,7 @@ pub fn fold_repeats(mut runs: Vec<CaseResult>) -> CaseResult {
     let pick = runs.iter().position(|r| r.verdict != runs[0].verdict).filter(|_| !same).unwrap_or(0);
     let mut out = runs.swap_remove(pick);
     out.duration = total;
+    out.started = first_start;
     if !same {
         let mut m = format!("the verdicts of {} runs differ:", summary.len());
         for (i, (v, first)) in summary.iter().enumerate() {
@@ -430,71 +436,121 @@ pub async fn run_all(
     cfg: Config,
     on_done: OnDone,
 ) -> Vec<CaseResult> {
-    let total = scenarios.len();
+    run_sides(vec![Side { scenarios, target, on_done }], cfg).await.pop().unwrap_or_default()
+}
+
+/// Scenarios to run against one target, with what sees each result as it finishes.
+pub struct Side {
+    pub scenarios: Arc<Vec<Scenario>>,
+    pub target: Arc<Target>,
+    /// Called with the side's result, the count of the side's scenarios finished so far and the
+    /// side's total.
+    pub on_done: OnDone,
+}
+
+/// Runs several sides at once in one schedule: at most `cfg.jobs` scenarios at a time over all
+/// sides, each `cfg.repeat` times (folded by [`fold_repeats`]). Exclusive scenarios first, one
+/// after another, alone (no scenario of any side beside them); then the longest first over all
+/// sides (a parallel run then ends near the longest scenario, not after it): the longest by what
+/// the scenario says or by what it took in its target's last run. Ties keep the given order
+/// (sides in order, scenarios in order). Results come back per side, in the order of its
+/// scenarios.
+pub async fn run_sides(sides: Vec<Side>, cfg: Config) -> Vec<Vec<CaseResult>> {
     let repeat = cfg.repeat.max(1);
-    let sem = Arc::new(tokio::sync::Semaphore::new(cfg.jobs.max(1)));
-    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    // The runs of each scenario so far; the last one to finish folds them.
-    let runs: Arc<std::sync::Mutex<Vec<Vec<CaseResult>>>> =
-        Arc::new(std::sync::Mutex::new((0..total).map(|_| Vec::new()).collect()));
+    let jobs = cfg.jobs.max(1);
+    let sem = Arc::new(tokio::sync::Semaphore::new(jobs));
+    let sides: Vec<Arc<SideState>> = sides
+        .into_iter()
+        .map(|s| {
+            let total = s.scenarios.len();
+            Arc::new(SideState {
+                learned: durations::Durations::load(&s.target.name),
+                side: s,
+                done: std::sync::atomic::AtomicUsize::new(0),
+                // The runs of each scenario so far; the last one to finish folds them.
+                runs: std::sync::Mutex::new((0..total).map(|_| Vec::new()).collect()),
+            })
+        })
+        .collect();
+    let mut order: Vec<(usize, usize, bool, Duration)> = Vec::new();
+    for (k, st) in sides.iter().enumerate() {
+        for (i, s) in st.side.scenarios.iter().enumerate() {
+            let expected = expected_duration(s).max(st.learned.get(&s.id).unwrap_or_default());
+            order.push((k, i, s.exclusive, expected));
+        }
+    }
+    order.sort_by_key(|&(k, i, exclusive, expected)| (!exclusive, std::cmp::Reverse(expected), k, i));
     let mut set = tokio::task::JoinSet::new();
-    // Exclusive scenarios first, one after another, alone; then the longest first (a parallel
-    // run then ends near the longest scenario, not after it): the longest by what the scenario
-    // says or by what it took in this target's last run. Ties keep the given order.
-    let learned = durations::Durations::load(&target.name);
-    let expected = |s: &Scenario| expected_duration(s).max(learned.get(&s.id).unwrap_or_default());
-    let mut order: Vec<usize> = (0..total).collect();
-    order.sort_by_key(|&i| (!scenarios[i].exclusive, std::cmp::Reverse(expected(&scenarios[i]))));
-    for i in order {
+    for (k, i, exclusive, _) in order {
         for _ in 0..repeat {
             // An exclusive scenario takes every permit: it waits for the ones running to end, and
             // the ones after it wait for it. The permits are taken here, in this order, before the
             // task is spawned: spawned tasks start in no particular order, so permits taken inside
             // them would let any scenario go first.
-            let permits = if scenarios[i].exclusive { cfg.jobs.max(1) as u32 } else { 1 };
+            let permits = if exclusive { jobs as u32 } else { 1 };
             let permit = sem.clone().acquire_many_owned(permits).await.expect("semaphore open");
-            let (scenarios, target, cfg, done, on_done, runs) =
-                (scenarios.clone(), target.clone(), cfg.clone(), done.clone(), on_done.clone(), runs.clone());
+            let (st, cfg) = (sides[k].clone(), cfg.clone());
             set.spawn(async move {
                 let _permit = permit;
-                let r = run_scenario(&scenarios[i], &target, &cfg).await;
+                let at = std::time::SystemTime::now();
+                let mut r = run_scenario(&st.side.scenarios[i], &st.side.target, &cfg).await;
+                r.started.get_or_insert(at);
                 let finished = {
-                    let mut runs = runs.lock().expect("runs lock");
+                    let mut runs = st.runs.lock().expect("runs lock");
                     runs[i].push(r);
                     if runs[i].len() == repeat { Some(std::mem::take(&mut runs[i])) } else { None }
                 };
                 finished.map(|all| {
                     let r = fold_repeats(all);
-                    let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-                    on_done(&r, n, total);
-                    (i, r)
+                    let n = st.done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                    (st.side.on_done)(&r, n, st.side.scenarios.len());
+                    (k, i, r)
                 })
             });
         }
     }
-    let mut out: Vec<Option<CaseResult>> = vec![None; total];
+    let mut out: Vec<Vec<Option<CaseResult>>> = sides.iter().map(|st| vec![None; st.side.scenarios.len()]).collect();
     while let Some(j) = set.join_next().await {
         match j {
-            Ok(Some((i, r))) => out[i] = Some(r),
+            Ok(Some((k, i, r))) => out[k][i] = Some(r),
             Ok(None) => {}
             Err(e) => eprintln!("protomcp-conform: a scenario task failed: {e}"),
         }
     }
-    durations::Durations::store(
-        &target.name,
-        out.iter().flatten().filter(|r| r.verdict != Verdict::Skip).map(|r| (r.id.clone(), r.duration / repeat as u32)),
-    );
     out.into_iter()
-        .enumerate()
-        .map(|(i, r)| {
-            r.unwrap_or_else(|| {
-                let mut r = CaseResult::new(&scenarios[i]);
-                r.verdict = Verdict::Error;
-                r.message = "the harness task running this scenario panicked".into();
-                r
-            })
+        .zip(&sides)
+        .map(|(results, st)| {
+            durations::Durations::store(
+                &st.side.target.name,
+                results
+                    .iter()
+                    .flatten()
+                    .filter(|r| r.verdict != Verdict::Skip)
+                    .map(|r| (r.id.clone(), r.duration / repeat as u32)),
+            );
+            results
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    r.unwrap_or_else(|| {
+                        let mut r = CaseResult::new(&st.side.scenarios[i]);
+                        r.verdict = Verdict::Error;
+                        r.message = "the harness task running this scenario panicked".into();
+                        r
+                    })
+                })
+                .collect()
         })
         .collect()
+}
+
+/// A side while it runs: the durations its target took last time, its finished count and the
+/// runs of each scenario so far.
+struct SideState {
+    side: Side,
+    learned: durations::Durations,
+    done: std::sync::atomic::AtomicUsize,
+    runs: std::sync::Mutex<Vec<Vec<CaseResult>>>,
 }
 
 /// Whether `id` matches the glob (`*` any run of characters, `?` one character).

@@ -111,6 +111,7 @@ pub fn json_report(target: &str, results: &[CaseResult]) -> serde_json::Value {
                 "verdict": r.verdict.name(),
                 "message": r.message,
                 "duration_ms": u64::try_from(r.duration.as_millis()).unwrap_or(u64::MAX),
+                "started_ms": r.started.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
                 "runs": r.runs.iter().map(|(v, m)| json!({"verdict": v.name(), "message": m})).collect::<Vec<_>>(),
                 "resources": r.resources,
                 "golden": r.golden.as_ref().map(Golden::json),
