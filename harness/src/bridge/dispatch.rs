@@ -34,8 +34,10 @@ impl Bridge {
                 sh.armed = next;
                 self.timer.notify_one();
             }
-            let sessions = if events.is_empty() { Vec::new() } else { sh.sessions.values().cloned().collect() };
-            (r, self.take_waiters(&mut sh, &events), sessions)
+            // An answer goes to its waiter: only the other events need the sessions.
+            let for_sessions = events.iter().any(|e| !matches!(e, Event::Answer { .. }));
+            let sessions = if for_sessions { sh.sessions.values().cloned().collect() } else { Vec::new() };
+            (r, self.take_waiters(&mut sh, events), sessions)
         };
         for (event, waiter) in events {
             self.deliver(event, waiter, &sessions);
@@ -44,11 +46,11 @@ impl Bridge {
     }
 
     /// Pairs each event with what waits for it, taken out of the shared state.
-    fn take_waiters(&self, sh: &mut Shared, events: &[Event]) -> Vec<(Event, Waiter)> {
+    fn take_waiters(&self, sh: &mut Shared, events: Vec<Event>) -> Vec<(Event, Waiter)> {
         events
-            .iter()
+            .into_iter()
             .map(|e| {
-                let w = match e {
+                let w = match &e {
                     Event::Answer { op, .. } => sh.waiters.remove(op).map(Waiter::Op),
                     Event::Served { generation } => match sh.starts.remove(generation) {
                         Some(tx) => Some(Waiter::Start(tx)),
@@ -58,7 +60,7 @@ impl Bridge {
                     Event::ReloadFailed { .. } => sh.reload.take().map(Waiter::Start),
                     _ => None,
                 };
-                (e.clone(), w.unwrap_or(Waiter::None))
+                (e, w.unwrap_or(Waiter::None))
             })
             .collect()
     }

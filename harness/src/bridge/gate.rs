@@ -59,7 +59,26 @@ impl Gates {
     /// Checks the body of a POST in session `session`: the verdict and, for a request passed
     /// on, its id (in flight until [`Gates::done`]).
     pub fn check(&self, session: &str, body: &[u8]) -> (Verdict, Option<Value>) {
-        self.by_session.lock().unwrap().entry(session.to_owned()).or_default().inbound_body(body)
+        self.with(session, |g| g.inbound_body(body))
+    }
+
+    /// [`Gates::check`] of a body already parsed into `message`.
+    pub fn check_parsed(&self, session: &str, message: &Value) -> (Verdict, Option<Value>) {
+        let verdict = self.with(session, |g| g.inbound(message));
+        let id = match verdict {
+            Verdict::Pass if message.get("method").is_some() => message.get("id").cloned(),
+            _ => None,
+        };
+        (verdict, id)
+    }
+
+    /// Runs `f` on the gate of `session` (a new one for a session not seen before).
+    fn with<R>(&self, session: &str, f: impl FnOnce(&mut Gate) -> R) -> R {
+        let mut gates = self.by_session.lock().unwrap();
+        match gates.get_mut(session) {
+            Some(g) => f(g),
+            None => f(gates.entry(session.to_owned()).or_default()),
+        }
     }
 
     /// The response to request `id` of `session` has been sent (or abandoned).
@@ -153,5 +172,18 @@ mod tests {
         );
         gates.remove("a");
         assert_eq!(gates.check("a", call), (Verdict::Pass, Some(json!(2))));
+    }
+
+    #[test]
+    fn a_body_parsed_before_gets_the_verdict_and_id_of_its_bytes() {
+        let (bytes, parsed) = (Gates::default(), Gates::default());
+        let mut lines: Vec<&str> = READER_LINES.to_vec();
+        // The same ids again: now requests in flight (BR-MCP-20).
+        lines.extend_from_slice(READER_LINES);
+        lines.extend([r#"[1]"#, r#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#, r#"7"#]);
+        for line in lines {
+            let v: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(parsed.check_parsed("s", &v), bytes.check("s", line.as_bytes()), "{line}");
+        }
     }
 }

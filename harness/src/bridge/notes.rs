@@ -42,6 +42,9 @@ struct Inner<T> {
     tail_bytes: usize,
     dropped: u64,
     closed: bool,
+    /// The receiver took an item and has not asked for the next one yet (it is still handling
+    /// it): see [`Queue::idle`].
+    in_hand: bool,
 }
 
 /// A queue with one receiver; see the module documentation.
@@ -62,6 +65,7 @@ impl<T: Queued> Queue<T> {
                 tail_bytes: 0,
                 dropped: 0,
                 closed: false,
+                in_hand: false,
             }),
             ready: Notify::new(),
         }
@@ -113,11 +117,15 @@ impl<T: Queued> Queue<T> {
             let notified = self.ready.notified();
             {
                 let mut q = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+                // Asking for the next item: the last one is handled.
+                q.in_hand = false;
                 if let Some((item, n)) = q.head.pop_front() {
                     q.head_bytes -= n;
+                    q.in_hand = true;
                     return Some(Popped::Item(item));
                 }
                 if q.dropped > 0 {
+                    q.in_hand = true;
                     return Some(Popped::Dropped(std::mem::take(&mut q.dropped)));
                 }
                 if !q.tail.is_empty() {
@@ -132,6 +140,14 @@ impl<T: Queued> Queue<T> {
             }
             notified.await;
         }
+    }
+
+    /// Nothing queued and nothing in the receiver's hands: everything sent before now has been
+    /// handled (the receiver handles one item at a time and asks for the next when done), so a
+    /// flush marker would come straight back.
+    pub fn idle(&self) -> bool {
+        let q = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        !q.in_hand && q.dropped == 0 && q.head.is_empty() && q.tail.is_empty()
     }
 
     /// Items queued now (for tests).
@@ -223,6 +239,29 @@ mod tests {
         }
         use Popped::*;
         assert_eq!(drain(&q).await, [Item(N::Log(0)), Dropped(999), Item(N::Changed), Item(N::Log(1))]);
+    }
+
+    #[tokio::test]
+    async fn the_queue_is_idle_only_when_nothing_is_queued_or_being_handled() {
+        let q = Queue::new(bound(1, 2));
+        assert!(q.idle());
+        q.send(N::Log(0)).unwrap();
+        assert!(!q.idle(), "an item is queued");
+        assert_eq!(q.recv().await, Some(Popped::Item(N::Log(0))));
+        assert!(!q.idle(), "the receiver still handles the item it took");
+        for i in 1..6 {
+            q.send(N::Log(i)).unwrap();
+        }
+        assert_eq!(q.recv().await, Some(Popped::Item(N::Log(1))));
+        assert_eq!(q.recv().await, Some(Popped::Dropped(2)));
+        assert!(!q.idle(), "the receiver handles the count of the dropped ones");
+        assert_eq!(q.recv().await, Some(Popped::Item(N::Log(4))));
+        assert_eq!(q.recv().await, Some(Popped::Item(N::Log(5))));
+        assert!(!q.idle());
+        // Asking for the next item says the last one is handled.
+        q.close();
+        assert_eq!(q.recv().await, None);
+        assert!(q.idle());
     }
 
     #[tokio::test]

@@ -16,7 +16,7 @@ use super::*;
 /// A tools/call the hot path takes.
 pub(super) struct FastRequest {
     pub id: Value,
-    rid: m::RequestId,
+    pub rid: m::RequestId,
     name: String,
     arguments: Option<Value>,
     pub progress: Option<Value>,

@@ -59,14 +59,19 @@ pub async fn serve_http(
         let bridge = bridge.clone();
         let manager = manager.clone();
         tokio::spawn(async move {
+            // One request at a time on an HTTP/1.1 connection: one hold timer for all of them.
+            let hold = Arc::new(super::on_http_fast::Hold::default());
             let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let hold = hold.clone();
                 let service = service.clone();
                 let guard = guard.clone();
                 let registry = registry.clone();
                 let bridge = bridge.clone();
                 let manager = manager.clone();
                 async move {
-                    Ok::<_, std::convert::Infallible>(answer(req, &service, &guard, &registry, &bridge, &manager).await)
+                    Ok::<_, std::convert::Infallible>(
+                        answer(req, &service, &guard, &registry, &bridge, &manager, &hold).await,
+                    )
                 }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
@@ -86,6 +91,7 @@ async fn answer(
     registry: &Registry,
     bridge: &Arc<Bridge>,
     manager: &rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+    hold: &super::on_http_fast::Hold,
 ) -> hyper::Response<HttpBody> {
     use http_body_util::{BodyExt, Full};
     use hyper::body::Bytes;
@@ -127,7 +133,7 @@ async fn answer(
                 registry.gates.remove(id);
             }
             if req.method() == http::Method::POST {
-                gated_post(req, service, manager, registry).await
+                gated_post(req, service, manager, registry, hold).await
             } else if req.method() == http::Method::DELETE
                 && let Some(id) = header(http::header::HeaderName::from_static("mcp-session-id"))
                 && !manager.has_session(&Arc::from(id)).await.unwrap_or(false)
@@ -250,20 +256,23 @@ async fn gated_post(
     service: &HttpService,
     manager: &rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
     registry: &Registry,
+    hold: &super::on_http_fast::Hold,
 ) -> hyper::Response<HttpBody> {
     use http_body_util::{BodyExt, Full, Limited};
     use hyper::body::Bytes;
     use rmcp::transport::streamable_http_server::SessionManager;
 
-    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let json = header("content-type").is_some_and(|c| c.to_ascii_lowercase().starts_with("application/json"));
-    let accepts_json = header("accept").is_none_or(|a| a.contains("application/json") || a.contains("*/*"));
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+    let json = header("content-type")
+        .is_some_and(|c| c.get(..16).is_some_and(|prefix| prefix.eq_ignore_ascii_case("application/json")));
+    let accept = header("accept");
+    let accepts_json = accept.is_none_or(|a| a.contains("application/json") || a.contains("*/*"));
     let known = m::ProtocolVersion::known_up_to(&m::ProtocolVersion::V_2025_11_25);
     let version_ok = header("mcp-protocol-version").is_none_or(|v| known.iter().any(|k| k.as_str() == v));
     // Whether the host reads event streams (the hot path answers on one).
-    let sse = header("accept").is_none_or(|a| a.contains("text/event-stream") || a.contains("*/*"));
+    let sse = accept.is_none_or(|a| a.contains("text/event-stream") || a.contains("*/*"));
     let session = match header("mcp-session-id") {
-        Some(id) if json && accepts_json && version_ok => id,
+        Some(id) if json && accepts_json && version_ok => id.to_owned(),
         _ => return service.handle(req).await,
     };
     if !manager.has_session(&Arc::from(session.as_str())).await.unwrap_or(false) {
@@ -288,7 +297,10 @@ async fn gated_post(
         *resp.status_mut() = http::StatusCode::ACCEPTED;
         return resp;
     }
-    let (verdict, id) = registry.gates.check(&session, &bytes);
+    let (verdict, id) = match &parsed {
+        Some(v) => registry.gates.check_parsed(&session, v),
+        None => registry.gates.check(&session, &bytes),
+    };
     // A message without an id to answer (parse error, invalid request) is a bad request; an error
     // answer to a request is an ordinary JSON-RPC response; nothing to answer is 202 (BR-HTTP-07).
     let status = protomcp_proto::mcp_input::post_status(&verdict).and_then(|s| http::StatusCode::from_u16(s).ok());
@@ -314,7 +326,7 @@ async fn gated_post(
                         s.bridge.trace_mcp(true, &v);
                     }
                     let release = Release { registry: registry.clone(), session, id: id.clone() };
-                    return super::on_http_fast::post(s, call, release).await;
+                    return super::on_http_fast::post(s, call, release, hold).await;
                 }
             }
             let resp = service.handle(hyper::Request::from_parts(parts, Full::new(bytes))).await;

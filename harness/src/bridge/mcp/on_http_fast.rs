@@ -55,21 +55,12 @@ struct Events {
 }
 
 impl Events {
-    async fn gather(mut rx: mpsc::UnboundedReceiver<Bytes>, queued: Arc<AtomicUsize>) -> Events {
+    /// The body, with the events already on the stream as its first frame.
+    fn new(mut rx: mpsc::UnboundedReceiver<Bytes>, queued: Arc<AtomicUsize>) -> Events {
         let mut first = Vec::new();
-        let deadline = tokio::time::sleep(HOLD_FOR_ANSWER);
-        tokio::pin!(deadline);
-        loop {
-            tokio::select! {
-                e = rx.recv() => match e {
-                    Some(b) => {
-                        queued.fetch_sub(b.len(), Ordering::Relaxed);
-                        first.extend_from_slice(&b);
-                    }
-                    None => break,
-                },
-                _ = &mut deadline => break,
-            }
+        while let Ok(b) = rx.try_recv() {
+            queued.fetch_sub(b.len(), Ordering::Relaxed);
+            first.extend_from_slice(&b);
         }
         Events { first: (!first.is_empty()).then(|| first.into()), rx, queued }
     }
@@ -95,14 +86,60 @@ impl hyper::body::Body for Events {
     }
 }
 
+/// The timer the responses of one connection wait on for their answer ([`HOLD_FOR_ANSWER`]).
+///
+/// Kept from one request to the next and moved forward each time, rather than a new one per
+/// request: a new timer nearer than any the runtime knows makes it wake its I/O driver (one
+/// more write and one more wake-up per call); a timer moved later does not.
+#[derive(Default)]
+pub(super) struct Hold(Mutex<Option<std::pin::Pin<Box<tokio::time::Sleep>>>>);
+
+impl Hold {
+    /// The timer, due [`HOLD_FOR_ANSWER`] from now.
+    fn start(&self) -> std::pin::Pin<Box<tokio::time::Sleep>> {
+        let due = tokio::time::Instant::now() + HOLD_FOR_ANSWER;
+        match self.0.lock().unwrap().take() {
+            Some(mut timer) => {
+                timer.as_mut().reset(due);
+                timer
+            }
+            None => Box::pin(tokio::time::sleep_until(due)),
+        }
+    }
+
+    fn put_back(&self, timer: std::pin::Pin<Box<tokio::time::Sleep>>) {
+        *self.0.lock().unwrap() = Some(timer);
+    }
+}
+
+/// A call the response is not waiting for any more: it goes on in a task of its own when
+/// dropped unfinished (past the hold, or when the host went away: a dropped connection is not
+/// a cancellation, so the call runs to its end as it would have in a task of its own).
+struct Detach(Option<BoxFuture<()>>);
+
+impl Drop for Detach {
+    fn drop(&mut self) {
+        if let Some(call) = self.0.take()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            rt.spawn(call);
+        }
+    }
+}
+
 /// Answers `call` of `session` on a stream of its own; `release` frees its id in the gate when
 /// the answer goes out (or the call ends unanswered).
-pub(super) async fn post(session: Arc<Session>, call: FastRequest, release: Release) -> hyper::Response<HttpBody> {
+pub(super) async fn post(
+    session: Arc<Session>,
+    call: FastRequest,
+    release: Release,
+    hold: &Hold,
+) -> hyper::Response<HttpBody> {
     let (tx, rx) = mpsc::unbounded_channel();
     let queued = Arc::new(AtomicUsize::new(0));
     let cancel = tokio_util::sync::CancellationToken::new();
     let key = call.key();
-    let rid = serde_json::from_value::<m::RequestId>(call.id.clone()).expect("a checked id");
+    let rid = call.rid.clone();
     session.http_calls.lock().unwrap().insert(
         key.clone(),
         HttpCall {
@@ -113,9 +150,8 @@ pub(super) async fn post(session: Arc<Session>, call: FastRequest, release: Rele
             queued: queued.clone(),
         },
     );
-    let (task_session, body_queued) = (session.clone(), queued.clone());
-    tokio::spawn(async move {
-        let session = task_session;
+    let body_queued = queued.clone();
+    let call = Box::pin(async move {
         let line = call.run(&session, cancel).await;
         session.http_calls.lock().unwrap().remove(&key);
         // The id is free before the host can read the answer and use it again (BR-MCP-20).
@@ -130,7 +166,20 @@ pub(super) async fn post(session: Arc<Session>, call: FastRequest, release: Rele
             let _ = tx.send(Bytes::from(format!("data: {line}\n\n")));
         }
     });
-    let body = Events::gather(rx, body_queued).await;
+    // The call runs here while the head waits (a quick one is answered without a task of its
+    // own); one that takes longer than HOLD_FOR_ANSWER goes on in a task, and its stream starts.
+    let mut call = Detach(Some(call));
+    let mut timer = hold.start();
+    if let Some(running) = call.0.as_mut() {
+        tokio::select! {
+            biased;
+            _ = running => call.0 = None,
+            _ = timer.as_mut() => {}
+        }
+    }
+    hold.put_back(timer);
+    drop(call);
+    let body = Events::new(rx, body_queued);
     let mut resp = hyper::Response::new(body.boxed());
     let headers = resp.headers_mut();
     headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/event-stream"));

@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// The most lines the output writes at once.
+const OUTPUT_BATCH: usize = 64;
+
 /// The hot path of stdio ([`super::fast`]): the call's answer goes straight to the output as a
 /// line, in order with the session's notifications ([`Session::lines`]). Returns the message
 /// when it is not such a call.
@@ -78,45 +81,71 @@ async fn write_output(
     // The session's sender waits for each note to be written, so at most one is held here.
     let mut opened = false;
     let mut held: Option<Out> = None;
+    let mut buf = Vec::new();
     loop {
-        let (line, from_server, written) = tokio::select! {
-            l = lines.next_line() => match l { Ok(Some(l)) => (l, true, None), _ => break },
-            a = answers_rx.recv() => match a {
-                Some(note @ Out { written: Some(_), .. }) if !opened => {
-                    held = Some(note);
-                    continue;
-                }
-                Some(Out { line, answers, written }) => {
-                    // The gate's own answers never end a request of the server's.
-                    if let Some(id) = answers {
-                        out_gate.lock().unwrap().answered(&id);
+        let mut batch: Batch = Vec::new();
+        tokio::select! {
+            l = lines.next_line() => match l {
+                Ok(Some(line)) => {
+                    out_gate.lock().unwrap().outbound_line(&line);
+                    batch.push((line, None));
+                    if !opened {
+                        opened = true;
+                        batch.extend(held.take().map(|o| (o.line, o.written)));
                     }
-                    (line, false, written)
                 }
+                _ => break,
+            },
+            a = answers_rx.recv() => match a {
+                Some(out) => take(out, &mut batch, &mut held, opened, &out_gate),
                 None => continue,
             },
         };
-        if from_server {
-            out_gate.lock().unwrap().outbound_line(&line);
+        // Whatever else is ready goes out in the same write: one write per batch of lines, not
+        // per line (under load answers come in runs).
+        while batch.len() < OUTPUT_BATCH
+            && let Ok(out) = answers_rx.try_recv()
+        {
+            take(out, &mut batch, &mut held, opened, &out_gate);
         }
-        let mut batch = vec![(line, written)];
-        if from_server && !opened {
-            opened = true;
-            batch.extend(held.take().map(|o| (o.line, o.written)));
+        if batch.is_empty() {
+            continue;
         }
-        for (mut line, written) in batch {
+        buf.clear();
+        for (line, _) in &batch {
             if out_bridge.tracing()
-                && let Ok(v) = serde_json::from_str::<Value>(&line)
+                && let Ok(v) = serde_json::from_str::<Value>(line)
             {
                 out_bridge.trace_mcp(false, &v);
             }
-            line.push('\n');
-            if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
-                return;
-            }
+            buf.extend_from_slice(line.as_bytes());
+            buf.push(b'\n');
+        }
+        if stdout.write_all(&buf).await.is_err() || stdout.flush().await.is_err() {
+            return;
+        }
+        for (_, written) in batch {
             if let Some(w) = written {
                 let _ = w.send(());
             }
+        }
+    }
+}
+
+/// Lines for one write, each with what waits for it to be written.
+type Batch = Vec<(String, Option<oneshot::Sender<()>>)>;
+
+/// Puts a message that is not the server's into `batch`, or holds a notification that comes
+/// before the answer to initialize.
+fn take(out: Out, batch: &mut Batch, held: &mut Option<Out>, opened: bool, gate: &Mutex<Gate>) {
+    match out {
+        note @ Out { written: Some(_), .. } if !opened => *held = Some(note),
+        Out { line, answers, written } => {
+            // The gate's own answers never end a request of the server's.
+            if let Some(id) = answers {
+                gate.lock().unwrap().answered(&id);
+            }
+            batch.push((line, written));
         }
     }
 }
