@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use futures_util::{SinkExt, StreamExt};
 use protomcp_proto::frame::{Frame, Limits, Sideband};
 use protomcp_proto::pb::Envelope;
+use protomcp_proto::pb::envelope::Msg;
 use protomcp_proto::violation::Party;
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
@@ -111,8 +112,25 @@ impl Link {
         sink.trace_item(&|| Item::Connected);
         tokio::spawn(async move {
             let mut frames = FramedRead::new(read, EnvelopeCodec::new(Party::ToolProcess, Limits::default()));
+            // Results taken since the tasks waiting for them last had a chance to run.
+            let mut owed = false;
             let reason = loop {
-                match frames.next().await {
+                let next = match std::future::poll_fn(|cx| std::task::Poll::Ready(frames.poll_next_unpin(cx))).await {
+                    std::task::Poll::Ready(next) => next,
+                    // Nothing more to read now: everything else runs before the next frame.
+                    std::task::Poll::Pending => {
+                        owed = false;
+                        frames.next().await
+                    }
+                };
+                let result = matches!(&next, Some(Ok(Incoming::Frame(Frame::Envelope(d))))
+                    if matches!(d.envelope.msg, Some(Msg::CallResult(_))));
+                // Whatever else comes after a result waits until the result's caller has run:
+                // the host hears the answer before a notification sent after it.
+                if owed && !result {
+                    tokio::task::yield_now().await;
+                }
+                match next {
                     None => break "the tool process closed the connection".to_owned(),
                     Some(Err(e)) => break format!("the connection to the tool process failed: {e}"),
                     Some(Ok(Incoming::Malformed(e))) => sink.diag(format!("discarded a frame: {e}")),
@@ -132,8 +150,17 @@ impl Link {
                 }
                 // The bridge runs on one thread: a tool process that sends without pause must
                 // not starve the tasks that write to the host (notifications, results), so the
-                // reader lets them run after every frame.
-                tokio::task::yield_now().await;
+                // reader lets them run after every frame, except between results that arrived
+                // together: their callers then run one after another in the order of the
+                // results, and what they write goes out in one write per batch (still within
+                // the runtime's budget per turn of a task).
+                if result {
+                    owed = true;
+                    tokio::task::coop::consume_budget().await;
+                } else {
+                    owed = false;
+                    tokio::task::yield_now().await;
+                }
             };
             sink.trace_item(&|| Item::Shutdown { how: reason.clone() });
             let reason = if reader_link.close(reason.clone()) {
@@ -219,6 +246,52 @@ mod tests {
         fn closed(&self, _generation: u64, _reason: String) {}
         fn diag(&self, _line: String) {}
         fn trace(&self, _from_tp: bool, _envelope: &Envelope) {}
+    }
+
+    /// Records the order in which the reader hands over frames and the tasks it wakes run.
+    struct Order {
+        seen: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl Sink for Order {
+        fn envelope(&self, _generation: u64, envelope: Envelope) {
+            let rid = envelope.request_id.clone();
+            self.seen.lock().unwrap().push(format!("frame {rid}"));
+            if matches!(envelope.msg, Some(Msg::CallResult(_))) {
+                // As the bridge does with an answer: the task waiting for it is woken.
+                let seen = self.seen.clone();
+                tokio::spawn(async move { seen.lock().unwrap().push(format!("caller of {rid}")) });
+            }
+        }
+        fn sideband(&self, _generation: u64, _sideband: Sideband) {}
+        fn closed(&self, _generation: u64, _reason: String) {}
+        fn diag(&self, _line: String) {}
+        fn trace(&self, _from_tp: bool, _envelope: &Envelope) {}
+    }
+
+    #[tokio::test]
+    async fn results_that_arrive_together_are_taken_together_and_their_callers_run_before_what_follows() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let link = Link::start(ours, 1, Arc::new(Order { seen: seen.clone() }));
+        let mut tp = FramedWrite::new(theirs, EnvelopeCodec::new(Party::ToolProcess, Limits::default()));
+        // Two results, then a notification sent after them, in one write.
+        let frames = [
+            protomcp_proto::envelopes::call_result_text("a").with_rid("r1"),
+            protomcp_proto::envelopes::call_result_text("b").with_rid("r2"),
+            protomcp_proto::envelopes::log("info", "", "{}").with_rid("log"),
+        ];
+        for f in frames {
+            tp.feed(Outgoing::Envelope(f)).await.unwrap();
+        }
+        tp.flush().await.unwrap();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        while seen.lock().unwrap().len() < 5 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen, ["frame r1", "frame r2", "caller of r1", "caller of r2", "frame log"]);
+        link.close("done".into());
     }
 
     #[tokio::test]
