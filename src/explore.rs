@@ -56,7 +56,9 @@ pub struct ExploreArgs {
     /// Where the shrunk failing scenario is written.
     #[arg(long, value_name = "DIR", default_value = "scenarios/regressions")]
     out: PathBuf,
-    /// Cases run in parallel (default: four per core; cases mostly wait).
+    /// Cases run in parallel (default: 16 per core, at most 32, for tool-process cases: they
+    /// mostly wait; 2 per core, at most 4, for bridge cases: a bridge, a mock and the harness's
+    /// waits each).
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     jobs: Option<u32>,
     /// Most replays the shrinker may spend.
@@ -115,7 +117,7 @@ pub fn run(a: ExploreArgs) -> Result<ExitCode> {
         time: a.time,
         max_ops: max_ops.max(1),
         // Cases mostly wait (quiet periods, slow calls): run more of them than there are cores.
-        jobs: a.jobs.map_or(4 * Config::default().jobs, |j| j as usize),
+        jobs: a.jobs.map_or((cores() * 16).min(32), |j| j as usize),
         runner: rcfg,
         shrink_budget: a.shrink_budget,
     };
@@ -229,7 +231,7 @@ fn run_bridge(a: ExploreArgs) -> Result<ExitCode> {
         time: a.time,
         max_ops,
         // A case is a bridge, a mock and the harness's waits: two per core keep the deadlines.
-        jobs: a.jobs.map_or(2 * Config::default().jobs.div_ceil(4).max(1), |j| j as usize),
+        jobs: a.jobs.map_or((cores() * 2).min(4), |j| j as usize),
         runner: rcfg,
         shrink_budget: a.shrink_budget,
     };
@@ -287,4 +289,9 @@ pub fn side_by_side(a_name: &str, a: &str, b_name: &str, b: &str) -> String {
         out.push_str(&format!("{} {mark} {}\n", cut(x), cut(y)));
     }
     out
+}
+
+/// The machine's cores, for the default parallelism of the case loops.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }

@@ -38,7 +38,7 @@ pub struct MatrixArgs {
     /// not passing with its transcript).
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
-    /// Scenarios run in parallel per target (default: four per core, at most 8).
+    /// Scenarios run in parallel per target (default: eight per core, at most 16).
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     jobs: Option<u32>,
     /// Multiply every time of every scenario by X (at least 1).

@@ -104,7 +104,7 @@ pub struct RunArgs {
     /// .snap.new). Refused when CI is set: CI never writes golden files.
     #[arg(long, requires = "golden")]
     accept: bool,
-    /// Scenarios run in parallel (default: four per core, at most 8: scenarios mostly wait).
+    /// Scenarios run in parallel (default: eight per core, at most 16: scenarios mostly wait).
     /// The default run's two sides (TP and BR catalogues) run together in one schedule, each
     /// with that default (N is then their total); their verdict lines and reports still come
     /// one side after the other.
@@ -236,7 +236,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         Some(j) => cfg.jobs = j as usize,
         // Sides run together in one schedule, each with the parallelism it would have alone:
         // their scenarios wait far more than they compute.
-        None => cfg.jobs *= sides.len(),
+        None => cfg.jobs = runner::default_jobs_for(sides.len()),
     }
     let tty = std::io::stdout().is_terminal();
     let progress = std::io::stderr().is_terminal();

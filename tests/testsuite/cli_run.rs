@@ -679,6 +679,44 @@ fn the_default_runs_sides_run_together_and_print_one_after_the_other() {
     sb.assert_clean();
 }
 
+/// An exclusive scenario runs with nothing beside it but a scenario that is quiet from its start
+/// (after its handshake) for long: that one starts first and keeps it company, so the exclusive
+/// ones do not stretch the run; a long scenario that is busy first gets no such place.
+#[test]
+fn an_exclusive_scenario_has_no_company_but_a_scenario_quiet_from_its_start() {
+    let sb = Sandbox::new();
+    let quiet = sb.file(
+        "q.yaml",
+        &scenario("calls.quiet", "MUST", "", "  - handshake: {}\n  - expect_nothing: {for_ms: 5200}\n"),
+    );
+    let busy = sb.file(
+        "b.yaml",
+        &scenario(
+            "calls.busy",
+            "MUST",
+            "",
+            "  - handshake: {}\n  - send: {request_id: e1, call_tool: {name: echo, arguments_json: {text: hi}}}\n  - expect: {envelope: {request_id: e1}}\n  - sleep: {ms: 5100}\n",
+        ),
+    );
+    let x = sb.file("x.yaml", &scenario("calls.x", "MUST", "exclusive: true\n", "  - sleep: {ms: 300}\n"));
+    let json = sb.dir.path().join("r.json");
+    let mut c = sb.cmd();
+    for f in [&busy, &x, &quiet] {
+        c.arg("--scenarios").arg(f);
+    }
+    let o = c.args(["-j", "4", "--json"]).arg(&json).output().unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let case = |id: &str| v["cases"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap().clone();
+    let start = |c: &Value| c["started_ms"].as_u64().unwrap();
+    let end = |c: &Value| start(c) + c["duration_ms"].as_u64().unwrap();
+    let overlap = |a: &Value, b: &Value| start(a) < end(b) && start(b) < end(a);
+    let (quiet, busy, x) = (case("calls.quiet"), case("calls.busy"), case("calls.x"));
+    assert!(overlap(&quiet, &x), "the quiet scenario did not keep the exclusive one company: {v}");
+    assert!(!overlap(&busy, &x), "the busy scenario ran beside the exclusive one: {v}");
+    sb.assert_clean();
+}
+
 /// `--golden DIR`: `--accept` writes one snapshot per scenario; a transcript that then differs
 /// from its snapshot is CHANGED beside its PASS, with a diff, fails the run and is left as
 /// `.snap.new`; with CI set nothing is written and `--accept` is refused; accepting again makes

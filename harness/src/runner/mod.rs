@@ -73,17 +73,25 @@ impl Default for Config {
 }
 
 /// Scenarios run at once by default: scenarios mostly wait (quiet windows, sleeps, a peer's
-/// deadline), so four per core, at most [`MAX_DEFAULT_JOBS`], and no more than the open-file
+/// deadline), so eight per core, at most [`MAX_DEFAULT_JOBS`], and no more than the open-file
 /// limit allows at [`FDS_PER_SCENARIO`] descriptors each.
 pub fn default_jobs() -> usize {
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let by_fds = open_file_limit().map_or(usize::MAX, |n| (n / FDS_PER_SCENARIO).max(1));
-    (cores * 4).clamp(1, MAX_DEFAULT_JOBS).min(by_fds)
+    default_jobs_for(1)
 }
 
-/// The ceiling of [`default_jobs`]: past it the run's time no longer drops (the longest
-/// scenario sets it) while the machine's load, and with it the risk of a missed deadline, grows.
-pub const MAX_DEFAULT_JOBS: usize = 8;
+/// The default of [`default_jobs`] for `sides` sides run together in one schedule: each side's
+/// default, added up, within the same open-file limit.
+pub fn default_jobs_for(sides: usize) -> usize {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let by_fds = open_file_limit().map_or(usize::MAX, |n| (n / FDS_PER_SCENARIO).max(1));
+    ((cores * 8).clamp(1, MAX_DEFAULT_JOBS) * sides.max(1)).min(by_fds)
+}
+
+/// The ceiling of [`default_jobs`] per side. Measured on 2 cores (docs/performance.md): the
+/// catalogue against the reference peers takes about a third of the CPU at 32 at once; past
+/// what its longest-first order needs, more would only add load, and with it the risk of a
+/// missed deadline.
+pub const MAX_DEFAULT_JOBS: usize = 16;
 
 /// Descriptors one running scenario may hold (sockets, pipes, the target's and the mock's).
 pub const FDS_PER_SCENARIO: usize = 32;
@@ -450,7 +458,9 @@ pub struct Side {
 
 /// Runs several sides at once in one schedule: at most `cfg.jobs` scenarios at a time over all
 /// sides, each `cfg.repeat` times (folded by [`fold_repeats`]). Exclusive scenarios first, one
-/// after another, alone (no scenario of any side beside them); then the longest first over all
+/// after another, alone (no scenario of any side beside them but the company of [`company`]:
+/// scenarios that wait quietly from their start while the exclusive ones run); then the longest
+/// first over all
 /// sides (a parallel run then ends near the longest scenario, not after it): the longest by what
 /// the scenario says or by what it took in its target's last run. Ties keep the given order
 /// (sides in order, scenarios in order). Results come back per side, in the order of its
@@ -480,14 +490,18 @@ pub async fn run_sides(sides: Vec<Side>, cfg: Config) -> Vec<Vec<CaseResult>> {
         }
     }
     order.sort_by_key(|&(k, i, exclusive, expected)| (!exclusive, std::cmp::Reverse(expected), k, i));
+    // Scenarios quiet for long right after their start keep the exclusive ones company, so that
+    // these do not stretch the run: they start first and hold a permit each.
+    let company = company(&sides, &order, jobs, repeat);
+    order.sort_by_key(|o| !company.contains(&(o.0, o.1)));
     let mut set = tokio::task::JoinSet::new();
     for (k, i, exclusive, _) in order {
         for _ in 0..repeat {
-            // An exclusive scenario takes every permit: it waits for the ones running to end, and
-            // the ones after it wait for it. The permits are taken here, in this order, before the
-            // task is spawned: spawned tasks start in no particular order, so permits taken inside
-            // them would let any scenario go first.
-            let permits = if exclusive { jobs as u32 } else { 1 };
+            // An exclusive scenario takes every permit but the company's: it waits for the ones
+            // running to end, and the ones after it wait for it. The permits are taken here, in
+            // this order, before the task is spawned: spawned tasks start in no particular order,
+            // so permits taken inside them would let any scenario go first.
+            let permits = if exclusive { (jobs - company.len() * repeat) as u32 } else { 1 };
             let permit = sem.clone().acquire_many_owned(permits).await.expect("semaphore open");
             let (st, cfg) = (sides[k].clone(), cfg.clone());
             set.spawn(async move {
@@ -543,6 +557,34 @@ pub async fn run_sides(sides: Vec<Side>, cfg: Config) -> Vec<Vec<CaseResult>> {
         })
         .collect()
 }
+
+/// The scenarios (side, index) that run beside the exclusive ones: not exclusive themselves,
+/// quiet right after their start ([`Scenario::quiet_after_start`]) for at least twice what the
+/// exclusive ones are expected to take together, and at least [`COMPANY_QUIET`]; the longest
+/// first, leaving a permit for the exclusive ones. None when there is no exclusive scenario.
+fn company(
+    sides: &[Arc<SideState>],
+    order: &[(usize, usize, bool, Duration)],
+    jobs: usize,
+    repeat: usize,
+) -> Vec<(usize, usize)> {
+    if !order.iter().any(|o| o.2) {
+        return Vec::new();
+    }
+    let exclusive: Duration = order.iter().filter(|o| o.2).map(|o| o.3).sum::<Duration>() * repeat as u32;
+    let room = (jobs.saturating_sub(1)) / repeat;
+    let mut out: Vec<(usize, usize, Duration)> = order
+        .iter()
+        .filter(|o| !o.2)
+        .map(|o| (o.0, o.1, sides[o.0].side.scenarios[o.1].quiet_after_start()))
+        .filter(|o| o.2 >= (exclusive * 2).max(COMPANY_QUIET))
+        .collect();
+    out.sort_by_key(|o| std::cmp::Reverse(o.2));
+    out.into_iter().take(room).map(|o| (o.0, o.1)).collect()
+}
+
+/// The shortest quiet start that lets a scenario run beside the exclusive ones.
+pub const COMPANY_QUIET: Duration = Duration::from_secs(5);
 
 /// A side while it runs: the durations its target took last time, its finished count and the
 /// runs of each scenario so far.

@@ -198,6 +198,22 @@ impl Scenario {
             .sum()
     }
 
+    /// How long the scenario is quiet right after it starts: the fixed wait (a sleep or a quiet
+    /// window) that follows its handshake steps, when nothing else comes before it; zero when
+    /// some other step does. Only the order of a run reads it: such a scenario may keep an
+    /// exclusive one company while it waits (it neither loads the machine nor has a deadline
+    /// there).
+    pub fn quiet_after_start(&self) -> Duration {
+        let mut steps =
+            self.steps.iter().skip_while(|st| matches!(st.action, Action::Handshake(_) | Action::ToolHandshake(_)));
+        match steps.next().map(|st| &st.action) {
+            Some(Action::Sleep(d)) => *d,
+            Some(Action::ExpectNothing(e)) => e.duration,
+            Some(Action::HostExpectNothing(e)) => e.duration,
+            _ => Duration::ZERO,
+        }
+    }
+
     /// The requirements shown to hold before step `index` failed: those that steps before it name
     /// in `checks:` (each such step passed), less the ones `broken`.
     pub fn held_before(&self, index: Option<usize>, broken: &[String]) -> Vec<String> {
