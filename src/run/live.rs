@@ -14,12 +14,17 @@ pub(super) struct Live {
     sides: Vec<SideOut>,
     /// The side whose lines go out as they come; the ones before it have printed their reports.
     current: usize,
-    golden: Option<runner::golden::GoldenDir>,
-    golden_failed: Arc<AtomicBool>,
-    args: String,
-    progress: bool,
-    verbose: bool,
-    tty: bool,
+    out: Out,
+}
+
+/// How the run prints: golden comparisons, the arguments repeated in re-run lines, and where.
+pub(super) struct Out {
+    pub(super) golden: Option<runner::golden::GoldenDir>,
+    pub(super) golden_failed: Arc<AtomicBool>,
+    pub(super) args: String,
+    pub(super) progress: bool,
+    pub(super) verbose: bool,
+    pub(super) tty: bool,
 }
 
 struct SideOut {
@@ -34,15 +39,7 @@ struct SideOut {
 }
 
 impl Live {
-    pub(super) fn new(
-        sides: &[Side],
-        golden: Option<runner::golden::GoldenDir>,
-        golden_failed: Arc<AtomicBool>,
-        args: String,
-        progress: bool,
-        verbose: bool,
-        tty: bool,
-    ) -> Live {
+    pub(super) fn new(sides: &[Side], out: Out) -> Live {
         let sides = sides
             .iter()
             .map(|s| SideOut {
@@ -53,7 +50,7 @@ impl Live {
                 printed: 0,
             })
             .collect();
-        Live { sides, current: 0, golden, golden_failed, args, progress, verbose, tty }
+        Live { sides, current: 0, out }
     }
 
     /// Prints the header of the first side (when there are several).
@@ -66,20 +63,20 @@ impl Live {
     /// this finishes the current side, that side's report and the lines the next one held.
     pub(super) fn finished(&mut self, k: usize, r: &CaseResult) {
         let mut r = r.clone();
-        if let Some(g) = &self.golden {
+        if let Some(g) = &self.out.golden {
             r.golden = Some(g.judge(&r).unwrap_or_else(|e| {
-                self.golden_failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                self.out.golden_failed.store(true, std::sync::atomic::Ordering::Relaxed);
                 eprintln!("protomcp-conform: golden: {e}");
                 runner::golden::Golden::NotCompared(e.to_string())
             }));
         }
         self.sides[k].finished.push(r);
-        if self.progress {
+        if self.out.progress {
             eprint!("\r\x1b[K");
         }
         self.catch_up(None);
         let (n, total) = self.counts();
-        if self.progress && n < total {
+        if self.out.progress && n < total {
             eprint!("[{n}/{total}]");
         }
     }
@@ -94,8 +91,8 @@ impl Live {
             let mut out = std::io::stdout().lock();
             for r in &side.finished[side.printed..] {
                 // Skipped scenarios are counted per reason after the side (each with --verbose).
-                if self.verbose || r.verdict != runner::Verdict::Skip {
-                    let _ = writeln!(out, "{}", report::line(r, self.tty));
+                if self.out.verbose || r.verdict != runner::Verdict::Skip {
+                    let _ = writeln!(out, "{}", report::line(r, self.out.tty));
                 }
             }
             let _ = out.flush();
@@ -106,8 +103,14 @@ impl Live {
                 return;
             }
             let ordered = self.results_of(k, results.map(|r| &r[k]));
-            let _ =
-                print_side(&self.sides[k].target, &ordered, self.golden.as_ref(), &self.args, self.verbose, self.tty);
+            let _ = print_side(
+                &self.sides[k].target,
+                &ordered,
+                self.out.golden.as_ref(),
+                &self.out.args,
+                self.out.verbose,
+                self.out.tty,
+            );
             self.current += 1;
             self.header(self.current);
         }
@@ -137,7 +140,7 @@ impl Live {
     /// At the end of the run: every side's remaining lines and report; the results with their
     /// golden comparisons.
     pub(super) fn finish(&mut self, results: Vec<Vec<CaseResult>>) -> Vec<(Arc<Target>, Vec<CaseResult>)> {
-        if self.progress {
+        if self.out.progress {
             eprint!("\r\x1b[K");
         }
         self.catch_up(Some(&results));

@@ -242,15 +242,15 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     let progress = std::io::stderr().is_terminal();
     let args = target_args(&a);
     let several = sides.len() > 1;
-    let live = Arc::new(Mutex::new(live::Live::new(
-        &sides,
-        golden.clone(),
-        golden_failed.clone(),
-        args.clone(),
+    let out = live::Out {
+        golden: golden.clone(),
+        golden_failed: golden_failed.clone(),
+        args: args.clone(),
         progress,
-        a.verbose,
+        verbose: a.verbose,
         tty,
-    )));
+    };
+    let live = Arc::new(Mutex::new(live::Live::new(&sides, out)));
     live.lock().unwrap_or_else(|e| e.into_inner()).start();
     let runs: Vec<runner::Side> = sides
         .iter()
