@@ -70,6 +70,9 @@ impl Live {
                 runner::golden::Golden::NotCompared(e.to_string())
             }));
         }
+        // The output needs the verdict, the message and the transcript's tail, not the
+        // transcript: the results of the run keep that when asked to.
+        r.transcript = Default::default();
         self.sides[k].finished.push(r);
         if self.out.progress {
             eprint!("\r\x1b[K");

@@ -230,7 +230,12 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         Err(e) => return Ok(usage(e)),
     };
     let golden_failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut cfg = Config { timeout_scale: a.timeout_scale, repeat: a.repeat as usize, ..Config::default() };
+    let mut cfg = Config {
+        timeout_scale: a.timeout_scale,
+        repeat: a.repeat as usize,
+        keep_transcripts: a.transcripts.is_some() || a.html.is_some(),
+        ..Config::default()
+    };
     runner::schedule::set(a.schedule.unwrap_or_default());
     match a.jobs {
         Some(j) => cfg.jobs = j as usize,

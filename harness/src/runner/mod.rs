@@ -64,11 +64,16 @@ pub struct Config {
     pub timeout_scale: f64,
     /// Runs of each scenario (`--repeat`); verdicts that differ make it FLAKY.
     pub repeat: usize,
+    /// Whether the results keep their whole transcripts once `on_done` has seen them (for
+    /// `--transcripts` and the HTML report). Without, a result keeps its transcript's tail
+    /// only, and a run's memory does not grow with the transcripts of the scenarios done (the
+    /// head of one may hold a 64 MiB answer).
+    pub keep_transcripts: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { jobs: default_jobs(), timeout_scale: 1.0, repeat: 1 }
+        Config { jobs: default_jobs(), timeout_scale: 1.0, repeat: 1, keep_transcripts: true }
     }
 }
 
@@ -515,9 +520,12 @@ pub async fn run_sides(sides: Vec<Side>, cfg: Config) -> Vec<Vec<CaseResult>> {
                     if runs[i].len() == repeat { Some(std::mem::take(&mut runs[i])) } else { None }
                 };
                 finished.map(|all| {
-                    let r = fold_repeats(all);
+                    let mut r = fold_repeats(all);
                     let n = st.done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
                     (st.side.on_done)(&r, n, st.side.scenarios.len());
+                    if !cfg.keep_transcripts {
+                        r.transcript = Default::default();
+                    }
                     (k, i, r)
                 })
             });

@@ -47,7 +47,7 @@ async fn run_all_runs_in_parallel_and_keeps_the_order() {
     let seen = Arc::new(AtomicUsize::new(0));
     let s2 = seen.clone();
     let started = Instant::now();
-    let cfg = Config { jobs: 3, timeout_scale: 1.0, repeat: 1 };
+    let cfg = Config { jobs: 3, timeout_scale: 1.0, repeat: 1, keep_transcripts: true };
     let results = run_all(
         scenarios,
         Arc::new(Target::in_process()),
@@ -87,7 +87,7 @@ async fn run_all_starts_exclusive_scenarios_first_then_the_longest_whatever_orde
     let mut target = Target::in_process();
     target.name = format!("run-order test {}", std::process::id());
     let target = Arc::new(target);
-    let cfg = Config { jobs: 1, timeout_scale: 1.0, repeat: 1 };
+    let cfg = Config { jobs: 1, timeout_scale: 1.0, repeat: 1, keep_transcripts: true };
     let order = || async {
         let ended = Arc::new(std::sync::Mutex::new(Vec::new()));
         let e2 = ended.clone();
@@ -103,4 +103,25 @@ async fn run_all_starts_exclusive_scenarios_first_then_the_longest_whatever_orde
     assert_eq!(order().await, ["order.exclusive", "order.hinted", "order.long", "order.short", "order.learned"]);
     assert_eq!(order().await, ["order.exclusive", "order.learned", "order.hinted", "order.long", "order.short"]);
     let _ = std::fs::remove_file(protomcp_harness::runner::durations::Durations::path(&target.name));
+}
+
+/// Without `keep_transcripts` a result keeps no transcript once `on_done` has seen it (a run's
+/// memory does not grow with the transcripts of the scenarios done); with it, it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_keep_their_transcripts_only_when_asked_to() {
+    let text = "id: calls.a\ntitle: t\nrequirements: [TP-CALL-01]\nlevel: MUST\nrole: tool-process\nsteps:\n  - handshake: {}\n";
+    let scenarios = Arc::new(vec![parse_str(std::path::Path::new("x.yaml"), text).unwrap()]);
+    for keep in [false, true] {
+        let seen = Arc::new(AtomicUsize::new(0));
+        let s2 = seen.clone();
+        let cfg = Config { jobs: 1, timeout_scale: 1.0, repeat: 1, keep_transcripts: keep };
+        let on_done = Arc::new(move |r: &protomcp_harness::runner::CaseResult, _: usize, _: usize| {
+            s2.store(r.transcript.items.len(), Ordering::SeqCst)
+        });
+        let results = run_all(scenarios.clone(), Arc::new(Target::in_process()), cfg, on_done).await;
+        assert_eq!(results[0].verdict, Verdict::Pass, "{}", results[0].message);
+        let at_done = seen.load(Ordering::SeqCst);
+        assert!(at_done > 0, "on_done saw an empty transcript");
+        assert_eq!(results[0].transcript.items.len(), if keep { at_done } else { 0 }, "keep_transcripts: {keep}");
+    }
 }
