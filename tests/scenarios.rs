@@ -24,7 +24,7 @@ fn root() -> PathBuf {
 }
 
 fn check(s: &Scenario, target: &Target, rt: &tokio::runtime::Runtime) -> Result<(), Failed> {
-    let cfg = Config { jobs: 1, timeout_scale: 1.0, repeat: 1 };
+    let cfg = Config { jobs: 1, timeout_scale: 1.0, repeat: 1, keep_transcripts: true };
     let r = rt.block_on(runner::run_scenario(s, target, &cfg));
     match r.verdict {
         Verdict::Pass | Verdict::Skip | Verdict::Xfail => {}
