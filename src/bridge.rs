@@ -171,8 +171,21 @@ pub fn run(args: BridgeArgs) -> Result<ExitCode> {
             }
             Transport::Stdio => None,
         };
-        let bridge = match Bridge::start(cfg).await {
+        // BR-LIFECYCLE-09/10 from the start: a host that closes stdin, or a signal, while the
+        // tool process has not connected yet ends the bridge as it would while serving.
+        let stdio = listener.is_none();
+        let early_stop = async move {
+            tokio::select! {
+                _ = protomcp_harness::runner::process::interrupted() => {}
+                _ = bridge::stdio::hung_up(), if stdio => {}
+            }
+        };
+        let bridge = match Bridge::start_until(cfg, early_stop).await {
             Ok(b) => b,
+            Err(bridge::StartError::Failed(bridge::error::StartFailure::Stopped)) => {
+                eprintln!("protomcp-conform bridge: stopped before the tool process was ready");
+                return Ok(ExitCode::SUCCESS);
+            }
             Err(e) => {
                 eprintln!("protomcp-conform bridge: {e}");
                 return Ok::<_, anyhow::Error>(ExitCode::from(1));

@@ -1,7 +1,7 @@
 //! The operating system calls the harness makes through libc, each behind a safe function: the
 //! only `unsafe` of this crate (`lib.rs` denies it everywhere else). Signals to processes and
 //! process groups, reaping a group's orphans, the subreaper and parent-death settings, the user
-//! id, socket shutdown and linger, and the descriptor limit.
+//! id, socket shutdown and linger, the descriptor limit, and a pipe's hang-up.
 
 #![allow(unsafe_code)]
 
@@ -110,6 +110,22 @@ pub fn open_file_limit() -> Option<usize> {
         .then(|| usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX))
 }
 
+/// Waits up to `timeout_ms` for descriptor `fd` to hang up (`POLLHUP` or `POLLERR`: a pipe whose
+/// writer is gone), without reading from it. `None` when it did not within the time; else
+/// whether nothing is left to read in it (`FIONREAD` of 0).
+pub fn hung_up(fd: RawFd, timeout_ms: i32) -> Option<bool> {
+    let mut p = libc::pollfd { fd, events: 0, revents: 0 };
+    // SAFETY: one valid pollfd, for the length given.
+    let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    if n <= 0 || p.revents & (libc::POLLHUP | libc::POLLERR) == 0 {
+        return None;
+    }
+    let mut pending: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer given, which outlives the call.
+    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut pending) };
+    Some(r == 0 && pending == 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,5 +155,19 @@ mod tests {
         let real = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|l| l.split_whitespace().next());
         assert_eq!(real, Some(uid().to_string().as_str()));
         assert!(open_file_limit().is_some_and(|n| n > 0));
+    }
+
+    #[test]
+    fn a_pipe_hangs_up_when_its_writer_is_gone_and_says_whether_bytes_are_left() {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        let (r, mut w) = std::io::pipe().unwrap();
+        assert_eq!(super::hung_up(r.as_raw_fd(), 50), None, "the writer is still open");
+        w.write_all(b"x").unwrap();
+        drop(w);
+        assert_eq!(super::hung_up(r.as_raw_fd(), 50), Some(false), "a byte is left to read");
+        let (r, w) = std::io::pipe().unwrap();
+        drop(w);
+        assert_eq!(super::hung_up(r.as_raw_fd(), 50), Some(true));
     }
 }

@@ -32,6 +32,9 @@ pub enum StartFailure {
     Handshake(String),
     #[error("the bridge ended during the start")]
     Ended,
+    /// The bridge was told to stop (the host closed stdin, a signal) before the start was done.
+    #[error("stopped during the start")]
+    Stopped,
 }
 
 /// Why a frame could not be queued for the tool process.

@@ -13,11 +13,15 @@ impl Bridge {
     pub(super) async fn start_instance(self: Arc<Self>) -> Result<(), StartFailure> {
         let mut proc = process::ToolProcess::spawn(&self.cfg.command, self.cfg.socket.as_deref())
             .map_err(|source| StartFailure::Spawn { command: self.cfg.command.clone(), source })?;
-        let stream = match proc.accept(self.cfg.call_timeout).await {
+        let accepted = tokio::select! {
+            r = proc.accept(self.cfg.call_timeout) => r.map_err(StartFailure::from),
+            _ = self.shutdown.cancelled() => Err(StartFailure::Stopped),
+        };
+        let stream = match accepted {
             Ok(s) => s,
             Err(e) => {
                 proc.terminate().await;
-                return Err(e.into());
+                return Err(e);
             }
         };
         let (tx, rx) = oneshot::channel();
@@ -29,9 +33,12 @@ impl Bridge {
             sh.link = Some(link.clone());
             link
         });
-        let started = match rx.await {
-            Ok(r) => r.map_err(StartFailure::Handshake),
-            Err(_) => Err(StartFailure::Ended),
+        let started = tokio::select! {
+            r = rx => match r {
+                Ok(r) => r.map_err(StartFailure::Handshake),
+                Err(_) => Err(StartFailure::Ended),
+            },
+            _ = self.shutdown.cancelled() => Err(StartFailure::Stopped),
         };
         match started {
             Ok(()) => {

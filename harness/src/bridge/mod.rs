@@ -173,6 +173,13 @@ impl Bridge {
     /// Starts the tool process and completes the handshake and list pulls; a failure here is a
     /// failed start (BR-LIFECYCLE-02). Then supervises it: restarts with backoff after a failure.
     pub async fn start(cfg: Config) -> Result<Arc<Bridge>, StartError> {
+        Bridge::start_until(cfg, std::future::pending()).await
+    }
+
+    /// [`Bridge::start`], given up when `stop` resolves first (the host closed stdin, a signal:
+    /// BR-LIFECYCLE-09/10 hold during the start too): the tool process is terminated, and the
+    /// error is [`error::StartFailure::Stopped`].
+    pub async fn start_until(cfg: Config, stop: impl Future<Output = ()>) -> Result<Arc<Bridge>, StartError> {
         let trace = match &cfg.trace {
             Some(p) => Some(trace::Trace::create(p)?),
             None => None,
@@ -200,7 +207,17 @@ impl Bridge {
             reloading: std::sync::atomic::AtomicBool::new(false),
         });
         tokio::spawn(bridge.clone().run_timer());
-        if let Err(e) = bridge.clone().start_instance().await {
+        let start = bridge.clone().start_instance();
+        tokio::pin!(start, stop);
+        let started = tokio::select! {
+            r = &mut start => r,
+            // The start sees the shutdown, ends its tool process and says it stopped.
+            _ = &mut stop => {
+                bridge.shutdown.cancel();
+                start.await
+            }
+        };
+        if let Err(e) = started {
             // The timer task holds the bridge while it waits: a failed start ends it too.
             bridge.shutdown.cancel();
             return Err(e.into());

@@ -36,6 +36,22 @@ pub fn stdout() -> Pin<Box<dyn AsyncWrite + Send>> {
     }
 }
 
+/// Resolves when the host has closed stdin with nothing left unread in it (the pipe's writer
+/// is gone: `POLLHUP`, and no byte pending), without reading from it: what the host wrote before
+/// the bridge serves is left for [`stdin`]. Never resolves for a stdin that does not hang up
+/// (a file, a terminal) or that still holds bytes when it does: serving reads them, then the
+/// end-of-file. Polled on the blocking pool, every 200 ms at most while it waits.
+pub async fn hung_up() {
+    loop {
+        let hup = tokio::task::spawn_blocking(|| crate::os::hung_up(0, 200)).await;
+        match hup {
+            Ok(Some(true)) => return,
+            Ok(Some(false)) | Err(_) => return std::future::pending().await,
+            Ok(None) => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
