@@ -662,21 +662,36 @@ fn the_default_runs_sides_run_together_and_print_one_after_the_other() {
     assert!(at("(1 scenarios, target: reference testee)") < at("== bridge side"), "{out}");
     assert!(at("== bridge side") < at("PASS  bridge.quick"), "{out}");
     // Run together: the two scenarios overlapped (the JSON keeps each case's start and duration).
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let case = |id: &str| v["cases"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap().clone();
-    let (slow, quick) = (case("calls.slow"), case("bridge.quick"));
-    let start = |c: &Value| c["started_ms"].as_u64().unwrap_or_else(|| panic!("no started_ms in {c}"));
-    let end = |c: &Value| start(c) + c["duration_ms"].as_u64().unwrap();
-    assert!(start(&quick) < end(&slow) && start(&slow) < end(&quick), "ran one after the other: {v}");
+    let spans = Spans::read(&json);
+    assert!(spans.overlap("calls.slow", "bridge.quick"), "ran one after the other: {}", spans.0);
     // An exclusive TP scenario: the bridge scenario waits for it, or it waits for the bridge's.
     let x = sb.file("x.yaml", &scenario("calls.x", "MUST", "exclusive: true\n", "  - sleep: {ms: 300}\n"));
     let o = sb.cmd().arg("--scenarios").arg(&x).arg("--scenarios").arg(&br).arg("--json").arg(&json).output().unwrap();
     assert_eq!(code(&o), 0, "{}", text(&o));
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let case = |id: &str| v["cases"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap().clone();
-    let (x, quick) = (case("calls.x"), case("bridge.quick"));
-    assert!(end(&x) <= start(&quick) || end(&quick) <= start(&x), "the exclusive scenario had company: {v}");
+    let spans = Spans::read(&json);
+    assert!(!spans.overlap("calls.x", "bridge.quick"), "the exclusive scenario had company: {}", spans.0);
     sb.assert_clean();
+}
+
+/// The cases of a JSON report, for when each ran.
+struct Spans(Value);
+
+impl Spans {
+    fn read(json: &Path) -> Spans {
+        Spans(serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap())
+    }
+
+    /// When case `id` started and ended, in ms since the epoch.
+    fn span(&self, id: &str) -> (u64, u64) {
+        let c = self.0["cases"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap();
+        let start = c["started_ms"].as_u64().unwrap_or_else(|| panic!("no started_ms in {c}"));
+        (start, start + c["duration_ms"].as_u64().unwrap())
+    }
+
+    fn overlap(&self, a: &str, b: &str) -> bool {
+        let (a, b) = (self.span(a), self.span(b));
+        a.0 < b.1 && b.0 < a.1
+    }
 }
 
 /// An exclusive scenario runs with nothing beside it but a scenario that is quiet from its start
@@ -706,14 +721,13 @@ fn an_exclusive_scenario_has_no_company_but_a_scenario_quiet_from_its_start() {
     }
     let o = c.args(["-j", "4", "--json"]).arg(&json).output().unwrap();
     assert_eq!(code(&o), 0, "{}", text(&o));
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let case = |id: &str| v["cases"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap().clone();
-    let start = |c: &Value| c["started_ms"].as_u64().unwrap();
-    let end = |c: &Value| start(c) + c["duration_ms"].as_u64().unwrap();
-    let overlap = |a: &Value, b: &Value| start(a) < end(b) && start(b) < end(a);
-    let (quiet, busy, x) = (case("calls.quiet"), case("calls.busy"), case("calls.x"));
-    assert!(overlap(&quiet, &x), "the quiet scenario did not keep the exclusive one company: {v}");
-    assert!(!overlap(&busy, &x), "the busy scenario ran beside the exclusive one: {v}");
+    let spans = Spans::read(&json);
+    assert!(
+        spans.overlap("calls.quiet", "calls.x"),
+        "the quiet scenario did not keep the exclusive one company: {}",
+        spans.0
+    );
+    assert!(!spans.overlap("calls.busy", "calls.x"), "the busy scenario ran beside the exclusive one: {}", spans.0);
     sb.assert_clean();
 }
 
