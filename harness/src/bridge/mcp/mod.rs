@@ -195,11 +195,40 @@ struct UntilAnswer {
     release: Option<Release>,
 }
 
-/// A request's event stream whose first events, those that came within [`HOLD_FOR_ANSWER`]
-/// (up to the answer), go out as one frame with the head.
-struct Held {
+/// An event stream whose first events, those that came within [`HOLD_FOR_ANSWER`] (up to the
+/// answer), go out as one frame with the head; then `rest` as it comes. Both HTTP paths answer
+/// with it: rmcp's request streams ([`UntilAnswer`]) and the hot path's own.
+struct Held<B = UntilAnswer> {
     first: Option<hyper::body::Bytes>,
-    rest: UntilAnswer,
+    rest: B,
+}
+
+impl<B> Held<B> {
+    fn new(first: Vec<u8>, rest: B) -> Held<B> {
+        Held { first: (!first.is_empty()).then(|| first.into()), rest }
+    }
+}
+
+impl<B> hyper::body::Body for Held<B>
+where
+    B: hyper::body::Body<Data = hyper::body::Bytes, Error = std::convert::Infallible> + Unpin,
+{
+    type Data = hyper::body::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        if let Some(first) = self.first.take() {
+            return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(first))));
+        }
+        std::pin::Pin::new(&mut self.rest).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.first.is_none() && self.rest.is_end_stream()
+    }
 }
 
 #[cfg(test)]

@@ -225,26 +225,7 @@ impl Held {
                 }
             }
         }
-        Held { first: (!first.is_empty()).then(|| first.into()), rest }
-    }
-}
-
-impl hyper::body::Body for Held {
-    type Data = hyper::body::Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
-        if let Some(first) = self.first.take() {
-            return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(first))));
-        }
-        std::pin::Pin::new(&mut self.rest).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.first.is_none() && self.rest.is_end_stream()
+        Held::new(first, rest)
     }
 }
 

@@ -46,23 +46,22 @@ impl HttpCall {
     }
 }
 
-/// The body of a hot-path call's response: the events that came within [`HOLD_FOR_ANSWER`]
-/// as one frame with the head, then the rest as they come; it ends after the answer.
+/// The rest of a hot-path call's response after what came within [`HOLD_FOR_ANSWER`] (sent
+/// with the head by [`Held`]): the events as they come; it ends after the answer.
 struct Events {
-    first: Option<Bytes>,
     rx: mpsc::UnboundedReceiver<Bytes>,
     queued: Arc<AtomicUsize>,
 }
 
 impl Events {
     /// The body, with the events already on the stream as its first frame.
-    fn new(mut rx: mpsc::UnboundedReceiver<Bytes>, queued: Arc<AtomicUsize>) -> Events {
+    fn held(mut rx: mpsc::UnboundedReceiver<Bytes>, queued: Arc<AtomicUsize>) -> Held<Events> {
         let mut first = Vec::new();
         while let Ok(b) = rx.try_recv() {
             queued.fetch_sub(b.len(), Ordering::Relaxed);
             first.extend_from_slice(&b);
         }
-        Events { first: (!first.is_empty()).then(|| first.into()), rx, queued }
+        Held::new(first, Events { rx, queued })
     }
 }
 
@@ -74,9 +73,6 @@ impl hyper::body::Body for Events {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
-        if let Some(first) = self.first.take() {
-            return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(first))));
-        }
         self.rx.poll_recv(cx).map(|e| {
             e.map(|b| {
                 self.queued.fetch_sub(b.len(), Ordering::Relaxed);
@@ -179,7 +175,7 @@ pub(super) async fn post(
     }
     hold.put_back(timer);
     drop(call);
-    let body = Events::new(rx, body_queued);
+    let body = Events::held(rx, body_queued);
     let mut resp = hyper::Response::new(body.boxed());
     let headers = resp.headers_mut();
     headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/event-stream"));
