@@ -59,6 +59,13 @@ pub struct BridgeArgs {
     /// running one and takes its registration burst as the new lists.
     #[arg(long, value_name = "HOW", default_value = "restart", value_parser = ["restart", "request"])]
     reload: String,
+    /// After writing something a peer will answer, keep polling for the answer this long before
+    /// sleeping (`0.4ms`, `1ms`, or `off`), while answers have lately come within that time:
+    /// waking a sleeping CPU costs more than the bridge's work for a message, most of all on
+    /// virtual machines. An idle bridge, or one whose peers are slower, does not poll; while
+    /// polling it lets any other runnable thread go first.
+    #[arg(long, value_name = "DURATION|off", value_parser = parse_poll, default_value = "0.4ms")]
+    poll: Duration,
     /// The tool process: `-- CMD ARGS…`, or one entry FILE whose runtime follows from its
     /// extension (`.py` → python3, `.js` → node, anything else is executed itself).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
@@ -85,6 +92,11 @@ impl AuthSpec {
     fn flag(&self) -> String {
         format!("--auth {}:{}", if self.bearer { "token" } else { "apikey" }, self.var)
     }
+}
+
+/// `--poll`: a duration, or `off` (never poll).
+fn parse_poll(s: &str) -> Result<Duration, String> {
+    if s.trim() == "off" { Ok(Duration::ZERO) } else { parse_duration(s) }
 }
 
 /// `token:VAR` or `apikey:VAR`.
@@ -156,6 +168,7 @@ pub fn run(args: BridgeArgs) -> Result<ExitCode> {
         trace: args.trace,
         page_size: args.page_size.map(|n| n as usize),
         reload_by_request: args.reload == "request",
+        poll: args.poll,
     };
     // One thread: the bridge's work per message is small and every hand-off between worker
     // threads is a futex wake. tests/testsuite/bridge_bench.rs on 2 cores: p50 the same within noise,

@@ -126,6 +126,12 @@ pub fn hung_up(fd: RawFd, timeout_ms: i32) -> Option<bool> {
     Some(r == 0 && pending == 0)
 }
 
+/// Lets any other runnable thread of this CPU run before this one goes on (`sched_yield`).
+pub fn yield_cpu() {
+    // SAFETY: no arguments; its only failure mode is documented as none on Linux.
+    unsafe { libc::sched_yield() };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -177,11 +177,17 @@ enum Waiter {
 
 impl Sink for Bridge {
     fn envelope(&self, generation: u64, envelope: Envelope) {
+        self.spin.arrived();
         self.drive(|sh, now| sh.core.handle_envelope(now, generation, envelope));
     }
 
     fn sideband(&self, generation: u64, sideband: Sideband) {
+        self.spin.arrived();
         self.drive(|sh, now| sh.core.handle_sideband(now, generation, sideband));
+    }
+
+    fn wrote(&self) {
+        self.spin.wrote();
     }
 
     fn closed(&self, generation: u64, reason: String) {

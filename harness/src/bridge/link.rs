@@ -30,6 +30,8 @@ pub trait Sink: Send + Sync + 'static {
     fn diag(&self, line: String);
     /// A frame crossed the socket (for the trace): `from_tp` tells the direction.
     fn trace(&self, from_tp: bool, envelope: &Envelope);
+    /// The writer handed frames to the socket (the tool process will answer them).
+    fn wrote(&self) {}
     /// Anything else for the trace (connection start and end, sideband payloads), built only
     /// when tracing.
     fn trace_item(&self, _item: &dyn Fn() -> Item) {}
@@ -97,6 +99,9 @@ impl Link {
                     && let Err(e) = frames.flush().await
                 {
                     failed = Some(e.to_string());
+                }
+                if failed.is_none() {
+                    writer_sink.wrote();
                 }
                 if let Some(e) = failed {
                     let reason = format!("writing to the tool process failed: {e}");
@@ -291,6 +296,40 @@ mod tests {
         }
         let seen = seen.lock().unwrap().clone();
         assert_eq!(seen, ["frame r1", "frame r2", "caller of r1", "caller of r2", "frame log"]);
+        link.close("done".into());
+    }
+
+    /// Counts the writer's reports.
+    #[derive(Default)]
+    struct Writes(std::sync::atomic::AtomicUsize);
+
+    impl Sink for Writes {
+        fn envelope(&self, _generation: u64, _envelope: Envelope) {}
+        fn sideband(&self, _generation: u64, _sideband: Sideband) {}
+        fn closed(&self, _generation: u64, _reason: String) {}
+        fn diag(&self, _line: String) {}
+        fn trace(&self, _from_tp: bool, _envelope: &Envelope) {}
+        fn wrote(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test]
+    async fn the_writer_tells_the_sink_once_a_frame_is_on_the_socket() {
+        // What opens the bridge's polling window (`spin`): the tool process will answer.
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let sink = Arc::new(Writes::default());
+        let link = Link::start(ours, 1, sink.clone());
+        assert_eq!(sink.0.load(Ordering::SeqCst), 0);
+        link.send(protomcp_proto::envelopes::list_tools().with_rid("r1")).unwrap();
+        let mut frames = FramedRead::new(theirs, EnvelopeCodec::new(Party::Bridge, Limits::default()));
+        let got = tokio::time::timeout(std::time::Duration::from_secs(10), frames.next()).await.unwrap();
+        assert!(matches!(got, Some(Ok(Incoming::Frame(Frame::Envelope(_))))), "{got:?}");
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        while sink.0.load(Ordering::SeqCst) == 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert_eq!(sink.0.load(Ordering::SeqCst), 1);
         link.close("done".into());
     }
 

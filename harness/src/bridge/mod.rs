@@ -24,6 +24,7 @@ pub mod link;
 pub mod mcp;
 pub mod notes;
 pub mod process;
+pub mod spin;
 /// The MCP shapes, under their old path for the MCP side.
 pub use protomcp_proto::bridge_core::shapes as state;
 pub mod stdio;
@@ -82,6 +83,9 @@ pub struct Config {
     /// Reload by sending ReloadRequest to the running tool process (`--reload request`)
     /// instead of restarting it.
     pub reload_by_request: bool,
+    /// How long the bridge polls for an answer before it sleeps ([`spin`]); zero: never.
+    /// Takes effect on a current-thread runtime only.
+    pub poll: Duration,
 }
 
 impl Config {
@@ -93,6 +97,7 @@ impl Config {
             trace: None,
             page_size: None,
             reload_by_request: false,
+            poll: Duration::ZERO,
         }
     }
 }
@@ -158,6 +163,8 @@ pub struct Bridge {
     /// Reloads never overlap (BR-RELOAD-07); while one runs the supervisor stands aside.
     reload_lock: tokio::sync::Mutex<()>,
     reloading: std::sync::atomic::AtomicBool,
+    /// Polling before sleeping ([`spin`]).
+    pub(crate) spin: Arc<spin::Spin>,
 }
 
 fn diag(line: &str) {
@@ -186,6 +193,7 @@ impl Bridge {
         };
         let core_cfg =
             bcore::Config { call_timeout: cfg.call_timeout, handshake_quiet: HANDSHAKE_QUIET, planted: planted() };
+        let spin = Arc::new(spin::Spin::new(cfg.poll));
         let bridge = Arc::new_cyclic(|me| Bridge {
             cfg,
             shared: Mutex::new(Shared {
@@ -205,8 +213,16 @@ impl Bridge {
             served: tokio::sync::watch::channel(0).0,
             reload_lock: tokio::sync::Mutex::new(()),
             reloading: std::sync::atomic::AtomicBool::new(false),
+            spin: spin.clone(),
         });
         tokio::spawn(bridge.clone().run_timer());
+        let ended = bridge.shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = spin.run() => {}
+                _ = ended.cancelled() => {}
+            }
+        });
         let start = bridge.clone().start_instance();
         tokio::pin!(start, stop);
         let started = tokio::select! {

@@ -69,9 +69,11 @@ pub async fn serve_http(
                 let bridge = bridge.clone();
                 let manager = manager.clone();
                 async move {
-                    Ok::<_, std::convert::Infallible>(
-                        answer(req, &service, &guard, &registry, &bridge, &manager, &hold).await,
-                    )
+                    bridge.spin.arrived();
+                    let r = answer(req, &service, &guard, &registry, &bridge, &manager, &hold).await;
+                    // Written by hyper right after this returns; the host's next request follows.
+                    bridge.spin.wrote();
+                    Ok::<_, std::convert::Infallible>(r)
                 }
             });
             let io = hyper_util::rt::TokioIo::new(stream);

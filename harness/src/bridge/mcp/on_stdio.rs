@@ -124,6 +124,7 @@ async fn write_output(
         if stdout.write_all(&buf).await.is_err() || stdout.flush().await.is_err() {
             return;
         }
+        out_bridge.spin.wrote();
         for (_, written) in batch {
             if let Some(w) = written {
                 let _ = w.send(());
@@ -164,6 +165,7 @@ async fn read_input(
     let mut lines =
         crate::bridge::host_lines::HostLines::new(crate::bridge::stdio::stdin(), crate::limits::BRIDGE_HOST_LINE);
     while let Some(line) = lines.next().await {
+        in_bridge.spin.arrived();
         let mut line = match line {
             crate::bridge::host_lines::HostLine::Text(l) => l,
             bad => {
