@@ -156,13 +156,19 @@ mod tests {
         slept
     }
 
+    /// Windows of up to `max`, with their poller started on this runtime.
+    async fn polling(max: Duration) -> Arc<Spin> {
+        let spin = Arc::new(Spin::new(max));
+        tokio::spawn(spin.clone().run());
+        tokio::task::yield_now().await;
+        spin
+    }
+
     #[test]
     fn an_answer_within_the_window_finds_the_thread_polling_not_asleep() {
         let (rt, parks) = counting_runtime();
         rt.block_on(async {
-            let spin = Arc::new(Spin::new(Duration::from_secs(5)));
-            tokio::spawn(spin.clone().run());
-            tokio::task::yield_now().await;
+            let spin = polling(Duration::from_secs(5)).await;
             assert_eq!(answered_after(&spin, Duration::from_millis(20), &parks).await, 0);
             assert_eq!(spin.counts(), (1, 1));
         });
@@ -172,9 +178,7 @@ mod tests {
     fn after_an_answer_slower_than_the_window_the_next_window_sleeps_and_a_quick_answer_resumes_polling() {
         let (rt, parks) = counting_runtime();
         rt.block_on(async {
-            let spin = Arc::new(Spin::new(Duration::from_millis(10)));
-            tokio::spawn(spin.clone().run());
-            tokio::task::yield_now().await;
+            let spin = polling(Duration::from_millis(10)).await;
             // Polled (nothing known yet) and missed: the answer took 50 ms.
             spin.wrote();
             tokio::time::sleep(Duration::from_millis(50)).await;
