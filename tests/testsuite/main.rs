@@ -12,6 +12,7 @@ mod bridge_http;
 mod bridge_http_nodelay;
 mod bridge_http_sessions;
 mod bridge_pmcp_files;
+mod bridge_poll;
 mod bridge_reference;
 mod bridge_stdio;
 mod bridge_trace;

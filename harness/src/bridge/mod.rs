@@ -67,6 +67,11 @@ pub const RESTART_DELAY: Duration = Duration::from_millis(250);
 /// differential run must show).
 pub const PLANTED_BUG: &str = "PROTOMCP_CONFORM_BRIDGE_PLANTED_BUG";
 
+/// A hidden switch of the reference bridge for the harness's own tests
+/// (tests/testsuite/bridge_poll.rs): when set, the bridge says on stderr at exit how many of its
+/// polling windows ([`spin`]) it polled and how many of those were answered while it polled.
+pub const POLL_STATS: &str = "PROTOMCP_CONFORM_BRIDGE_POLL_STATS";
+
 /// How the bridge runs its tool process.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -240,6 +245,11 @@ impl Bridge {
         }
         tokio::spawn(bridge.clone().supervise());
         Ok(bridge)
+    }
+
+    /// Polling windows so far: (polled, answered while polling) ([`spin::Spin::counts`]).
+    pub fn poll_counts(&self) -> (u64, u64) {
+        self.spin.counts()
     }
 
     pub fn call_timeout(&self) -> Duration {
