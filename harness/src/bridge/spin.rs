@@ -11,14 +11,13 @@
 //! The poller is a task of the bridge's runtime, which must be tokio's current-thread one: a
 //! task that yields there makes the scheduler poll its I/O driver with a zero timeout before
 //! it runs the task again. On any other runtime [`Spin::run`] returns at once.
+//!
+//! The command line's window (`bridge --poll`, 0.4 ms by default): on the 2-vCPU machines of
+//! the benchmark, the tool process and the harness's host answer within 100–250 µs when they
+//! are awake; a Python host takes longer.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-/// The window of the reference bridge's command line (`bridge --poll`): on the 2-vCPU machines
-/// of the benchmark, the tool process and the harness's host answer within 100–250 µs when
-/// they are awake; a Python host takes longer.
-pub const DEFAULT_WINDOW: Duration = Duration::from_micros(400);
 
 /// The windows of one bridge: when one opened, how long the last one waited.
 pub struct Spin {
