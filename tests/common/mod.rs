@@ -111,3 +111,17 @@ pub fn bridge_catalogue_without_soaks() -> Vec<std::ffi::OsString> {
     assert!(dirs.len() > 10, "{dirs:?}");
     dirs.into_iter().flat_map(|d| ["--scenarios".into(), d.into_os_string()]).collect()
 }
+
+/// A free TCP port on the loopback interface (bound, read, released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap().local_addr().unwrap().port()
+}
+
+/// Returns once something accepts connections on `addr`; fails the test after `within`.
+pub async fn wait_listening(addr: std::net::SocketAddr, within: Duration) {
+    let deadline = Instant::now() + within;
+    while tokio::net::TcpStream::connect(addr).await.is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {addr} after {within:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

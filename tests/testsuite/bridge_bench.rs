@@ -28,6 +28,8 @@ use protomcp_proto::envelopes as env;
 use protomcp_proto::pb::envelope::Msg;
 use serde_json::{Value, json};
 
+use crate::common::{free_port, wait_listening};
+
 const SEQUENTIAL: usize = 3000;
 const WARMUP: usize = 300;
 const IN_FLIGHT: usize = 16;
@@ -289,11 +291,6 @@ fn parse_reply(raw: &[u8]) -> Option<(HttpReply, usize)> {
     }
 }
 
-/// A free TCP port on the loopback interface (bound, read, released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// A bridge over Streamable HTTP: `argv` (with its port) started, one session initialized,
 /// [`SEQUENTIAL`] calls on one keep-alive connection, then [`IN_FLIGHT`] keep-alive connections
 /// of the same session, each a task that sends its next call when the answer to its last one
@@ -309,11 +306,7 @@ async fn http_bridge(argv: &[String], port: u16) -> Stats {
         .spawn()
         .unwrap();
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while tokio::net::TcpStream::connect(addr).await.is_err() {
-        assert!(Instant::now() < deadline, "{argv:?} does not listen on {addr}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_listening(addr, Duration::from_secs(20)).await;
     let mut conn = KeepAlive::connect(addr).await;
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}});

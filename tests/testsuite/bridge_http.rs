@@ -9,14 +9,12 @@ use protomcp_harness::host::http::{HttpHost, request};
 use serde_json::json;
 use tokio::process::{Child, Command};
 
+use crate::common::free_port;
+
 const TOKEN: &str = "s3cret-token";
 
 fn bin() -> String {
     env!("CARGO_BIN_EXE_protomcp-conform").to_owned()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap().local_addr().unwrap().port()
 }
 
 /// Starts the bridge on a free loopback port with `TOK` set (or removed) and waits until it
@@ -39,11 +37,7 @@ async fn start(token: Option<&str>) -> (Child, SocketAddr) {
 }
 
 async fn wait_listening(addr: SocketAddr) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while tokio::net::TcpStream::connect(addr).await.is_err() {
-        assert!(tokio::time::Instant::now() < deadline, "the bridge does not listen on {addr}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    crate::common::wait_listening(addr, Duration::from_secs(10)).await;
 }
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;

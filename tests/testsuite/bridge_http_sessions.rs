@@ -17,7 +17,7 @@ fn bin() -> String {
 
 /// The bridge over HTTP on a free loopback port in front of the reference testee, listening.
 async fn start(extra: &[&str], trace: &Path) -> (Child, SocketAddr) {
-    let port = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap().local_addr().unwrap().port();
+    let port = crate::common::free_port();
     let child = Command::new(bin())
         .args(["bridge", "--transport", "http", "--port", &port.to_string(), "--call-timeout", "10s"])
         .args(["--trace", trace.to_str().unwrap()])
@@ -29,11 +29,7 @@ async fn start(extra: &[&str], trace: &Path) -> (Child, SocketAddr) {
         .spawn()
         .unwrap();
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while tokio::net::TcpStream::connect(addr).await.is_err() {
-        assert!(Instant::now() < deadline, "the bridge does not listen on {addr}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    crate::common::wait_listening(addr, Duration::from_secs(10)).await;
     (child, addr)
 }
 

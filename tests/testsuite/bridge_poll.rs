@@ -53,7 +53,7 @@ async fn over_stdio(poll: &str) -> (u64, u64) {
 async fn over_http(poll: &str) -> (u64, u64) {
     let dir = tempfile::tempdir().unwrap();
     let err = dir.path().join("stderr");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = crate::common::free_port();
     let mut child = tokio::process::Command::new(bin())
         .args(["bridge", "--transport", "http", "--port", &port.to_string(), "--poll", poll, "--"])
         .args([bin().as_str(), "testee"])
@@ -65,11 +65,7 @@ async fn over_http(poll: &str) -> (u64, u64) {
         .spawn()
         .unwrap();
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while tokio::net::TcpStream::connect(addr).await.is_err() {
-        assert!(tokio::time::Instant::now() < deadline, "the bridge does not listen on {addr}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    crate::common::wait_listening(addr, Duration::from_secs(10)).await;
     let mut host = HttpHost::new(addr, None);
     host.initialize().await.unwrap();
     for i in 0..CALLS {

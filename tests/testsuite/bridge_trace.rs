@@ -134,7 +134,7 @@ async fn trace_over_http_keeps_jsonrpc_ids() {
     use std::net::{Ipv4Addr, SocketAddr};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bridge.trace");
-    let port = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap().local_addr().unwrap().port();
+    let port = crate::common::free_port();
     let mut child = tokio::process::Command::new(bin())
         .args(["bridge", "--transport", "http", "--port", &port.to_string(), "--call-timeout", "5s", "--trace"])
         .arg(&path)
@@ -145,11 +145,7 @@ async fn trace_over_http_keeps_jsonrpc_ids() {
         .spawn()
         .unwrap();
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while tokio::net::TcpStream::connect(addr).await.is_err() {
-        assert!(tokio::time::Instant::now() < deadline, "the bridge does not listen on {addr}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    crate::common::wait_listening(addr, Duration::from_secs(10)).await;
     let mut host = HttpHost::new(addr, None);
     host.initialize().await.unwrap();
     let r = host.call(41, "tools/call", json!({"name": "echo", "arguments": {"text": "over http"}})).await.unwrap();

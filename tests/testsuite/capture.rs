@@ -306,7 +306,7 @@ fn a_bridge_over_http_is_captured_on_its_tool_side_and_its_tool_process_scenario
     // start-up; the capture ends it after --grace (stdin is at its end from the start).
     let sb = Sandbox::new();
     let out = sb.dir.path().join("cap");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let port = crate::common::free_port().to_string();
     let tool = format!("{EXE} testee");
     let o = sb
         .cmd()

@@ -243,16 +243,6 @@ mod tests {
     use super::*;
     use protomcp_proto::EnvelopeExt;
 
-    struct Quiet;
-
-    impl Sink for Quiet {
-        fn envelope(&self, _generation: u64, _envelope: Envelope) {}
-        fn sideband(&self, _generation: u64, _sideband: Sideband) {}
-        fn closed(&self, _generation: u64, _reason: String) {}
-        fn diag(&self, _line: String) {}
-        fn trace(&self, _from_tp: bool, _envelope: &Envelope) {}
-    }
-
     /// Records the order in which the reader hands over frames and the tasks it wakes run.
     struct Order {
         seen: Arc<Mutex<Vec<String>>>,
@@ -299,7 +289,7 @@ mod tests {
         link.close("done".into());
     }
 
-    /// Counts the writer's reports.
+    /// Counts the writer's reports, and takes everything else without a word.
     #[derive(Default)]
     struct Writes(std::sync::atomic::AtomicUsize);
 
@@ -336,7 +326,7 @@ mod tests {
     #[tokio::test]
     async fn a_tool_process_that_does_not_read_makes_requests_fail_once_the_queue_is_full() {
         let (ours, theirs) = UnixStream::pair().unwrap();
-        let link = Link::start(ours, 1, Arc::new(Quiet));
+        let link = Link::start(ours, 1, Arc::new(Writes::default()));
         let big = "x".repeat(1 << 20);
         let mut sent = 0usize;
         let refused = loop {
