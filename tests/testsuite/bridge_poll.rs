@@ -82,15 +82,16 @@ async fn over_http(poll: &str) -> (u64, u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_stdio_the_bridge_polls_for_the_answers_of_the_tool_process_and_the_host_and_never_with_poll_off() {
     let (polled, caught) = over_stdio("5s").await;
-    // Two windows a call (the tool process's answer, the host's next request): at least one
-    // and a half of them, so that the host's side must count.
-    assert!(caught >= CALLS * 3 / 2 && caught <= polled, "{polled} polled, {caught} answered while polling");
+    // Two windows a call (the tool process's answer, the host's next request), less the few a
+    // busy machine lets close before the poller looks: more than one a call, so that the
+    // host's side must count (without it: 32 for 30 calls).
+    assert!(caught >= CALLS * 4 / 3 && caught <= polled, "{polled} polled, {caught} answered while polling");
     assert_eq!(over_stdio("off").await, (0, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_http_the_bridge_polls_for_the_answers_of_the_tool_process_and_the_host_and_never_with_poll_off() {
     let (polled, caught) = over_http("5s").await;
-    assert!(caught >= CALLS * 3 / 2 && caught <= polled, "{polled} polled, {caught} answered while polling");
+    assert!(caught >= CALLS * 4 / 3 && caught <= polled, "{polled} polled, {caught} answered while polling");
     assert_eq!(over_http("off").await, (0, 0));
 }

@@ -160,6 +160,9 @@ pub(super) async fn post(
             }
             queued.fetch_add(line.len(), Ordering::Relaxed);
             let _ = tx.send(Bytes::from(format!("data: {line}\n\n")));
+            // The host's next request answers this one; when the answer comes after the head
+            // went out, the service's own `wrote` was too early to stand for it.
+            session.bridge.spin.wrote();
         }
     });
     // The call runs here while the head waits (a quick one is answered without a task of its
