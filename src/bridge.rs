@@ -223,8 +223,10 @@ pub fn run(args: BridgeArgs) -> Result<ExitCode> {
         };
         bridge.shutdown().await;
         if std::env::var_os(bridge::POLL_STATS).is_some() {
-            let (polled, caught) = bridge.poll_counts();
-            eprintln!("protomcp-conform bridge: poll windows: {polled} polled, {caught} answered while polling");
+            let (opened, polled, caught) = bridge.poll_counts();
+            eprintln!(
+                "protomcp-conform bridge: poll windows: {opened} opened, {polled} polled, {caught} answered while polling"
+            );
         }
         if let Err(e) = served {
             bail!(e);

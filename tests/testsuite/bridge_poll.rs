@@ -1,10 +1,14 @@
 //! The reference bridge's polling before it sleeps (`bridge --poll`,
 //! harness/src/bridge/spin.rs), seen from outside on both transports: with the hidden switch
-//! [`POLL_STATS`] the bridge says at exit how many of its windows it polled and how many were
-//! answered while it polled. The windows here are 5 s, longer than any answer of the reference
-//! testee or of this host, so every window the bridge polls is answered while it polls; what
-//! is checked is that both sides of each transport open and close windows (the unit tests in
-//! `spin.rs` check the polling itself).
+//! [`POLL_STATS`] the bridge says at exit how many windows it opened, how many of them it
+//! polled and how many were answered while it polled. What is checked is that both sides of
+//! each transport open their windows: one for the tool process's answer and one for the host's
+//! next request, each call. How many windows opened depends only on the traffic, so that count
+//! is what the test holds the bridge to. Which windows get polled depends on scheduling too: a
+//! window whose answer is already in the socket when the bridge's thread comes back to it
+//! closes before the poller runs, and on a busy machine that was 10 to 25 of 60 (CI missed a
+//! threshold of 40 caught). So of the polling this test asks only that it happened at all; the
+//! unit tests in `spin.rs` check the polling itself, on a runtime they control.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -20,17 +24,17 @@ fn bin() -> String {
     env!("CARGO_BIN_EXE_protomcp-conform").to_owned()
 }
 
-/// (polled, answered while polling) from the bridge's stderr.
-fn stats(stderr: &str) -> (u64, u64) {
+/// (opened, polled, answered while polling) from the bridge's stderr.
+fn stats(stderr: &str) -> (u64, u64, u64) {
     let line = stderr
         .lines()
         .find(|l| l.contains("poll windows:"))
         .unwrap_or_else(|| panic!("no poll windows line on the bridge's stderr:\n{stderr}"));
     let n: Vec<u64> = line.split(|c: char| !c.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect();
-    (n[0], n[1])
+    (n[0], n[1], n[2])
 }
 
-async fn over_stdio(poll: &str) -> (u64, u64) {
+async fn over_stdio(poll: &str) -> (u64, u64, u64) {
     let dir = tempfile::tempdir().unwrap();
     let err = dir.path().join("stderr");
     let argv: Vec<String> =
@@ -50,7 +54,7 @@ async fn over_stdio(poll: &str) -> (u64, u64) {
     stats(&std::fs::read_to_string(&err).unwrap())
 }
 
-async fn over_http(poll: &str) -> (u64, u64) {
+async fn over_http(poll: &str) -> (u64, u64, u64) {
     let dir = tempfile::tempdir().unwrap();
     let err = dir.path().join("stderr");
     let port = crate::common::free_port();
@@ -79,19 +83,27 @@ async fn over_http(poll: &str) -> (u64, u64) {
     stats(&std::fs::read_to_string(&err).unwrap())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn over_stdio_the_bridge_polls_for_the_answers_of_the_tool_process_and_the_host_and_never_with_poll_off() {
-    let (polled, caught) = over_stdio("5s").await;
-    // Two windows a call (the tool process's answer, the host's next request), less the few a
-    // busy machine lets close before the poller looks: more than one a call, so that the
-    // host's side must count (without it: 32 for 30 calls).
-    assert!(caught >= CALLS * 4 / 3 && caught <= polled, "{polled} polled, {caught} answered while polling");
-    assert_eq!(over_stdio("off").await, (0, 0));
+/// The counts of a run with 5 s windows, longer than any answer here, against what the traffic
+/// alone decides: two windows a call at least (initialize and its notification add a few),
+/// never more polled than opened nor more answered than polled, and the poller ran.
+fn judge((opened, polled, caught): (u64, u64, u64)) {
+    let said = format!("{opened} opened, {polled} polled, {caught} answered while polling");
+    eprintln!("poll windows: {said}");
+    assert!((2 * CALLS..=2 * CALLS + 8).contains(&opened), "{said}");
+    assert!(caught <= polled && polled <= opened, "{said}");
+    // Of 60 windows, each spanning a round trip through another process, one at least finds
+    // the poller running; without the poller (or on the wrong runtime) none does.
+    assert!(caught >= 1, "{said}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn over_http_the_bridge_polls_for_the_answers_of_the_tool_process_and_the_host_and_never_with_poll_off() {
-    let (polled, caught) = over_http("5s").await;
-    assert!(caught >= CALLS * 4 / 3 && caught <= polled, "{polled} polled, {caught} answered while polling");
-    assert_eq!(over_http("off").await, (0, 0));
+async fn over_stdio_the_bridge_opens_a_window_for_both_peers_each_call_and_none_with_poll_off() {
+    judge(over_stdio("5s").await);
+    assert_eq!(over_stdio("off").await, (0, 0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_the_bridge_opens_a_window_for_both_peers_each_call_and_none_with_poll_off() {
+    judge(over_http("5s").await);
+    assert_eq!(over_http("off").await, (0, 0, 0));
 }

@@ -247,8 +247,9 @@ impl Bridge {
         Ok(bridge)
     }
 
-    /// Polling windows so far: (polled, answered while polling) ([`spin::Spin::counts`]).
-    pub fn poll_counts(&self) -> (u64, u64) {
+    /// Polling windows so far: (opened, polled, answered while polling)
+    /// ([`spin::Spin::counts`]).
+    pub fn poll_counts(&self) -> (u64, u64, u64) {
         self.spin.counts()
     }
 
