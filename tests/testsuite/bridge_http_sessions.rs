@@ -58,9 +58,10 @@ async fn delete_ends_the_session_and_cancels_its_calls() {
     let deleted = Instant::now();
     let r = request(addr, "DELETE", "/mcp", &[("Mcp-Session-Id", &sid)], b"", Duration::from_secs(5)).await.unwrap();
     assert!((200..300).contains(&r.status), "DELETE: {}", r.status);
-    // CancelRequest at once, not when the call would have ended or timed out.
+    // CancelRequest at once, not when the call would have ended (2.5 s after DELETE) or timed
+    // out; 2 s leaves a busy machine its slack.
     while !cancel_sent(&trace) {
-        assert!(deleted.elapsed() < Duration::from_secs(1), "no CancelRequest within 1 s of DELETE");
+        assert!(deleted.elapsed() < Duration::from_secs(2), "no CancelRequest within 2 s of DELETE");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let _ = tokio::time::timeout(Duration::from_secs(5), call).await;
