@@ -63,7 +63,7 @@ pub struct BridgeArgs {
     /// sleeping (`0.4ms`, `1ms`, or `off`), while answers have lately come within that time:
     /// waking a sleeping CPU costs more than the bridge's work for a message, most of all on
     /// virtual machines. An idle bridge, or one whose peers are slower, does not poll; while
-    /// polling it lets any other runnable thread go first.
+    /// polling it lets any other runnable thread go first. At most 1s.
     #[arg(long, value_name = "DURATION|off", value_parser = parse_poll, default_value = "0.4ms")]
     poll: Duration,
     /// The tool process: `-- CMD ARGS…`, or one entry FILE whose runtime follows from its
@@ -94,9 +94,23 @@ impl AuthSpec {
     }
 }
 
-/// `--poll`: a duration, or `off` (never poll).
+/// The longest `--poll`: a peer that stops answering costs the bridge one window of busy
+/// polling, so the window is kept to what a peer that is awake needs, with room to spare.
+const POLL_MAX: Duration = Duration::from_secs(1);
+
+/// `--poll`: a duration up to [`POLL_MAX`], or `off` (never poll).
 fn parse_poll(s: &str) -> Result<Duration, String> {
-    if s.trim() == "off" { Ok(Duration::ZERO) } else { parse_duration(s) }
+    if s.trim() == "off" {
+        return Ok(Duration::ZERO);
+    }
+    let d = parse_duration(s)?;
+    if d > POLL_MAX {
+        return Err(format!(
+            "at most {POLL_MAX:?}: a window is spent polling when a peer stops answering, and an answer \
+             slower than that is better slept for"
+        ));
+    }
+    Ok(d)
 }
 
 /// `token:VAR` or `apikey:VAR`.

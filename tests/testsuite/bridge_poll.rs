@@ -6,8 +6,8 @@
 //! next request, each call. How many windows opened depends only on the traffic, so that count
 //! is what the test holds the bridge to. Which windows get polled depends on scheduling too: a
 //! window whose answer is already in the socket when the bridge's thread comes back to it
-//! closes before the poller runs, and on a busy machine that was 10 to 25 of 60 (CI missed a
-//! threshold of 40 caught). So of the polling this test asks only that it happened at all; the
+//! closes before the poller runs, and on a machine running the whole testsuite that was more
+//! than 20 of 64 (CI missed a threshold of 40 caught; beside busy loops here, 1 to 21). So of the polling this test asks only that it happened at all; the
 //! unit tests in `spin.rs` check the polling itself, on a runtime they control.
 
 use std::process::Stdio;
@@ -83,7 +83,7 @@ async fn over_http(poll: &str) -> (u64, u64, u64) {
     stats(&std::fs::read_to_string(&err).unwrap())
 }
 
-/// The counts of a run with 5 s windows, longer than any answer here, against what the traffic
+/// The counts of a run with 1 s windows, longer than any answer here, against what the traffic
 /// alone decides: two windows a call at least (initialize and its notification add a few),
 /// never more polled than opened nor more answered than polled, and the poller ran.
 fn judge((opened, polled, caught): (u64, u64, u64)) {
@@ -98,12 +98,24 @@ fn judge((opened, polled, caught): (u64, u64, u64)) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_stdio_the_bridge_opens_a_window_for_both_peers_each_call_and_none_with_poll_off() {
-    judge(over_stdio("5s").await);
+    judge(over_stdio("1s").await);
     assert_eq!(over_stdio("off").await, (0, 0, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_http_the_bridge_opens_a_window_for_both_peers_each_call_and_none_with_poll_off() {
-    judge(over_http("5s").await);
+    judge(over_http("1s").await);
     assert_eq!(over_http("off").await, (0, 0, 0));
+}
+
+#[test]
+fn a_window_longer_than_a_second_is_refused_with_the_reason() {
+    let out = std::process::Command::new(bin())
+        .args(["bridge", "--poll", "2s", "--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--poll") && err.contains("at most 1s"), "{err}");
 }

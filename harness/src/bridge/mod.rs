@@ -68,8 +68,9 @@ pub const RESTART_DELAY: Duration = Duration::from_millis(250);
 pub const PLANTED_BUG: &str = "PROTOMCP_CONFORM_BRIDGE_PLANTED_BUG";
 
 /// A hidden switch of the reference bridge for the harness's own tests
-/// (tests/testsuite/bridge_poll.rs): when set, the bridge says on stderr at exit how many of its
-/// polling windows ([`spin`]) it polled and how many of those were answered while it polled.
+/// (tests/testsuite/bridge_poll.rs): when set, the bridge says on stderr at exit how many
+/// polling windows ([`spin`]) it opened, how many of them it polled and how many of those were
+/// answered while it polled.
 pub const POLL_STATS: &str = "PROTOMCP_CONFORM_BRIDGE_POLL_STATS";
 
 /// How the bridge runs its tool process.
