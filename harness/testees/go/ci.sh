@@ -6,14 +6,15 @@
 #
 # Where the SDK comes from, in this order:
 #   1. the Go module proxy (checksums from the checksum database), as a user of the SDK gets it;
-#   2. when the proxy refuses the module: the unmodified source snapshot of the tag at
-#      $PROTOMCP_SRC (default: ../shared/third_party/protomcp-v0.3.0 beside the repository),
-#      through `replace` directives for the SDK and for the root module it requires (whose gen/
-#      package the SDK imports). Its dependencies still come from the proxy, with their checksums.
+#   2. when the proxy refuses the module: a checkout of the SDK that the user supplies, named by
+#      $PROTOMCP_GO_SDK (the sdk/go directory of a protomcp repository checkout at tag v0.3.0, built
+#      by no script of ours): the harness's `--sdk DIR` builds its bundled Go testee against it
+#      (go.mod replace directives) with the bundled known failures.
+# Nothing else: this repository keeps no upstream source and no script here builds it.
 #
 # Exit status: the harness's (0 clean, 1 unexpected FAIL or stale XPASS, ...; its 3, an ERROR, is
 # turned into 1 here), or
-#   3  NOT RUN: the proxy refuses the module and there is no source snapshot either.
+#   3  NOT RUN: the proxy refuses the module and PROTOMCP_GO_SDK is not set.
 # Idempotent, and never writes a tracked file: go.mod/go.sum are copied to target/ and used
 # through -modfile (the harness's build step, `go build -o bin/testee .` in this directory,
 # inherits GOFLAGS); the binary goes to bin/, which .gitignore here ignores. In a read-only
@@ -27,9 +28,6 @@ root_module=github.com/msilverblatt/protomcp
 version=$(awk -v m="$module" '$1 == m {print $2} $1 == "require" && $2 == m {print $3}' "$here/go.mod")
 out="$root/target/conformance"
 modfile_dir="$out/go-modfile"
-src=${PROTOMCP_SRC:-$root/../shared/third_party/protomcp-$version}
-# How the snapshot is named in the output: as given, or relative to the repository.
-src_shown=${PROTOMCP_SRC:-../shared/third_party/protomcp-$version}
 
 if ! command -v go >/dev/null 2>&1; then
   echo "go-sdk: the Go toolchain is not installed; the Go SDK leg cannot run" >&2
@@ -43,33 +41,26 @@ fresh_modfile() {
   cp "$here/go.sum" "$modfile_dir/go.sum"
 }
 fresh_modfile
-# -mod=mod: go.sum lines the committed file lacks (the SDK's, or those of the snapshot's
-# dependencies) are added to the copy, verified against the checksum database as usual.
+# -mod=mod: go.sum lines the committed file lacks (the SDK's) are added to the copy, verified
+# against the checksum database as usual.
 # -buildvcs=false: the testee directory is part of this repository's checkout, not the SDK's.
+user_goflags=${GOFLAGS:-}
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-modfile=$modfile_dir/go.mod -mod=mod -buildvcs=false"
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 if (cd "$here" && go mod download "$module@$version" && go mod download) >"$log" 2>&1; then
   echo "go-sdk: source: module proxy ($module@$version)"
+  sdk_args=()
 elif grep -qE '(403|404|410) |not available|not found|unknown revision|no matching versions' "$log"; then
   refusal=$(grep -m1 -oE '(403|404|410) [A-Za-z ]+' "$log" || true)
   refusal=${refusal:-$(grep -m1 -oE 'not available|not found|unknown revision|no matching versions' "$log")}
-  if [ ! -f "$src/sdk/go/go.mod" ] || [ ! -f "$src/go.mod" ] ||
-     ! grep -qx "module $module" "$src/sdk/go/go.mod" || ! grep -qx "module $root_module" "$src/go.mod"; then
-    echo "go-sdk: NOT RUN: $module@$version is not served by the Go module proxy ($refusal) and there is no source snapshot at $src_shown (set PROTOMCP_SRC to a checkout of the tag); the Go SDK leg cannot run"
+  if [ -z "${PROTOMCP_GO_SDK:-}" ]; then
+    echo "go-sdk: NOT RUN: $module@$version is not served by the Go module proxy ($refusal); to run this leg, set PROTOMCP_GO_SDK to the sdk/go directory of a checkout of the SDK at $version"
     exit 3
   fi
-  src=$(cd "$src" && pwd)
-  fresh_modfile
-  # `go mod edit FILE` edits that file only; -modfile in GOFLAGS does not apply to it.
-  GOFLAGS= go mod edit -replace="$module=$src/sdk/go" -replace="$root_module=$src" "$modfile_dir/go.mod"
-  if ! (cd "$here" && go mod download && go list -deps . >/dev/null) >"$log" 2>&1; then
-    cat "$log" >&2
-    echo "go-sdk: resolving the testee against the source snapshot $src_shown failed (see above)" >&2
-    exit 1
-  fi
-  echo "go-sdk: source: $src_shown (the proxy refused: $refusal)"
+  echo "go-sdk: source: the checkout PROTOMCP_GO_SDK=$PROTOMCP_GO_SDK (the proxy refused: $refusal)"
+  sdk_args=(--sdk "$PROTOMCP_GO_SDK")
 else
   cat "$log" >&2
   echo "go-sdk: obtaining $module@$version failed (see above)" >&2
@@ -78,7 +69,10 @@ fi
 
 cd "$root"
 testee=$here
-if [ ! -w "$here" ]; then
+if [ ${#sdk_args[@]} -gt 0 ]; then
+  # The harness writes its own copy of the testee for a checkout, with its own go.mod.
+  export GOFLAGS=$user_goflags
+elif [ ! -w "$here" ]; then
   testee="$out/go-testee"
   rm -rf "$testee"
   mkdir -p "$testee"
@@ -87,7 +81,8 @@ if [ ! -w "$here" ]; then
 fi
 status=0
 started=$SECONDS
-cargo run -q -- --sdk "$testee" --json "$out/go.json" --junit "$out/go.xml" "$@" >"$out/go.log" 2>&1 || status=$?
+[ ${#sdk_args[@]} -gt 0 ] || sdk_args=(--sdk "$testee")
+cargo run -q -- "${sdk_args[@]}" --json "$out/go.json" --junit "$out/go.xml" "$@" >"$out/go.log" 2>&1 || status=$?
 # Drop the one line per scenario (all of them are in go.log); keep the build notice, the
 # unexpected cases and the summary.
 grep -Ev '^(PASS|FAIL|WARN|SKIP|XFAIL|XPASS|ERROR) +[^ ]+ \([0-9]+ ms\)' "$out/go.log" | sed '/./,$!d' || true

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # The TypeScript SDK leg of CI: Node 22 from the npm package `node` (the version
-# tests/mcp-conformance/run.sh pins), the SDK `protomcp` 0.3.0 from the npm registry when it serves
-# it, else built from the unmodified source snapshot of the tag ($PROTOMCP_SRC, default
-# ../shared/third_party/protomcp-v0.3.0 beside the repository) in a writable copy under target/
-# (`npm ci && tsc`, dependencies from the npm registry). Prints which source was used, then runs the
-# catalogue against this directory's manifest with known-failures.yaml and prints the harness's
-# summary and unexpected cases; reports in target/conformance/typescript.{json,xml}.
+# tests/mcp-conformance/run.sh pins), then the SDK `protomcp` 0.3.0:
+#   1. from the npm registry when it serves it: the testee's manifest here, built against the
+#      installed package;
+#   2. else from a checkout of the SDK that the user supplies, named by $PROTOMCP_TS_SDK (the
+#      sdk/typescript directory of a protomcp repository checkout at tag v0.3.0, built by no script
+#      of ours): the harness's `--sdk DIR` builds a copy of it (`npm ci`/`npm install` and tsc in its
+#      cache) and its bundled TypeScript testee against that, with the bundled known failures.
+# Nothing else: this repository keeps no upstream source and no script here builds it. Prints which
+# source was used, then the harness's summary and unexpected cases; reports in
+# target/conformance/typescript.{json,xml}.
 #
 # Exit status: the harness's (0 clean, 1 unexpected FAIL or stale XPASS, ...), or
-#   3  NOT RUN: the registry does not serve the package and there is no source snapshot either.
+#   3  NOT RUN: the registry does not serve the package and PROTOMCP_TS_SDK is not set.
 # Idempotent: tracked files are never written; everything goes under target/conformance/typescript.
 set -euo pipefail
 exec </dev/null
@@ -16,15 +20,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 NODE_VERSION=22.23.3
 SDK_VERSION=0.3.0
-# Only for an SDK installed from the registry (a source build brings its own, from its lock file).
+# Only for an SDK installed from the registry (a checkout brings its own, from its lock file).
 TYPESCRIPT_VERSION=5.9.3
 TYPES_NODE_VERSION=20.19.37
 out=$root/target/conformance
 work=$out/typescript
 npm_flags=(--no-audit --no-fund --no-update-notifier --loglevel=error)
-src=${PROTOMCP_SRC:-$root/../shared/third_party/protomcp-v$SDK_VERSION}
-# How the snapshot is named in the output: as given, or relative to the repository.
-src_shown=${PROTOMCP_SRC:-../shared/third_party/protomcp-v$SDK_VERSION}
+# A checkout the user supplies (read before this script sets PROTOMCP_TS_SDK for the manifest).
+user_checkout=${PROTOMCP_TS_SDK:-}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 mkdir -p "$work"
@@ -74,36 +77,25 @@ else
   fi
   # Only the status, not the address it came from.
   refusal=$(grep -m1 -oE '404 Not Found' "$log" || grep -m1 -oE 'E404' "$log" || true)
-  pkg=$src/sdk/typescript
-  if [ ! -f "$pkg/package.json" ] || [ ! -f "$src/proto/protomcp.proto" ] ||
-     [ "$(node -p 'const p = require(process.argv[1]); p.name + "@" + p.version' "$pkg/package.json")" != "protomcp@$SDK_VERSION" ]; then
-    echo "typescript-sdk: NOT RUN: the npm registry does not serve protomcp@$SDK_VERSION ($refusal) and there is no source snapshot at $src_shown (set PROTOMCP_SRC to a checkout of the tag); the TypeScript SDK leg cannot run"
+  if [ -z "$user_checkout" ]; then
+    echo "typescript-sdk: NOT RUN: the npm registry does not serve protomcp@$SDK_VERSION ($refusal); to run this leg, set PROTOMCP_TS_SDK to the sdk/typescript directory of a checkout of the SDK at v$SDK_VERSION"
     exit 3
   fi
-  # The snapshot may be read-only and npm/tsc write beside the sources: build a copy. The copy
-  # keeps the repository's layout, since the SDK loads ../../proto/protomcp.proto from its dist/.
-  build=$work/source
-  rm -rf "$build"
-  mkdir -p "$build/sdk" "$build/proto"
-  (cd "$src/sdk" && tar -cf - --exclude=typescript/node_modules --exclude=typescript/dist typescript) |
-    (cd "$build/sdk" && tar -xf -)
-  cp "$src/proto/protomcp.proto" "$build/proto/"
-  chmod -R u+w "$build"
-  if ! (cd "$build/sdk/typescript" && npm ci "${npm_flags[@]}" && node node_modules/typescript/bin/tsc) >"$log" 2>&1; then
-    cat "$log" >&2
-    echo "typescript-sdk: building the SDK from $src_shown/sdk/typescript failed (see above)" >&2
-    exit 1
-  fi
-  sdk=$build/sdk/typescript
-  echo "typescript-sdk: source: $src_shown/sdk/typescript, built in target/conformance/typescript/source (the npm registry refused protomcp@$SDK_VERSION: $refusal) on Node $node_version"
+  echo "typescript-sdk: source: the checkout PROTOMCP_TS_SDK=$user_checkout (the npm registry refused protomcp@$SDK_VERSION: $refusal) on Node $node_version"
 fi
-export PROTOMCP_TS_SDK=$sdk
 
-# 3. The catalogue; the manifest's build step compiles the testee against $PROTOMCP_TS_SDK.
+# 3. The catalogue: the manifest here, whose build step compiles the testee against
+# $PROTOMCP_TS_SDK (the installed package), or --sdk on the user's checkout.
+if [ -n "${sdk:-}" ]; then
+  export PROTOMCP_TS_SDK=$sdk
+  target=(--sdk "$here")
+else
+  target=(--sdk "$user_checkout")
+fi
 cd "$root"
 cargo build -q
 status=0
-./target/debug/protomcp-conform --sdk "$here" --json "$out/typescript.json" --junit "$out/typescript.xml" \
+./target/debug/protomcp-conform "${target[@]}" --json "$out/typescript.json" --junit "$out/typescript.xml" \
   >"$log" 2>&1 || status=$?
 grep -Ev '^(PASS|FAIL|WARN|SKIP|XFAIL|XPASS|ERROR) +[^ ]+ \([0-9]+ ms\)|^protomcp-conform: building the testee' "$log" |
   sed '/./,$!d' || true
