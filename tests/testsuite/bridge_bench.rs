@@ -3,7 +3,7 @@
 //! Ignored by default; run it with
 //!
 //! ```text
-//! PMCP_BIN=target/pmcp/bin/protomcp cargo test --release --test testsuite bridge_bench -- --ignored --nocapture
+//! PMCP_BIN=/path/to/protomcp cargo test --release --test testsuite bridge_bench -- --ignored --nocapture
 //! ```
 //!
 //! Paths: the direct socket (the harness's Envelope connection to the testee); the floor, the
@@ -11,8 +11,9 @@
 //! what any process in the middle costs on the machine; the reference bridge over stdio (the
 //! harness's JSON-RPC host on two pipes) and over Streamable HTTP (a keep-alive client in this
 //! file, [`KeepAlive`]), as it runs by default and with `--poll off` (what its polling before
-//! sleeping buys, `harness/src/bridge/spin.rs`); and with `PMCP_BIN` set (pmcp v0.3.0, built by
-//! `harness/bridges/pmcp/install.sh` into `target/pmcp/bin/protomcp`) pmcp over stdio and HTTP,
+//! sleeping buys, `harness/src/bridge/spin.rs`); and with `PMCP_BIN` set (a pmcp v0.3.0 binary:
+//! `harness/bridges/pmcp/install.sh` puts one into `target/pmcp/bin/protomcp` where the module proxy
+//! serves it; else a build of upstream's tag that the user made) pmcp over stdio and HTTP,
 //! started the way the catalogue's pmcp manifests start it (`run FILE --socket PATH`). Both
 //! bridges start the same tool file, a script that runs the reference testee. The bench prints
 //! a table and the ratios issue 14 sets as goals, each marked met or not; it asserts no time.
@@ -554,7 +555,7 @@ async fn bridge_latency_benchmark() {
     }
     if pmcp.is_none() {
         println!(
-            "pmcp: not run (set PMCP_BIN to pmcp v0.3.0, e.g. target/pmcp/bin/protomcp from harness/bridges/pmcp/install.sh)"
+            "pmcp: not run (set PMCP_BIN to a pmcp v0.3.0 binary)"
         );
         return;
     }

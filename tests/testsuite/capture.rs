@@ -221,13 +221,20 @@ fn python_venv() -> Result<PathBuf, String> {
 
 #[test]
 fn a_captured_session_of_pmcp_with_the_python_sdk_replays_pass_against_pmcp_and_the_python_testee() {
-    let pmcp = root().join("target/pmcp/bin/protomcp");
+    // A build the user supplies (PMCP_BIN), else the one install.sh puts into target/.
+    let pmcp = std::env::var_os("PMCP_BIN")
+        .filter(|b| !b.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| root().join("target/pmcp/bin/protomcp"));
     let required = std::env::var_os("PROTOMCP_CONFORM_REQUIRE_PMCP").is_some();
     let venv = python_venv();
     let missing = match (&venv, pmcp.is_file()) {
         (Err(e), _) => Some(e.clone()),
         (_, false) => {
-            Some(format!("pmcp is not built at {} (harness/bridges/pmcp/install.sh builds it)", pmcp.display()))
+            Some(format!(
+                "no pmcp at {} (set PMCP_BIN, or harness/bridges/pmcp/install.sh installs it where the module proxy serves it)",
+                pmcp.display()
+            ))
         }
         _ => None,
     };

@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
 # The pmcp leg of CI: installs pmcp v0.3.0 (github.com/msilverblatt/protomcp/cmd/protomcp, the
-# upstream bridge) into target/pmcp/bin with install.sh (the module proxy, else the source
-# snapshot of the tag; it prints which) and runs the BR catalogue against it twice, through the
+# upstream bridge) into target/pmcp/bin with install.sh (the module proxy) and runs the BR catalogue against it twice, through the
 # manifests beside this script: over stdio (protomcp-conform.toml here) and over Streamable HTTP
 # (../pmcp-http), each with its known-failures.yaml. Prints the harness's summaries and
 # unexpected cases only; reports in target/conformance/pmcp{,-http}.{json,xml}, the whole output
 # in target/conformance/pmcp{,-http}.log.
 #
-# PMCP_BIN=/path/to/protomcp skips the install and judges that binary instead.
-# PROTOMCP_SRC=/path/to/protomcp-v0.3.0: the source snapshot install.sh falls back to.
+# PMCP_BIN=/path/to/protomcp skips the install and judges that binary instead (a build of
+# upstream's tag v0.3.0 that the user made; no script here builds it).
 #
 # Exit status: the harness's (0 clean, 1 unexpected FAIL or stale XPASS, ...; its 3, an ERROR, is
 # turned into 1 here), or
-#   3  NOT RUN: the proxy refuses the module and there is no source snapshot either.
+#   3  NOT RUN: the proxy refuses the module and PMCP_BIN is not set.
 set -euo pipefail
 exec </dev/null
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,7 +21,7 @@ mkdir -p "$out"
 
 bin=${PMCP_BIN:-}
 if [ -z "$bin" ]; then
-  # Prints the source used; 3 = NOT RUN (neither the proxy nor a source snapshot has it).
+  # Prints the source used; 3 = NOT RUN (the proxy refuses it; the line says how to supply one).
   "$here/install.sh"
   bin="$root/target/pmcp/bin/protomcp"
 fi

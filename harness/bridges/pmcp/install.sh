@@ -3,15 +3,13 @@
 # target/pmcp/bin/protomcp and prints where it came from. The build step of the manifests
 # protomcp-conform.toml here and in ../pmcp-http, and the first step of ci.sh.
 #
-# Where pmcp comes from, in this order:
-#   1. `go install ...@v0.3.0`: the Go module proxy, checksums from the checksum database;
-#   2. when the proxy refuses the module: `go build ./cmd/protomcp` in the unmodified source
-#      snapshot of the tag at $PROTOMCP_SRC (default: ../shared/third_party/protomcp-v0.3.0 beside
-#      the repository), with the snapshot's own go.mod/go.sum; its dependencies come from the
-#      proxy. The snapshot may be read-only: only the Go build and module caches are written.
+# Where pmcp comes from: `go install ...@v0.3.0`, the Go module proxy with checksums from the
+# checksum database. When the proxy refuses the module this script says NOT RUN (exit 3) and how to
+# hand over a build instead: PMCP_BIN=/path/to/protomcp, a binary the user built from upstream
+# protomcp's own public source at tag v0.3.0 (cmd/protomcp). This repository keeps no upstream
+# source and no script here builds it.
 #
-# Exit status: 0 installed, 1 a failure (shown), 3 NOT RUN: the proxy refuses the module and
-# there is no source snapshot either.
+# Exit status: 0 installed, 1 a failure (shown), 3 NOT RUN: the proxy refuses the module.
 set -euo pipefail
 exec </dev/null
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,9 +18,6 @@ module=github.com/msilverblatt/protomcp
 pkg=$module/cmd/protomcp
 version=v0.3.0
 gobin="$root/target/pmcp/bin"
-src=${PROTOMCP_SRC:-$root/../shared/third_party/protomcp-$version}
-# How the snapshot is named in the output: as given, or relative to the repository.
-src_shown=${PROTOMCP_SRC:-../shared/third_party/protomcp-$version}
 
 if ! command -v go >/dev/null 2>&1; then
   echo "pmcp: the Go toolchain is not installed; the pmcp leg cannot run" >&2
@@ -45,14 +40,5 @@ if ! grep -qE '(403|404|410) |not available|not found|unknown revision|no matchi
 fi
 refusal=$(grep -m1 -oE '(403|404|410) [A-Za-z ]+' "$log" || true)
 refusal=${refusal:-$(grep -m1 -oE 'not available|not found|unknown revision|no matching versions' "$log")}
-if [ ! -f "$src/go.mod" ] || ! grep -qx "module $module" "$src/go.mod" || [ ! -d "$src/cmd/protomcp" ]; then
-  echo "pmcp: NOT RUN: $pkg@$version is not served by the Go module proxy ($refusal) and there is no source snapshot at $src_shown (set PROTOMCP_SRC to a checkout of the tag); the pmcp leg cannot run"
-  exit 3
-fi
-# -mod=readonly: the snapshot's go.sum is used as it is (and never written).
-if ! (cd "$src" && GOFLAGS="-buildvcs=false -mod=readonly" go build -o "$gobin/protomcp" ./cmd/protomcp) >"$log" 2>&1; then
-  cat "$log" >&2
-  echo "pmcp: building ./cmd/protomcp in the source snapshot $src_shown failed (see above)" >&2
-  exit 1
-fi
-echo "pmcp: source: $src_shown (the proxy refused: $refusal)"
+echo "pmcp: NOT RUN: $pkg@$version is not served by the Go module proxy ($refusal); to run the pmcp legs, set PMCP_BIN to a protomcp binary built from upstream's tag $version (cmd/protomcp)"
+exit 3

@@ -3,11 +3,11 @@
 # mcproto (github tdewitt/mcproto, go/cmd/mcproto, --transport stdio) with the baseline in
 # proto-mcp.toml here. Only where MCPROTO_BIN names a built binary: the repository carries no
 # license, so neither its source nor a binary can be part of this repository or of CI's inputs;
-# build it locally from a checkout (README.md here). Reports go to target/conformance/mcproto.json
+# the user builds it from its own public source (README.md here). Reports go to target/conformance/mcproto.json
 # and mcproto.xml, the whole output to mcproto.log. Arguments are passed on to the harness.
 #
 # Exit status: the harness's (0 clean; 1 an unexpected FAIL or a stale XPASS; its 3, an ERROR,
-# is turned into 1 here), or 0 with "NOT RUN" when MCPROTO_BIN is unset or empty.
+# is turned into 1 here), or 3 NOT RUN: MCPROTO_BIN is unset or empty.
 set -euo pipefail
 exec </dev/null
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,8 +15,8 @@ root=$(cd "$here/../../.." && pwd)
 out="$root/target/conformance"
 
 if [ -z "${MCPROTO_BIN:-}" ]; then
-  echo "mcproto: NOT RUN: MCPROTO_BIN is not set (build go/cmd/mcproto from a checkout of tdewitt/mcproto; see harness/servers/mcproto/README.md)"
-  exit 0
+  echo "mcproto: NOT RUN: MCPROTO_BIN is not set; to run this leg, set it to a build of go/cmd/mcproto of tdewitt/mcproto (harness/servers/mcproto/README.md)"
+  exit 3
 fi
 if [ ! -x "$MCPROTO_BIN" ]; then
   echo "mcproto: MCPROTO_BIN=$MCPROTO_BIN is not an executable file" >&2
