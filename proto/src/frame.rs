@@ -295,7 +295,12 @@ impl FrameDecoder {
                     }
                     let need = *size as usize;
                     let compression = header.as_ref().map_or("", |h| h.compression.as_str());
-                    if let Some(end) = early_end(compression, src, need, scanned, self.limits.max_frame) {
+                    let early = early_end(compression, src, need, scanned, self.limits.max_frame);
+                    if early == Some(WAIT) {
+                        // Frames begin inside the announced length; the rest of them is due.
+                        return Ok(None);
+                    }
+                    if let Some(end) = early {
                         // A frame begins inside the announced length: the payload was short.
                         let (offset, size) = (*offset, *size);
                         let header = header.take().expect("header present until delivered");
@@ -326,6 +331,15 @@ impl FrameDecoder {
     pub fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
         if let Some(item) = self.decode(src)? {
             return Ok(Some(item));
+        }
+        if let State::Raw { size, scanned, .. } = &mut self.state
+            && src.len() as u64 >= *size
+        {
+            // The frames a short payload seemed to hold will not complete: it was whole.
+            *scanned = WAIT;
+            if let Some(item) = self.decode(src)? {
+                return Ok(Some(item));
+            }
         }
         if let State::Failed(e) = &self.state {
             return Err(e.clone());
@@ -422,55 +436,79 @@ impl FrameDecoder {
 }
 
 /// Where a sideband payload shorter than its RawHeader.size (`need`) ends in `src` (the buffered
-/// bytes from the payload's first on): the offset, below `need`, at which a whole frame with a
-/// message in it begins. A plain payload is the UTF-8 text of JSON, which never holds a NUL
-/// byte, while every frame's prefix begins with one (MAX_FRAME is below 16 MiB); a zstd payload
-/// is one zstd frame, which ends where its last block says. Only a frame that is all there and
-/// decodes counts, so a payload of the right length is never cut, whatever bytes it holds
-/// before. `scanned` keeps how far a plain payload was searched, so bytes are searched once.
+/// bytes from the payload's first on): the offset, below `need`, at which frames begin that run
+/// past `need`. A plain payload is the UTF-8 text of JSON, which never holds a NUL byte, while
+/// every frame's prefix begins with one (MAX_FRAME is below 16 MiB); a zstd payload is one zstd
+/// frame, which ends where its last block says, and no zstd frame begins with a NUL. From such
+/// a place on, whole frames with a message in each must follow one another until one of them
+/// runs past the announced end: a payload of the announced length ends there and the next
+/// frame's prefix begins, so a frame inside it that crossed the end would have to be made of its
+/// last bytes and the next prefix. While the frames there have not all arrived the payload is
+/// not delivered (a short payload would be misread); anything else (a NUL that begins no frame,
+/// frames that end exactly at `need`) is payload. `scanned` keeps how far a plain payload was
+/// searched, so each byte is searched once.
 fn early_end(compression: &str, src: &[u8], need: usize, scanned: &mut usize, max_frame: u32) -> Option<usize> {
+    // Searched to the end for good: the payload is read to its announced length.
+    const DONE: usize = WAIT;
+    if *scanned == DONE {
+        return None;
+    }
     let have = &src[..src.len().min(need)];
-    loop {
-        let at = match compression {
-            "" => {
-                let from = (*scanned).min(have.len());
-                match have[from..].iter().position(|&b| b == 0) {
-                    Some(i) => from + i,
-                    None => {
-                        *scanned = have.len();
-                        return None;
-                    }
-                }
-            }
-            ZSTD if have.starts_with(&ZSTD_MAGIC) => {
-                zstd::zstd_safe::find_frame_compressed_size(have).ok().filter(|&n| n < have.len())?
-            }
-            _ => return None,
-        };
-        let Some(len) = announced(&src[at..]) else {
-            *scanned = at;
-            return None;
-        };
-        let end = at + PREFIX_LEN + len as usize;
-        if len > max_frame || (compression == "" && std::str::from_utf8(&have[..at]).is_err()) {
-            // Not a frame (or not text before it): no shorter payload to be found here.
-            if compression != "" {
+    let at = match compression {
+        "" => {
+            // Only the first NUL can be where the payload ended: text before it, nothing after.
+            let from = (*scanned).min(have.len());
+            let Some(at) = have[from..].iter().position(|&b| b == 0).map(|i| from + i) else {
+                *scanned = have.len();
+                return None;
+            };
+            if std::str::from_utf8(&have[..at]).is_err() {
+                *scanned = DONE;
                 return None;
             }
-            *scanned = at + 1;
-            continue;
+            at
         }
-        if src.len() < end {
-            // The frame is not all there yet.
+        ZSTD if have.starts_with(&ZSTD_MAGIC) => {
+            zstd::zstd_safe::find_frame_compressed_size(have).ok().filter(|&n| n < have.len() && have[n] == 0)?
+        }
+        _ => return None,
+    };
+    match frames_past(src, at, need, max_frame) {
+        Some(true) => Some(at),
+        None => {
+            // Not all there yet: wait for them, whether or not `need` bytes have arrived.
             *scanned = at;
+            Some(WAIT)
+        }
+        Some(false) => {
+            *scanned = DONE;
+            None
+        }
+    }
+}
+
+/// What [`early_end`] returns while the frames that would show a short payload are arriving.
+const WAIT: usize = usize::MAX;
+
+/// Whether whole frames, each with a message, follow one another in `src` from `at` until one
+/// ends past `need` (`Some(true)`), or not (`Some(false)`: a prefix above `max_frame`, a body
+/// that is no Envelope, frames that end exactly at `need`); `None` while bytes are missing.
+fn frames_past(src: &[u8], mut at: usize, need: usize, max_frame: u32) -> Option<bool> {
+    while at < need {
+        let len = announced(&src[at..])?;
+        if len > max_frame {
+            return Some(false);
+        }
+        let end = at + PREFIX_LEN + len as usize;
+        if src.len() < end {
             return None;
         }
         match Envelope::decode(&src[at + PREFIX_LEN..end]) {
-            Ok(e) if e.msg.is_some() => return Some(at),
-            _ if compression != "" => return None,
-            _ => *scanned = at + 1,
+            Ok(e) if e.msg.is_some() => at = end,
+            _ => return Some(false),
         }
     }
+    Some(at > need)
 }
 
 /// Whether a body that decoded to `envelope` may hold more than the Envelope shows (unknown

@@ -116,8 +116,8 @@ impl Rule {
             (StreamSizes, ToolProcess) => "TP-STREAM-04",
             // A bridge never sends sideband or stream frames at all.
             (
-                SidebandTruncated | SidebandSize | SidebandEnvelopeRid | SidebandFieldName | SidebandCompression | SidebandZstd
-                | SidebandPlain | SidebandFromBridge,
+                SidebandTruncated | SidebandSize | SidebandEnvelopeRid | SidebandFieldName | SidebandCompression
+                | SidebandZstd | SidebandPlain | SidebandFromBridge,
                 _,
             ) => "BR-SIDEBAND-10",
             (StreamSequence | StreamField | StreamSizes | StreamFromBridge, _) => "BR-STREAM-08",

@@ -291,7 +291,10 @@ mod tests {
         assert_eq!(judge(&failed, Level::Should, &["BR-CANCEL-01".into()], None).0, Verdict::Fail);
         assert_eq!(judge(&failed, Level::May, &["BR-CANCEL-01".into()], None).0, Verdict::Fail);
         // The worst of several; a MAY that broke is a note whatever the scenario says.
-        assert_eq!(judge(&failed, Level::Should, &["BR-CANCEL-05".into(), "BR-CANCEL-01".into()], None).0, Verdict::Fail);
+        assert_eq!(
+            judge(&failed, Level::Should, &["BR-CANCEL-05".into(), "BR-CANCEL-01".into()], None).0,
+            Verdict::Fail
+        );
         assert_eq!(judge(&failed, Level::Must, &["TP-STREAM-01".into()], None).0, Verdict::Pass);
         // Nothing known broken: the scenario's level.
         assert_eq!(judge(&failed, Level::Should, &[], None).0, Verdict::Warn);

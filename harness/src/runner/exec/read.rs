@@ -100,10 +100,7 @@ impl Exec<'_> {
                 let rid = self.conn_mut()?.raw_header_rid.take().unwrap_or_default();
                 if let Err(e @ protomcp_proto::sideband::SidebandError::Short { .. }) = &sb.payload {
                     // Named when the frame after it arrives, not at the step's deadline.
-                    let detail = format!(
-                        "the sideband payload at stream offset {} (call {rid:?}): {e}",
-                        sb.offset
-                    );
+                    let detail = format!("the sideband payload at stream offset {} (call {rid:?}): {e}", sb.offset);
                     return Err(self.violation(Violation::new(Rule::SidebandSize, self.peer(), detail)));
                 }
                 sideband_value(&sb, &rid)
@@ -118,7 +115,12 @@ impl Exec<'_> {
                         _ => None,
                     }
                 {
-                    record(&mut self.deferred, &mut self.transcript, self.deferring, from(tree, "only a tool process sends this"));
+                    record(
+                        &mut self.deferred,
+                        &mut self.transcript,
+                        self.deferring,
+                        from(tree, "only a tool process sends this"),
+                    );
                     let detail = format!("the bridge sent a {} frame at stream offset {}", arm.unwrap_or(""), d.offset);
                     return Err(self.violation(Violation::new(rule, Party::Bridge, detail)));
                 }
