@@ -29,3 +29,4 @@ mod explore_bridge;
 mod html_report;
 mod proto_mcp;
 mod soak;
+mod verdict_party_level;
