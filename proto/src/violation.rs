@@ -91,6 +91,9 @@ pub enum Rule {
     StreamSizes,
     /// The bridge sent a StreamHeader or StreamChunk (only tool processes may).
     StreamFromBridge,
+    /// A reply to no request: under an id (rid) that was never sent, or one more reply than
+    /// requests sent under it.
+    UnmatchedReply,
 }
 
 impl Rule {
@@ -121,6 +124,8 @@ impl Rule {
                 _,
             ) => "BR-SIDEBAND-10",
             (StreamSequence | StreamField | StreamSizes | StreamFromBridge, _) => "BR-STREAM-08",
+            (UnmatchedReply, ToolProcess) => "TP-CALL-01",
+            (UnmatchedReply, Bridge) => "BR-MCP-19",
         }
     }
 

@@ -8,11 +8,15 @@ use crate::common::{EXE, Sandbox, code, text};
 
 /// A "bridge" for these tests (python3): in mode `frame` it listens on the socket, starts the
 /// tool process (`{mock}`) on it and writes a length prefix of 4 GiB to it; in mode `line` it
-/// writes a line that is not JSON-RPC on stdout. Then it waits for the end of stdin.
+/// writes a line that is not JSON-RPC on stdout, in mode `reply` a response to a request the
+/// host never sent. Then it waits for the end of stdin.
 const FAKE_BRIDGE: &str = r#"import os, socket, subprocess, sys
 mode, path, mock = sys.argv[1:4]
 if mode == "line":
     sys.stdout.write("this is not JSON-RPC\n")
+    sys.stdout.flush()
+elif mode == "reply":
+    sys.stdout.write('{"jsonrpc": "2.0", "id": 99, "result": {}}\n')
     sys.stdout.flush()
 else:
     srv = socket.socket(socket.AF_UNIX)
@@ -110,5 +114,29 @@ fn a_should_scenario_whose_failing_step_checks_a_must_is_a_fail() {
         assert_eq!(c["verdict"], verdict, "{checks}: {c}");
         assert_eq!(c["level"], "SHOULD", "the scenario's level stays what it is about: {c}");
     }
+    sb.assert_clean();
+}
+
+#[test]
+fn a_response_to_no_request_is_named_when_it_arrives() {
+    let sb = Sandbox::new();
+    let script = sb.file("fake-bridge.py", FAKE_BRIDGE);
+    let s = sb.file(
+        "s.yaml",
+        "id: x.bridge-reply\ntitle: t\nrequirements: [BR-MCP-01]\nlevel: MUST\nrole: bridge\nsteps:\n  - host_expect_nothing: {for_ms: 20000}\n",
+    );
+    let bridge = format!("{} {} reply {{socket}} {{mock}}", python(), script.display());
+    let started = std::time::Instant::now();
+    let (o, c) = case(&sb, &["--bridge", &bridge], &s);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert_eq!(c["broken"], serde_json::json!(["BR-MCP-19"]), "{c}");
+    let m = c["message"].as_str().unwrap();
+    assert!(
+        m.contains(
+            "BR-MCP-19 [MUST] broken by the bridge: the bridge sent a response under id 99, which the host never used"
+        ),
+        "{m}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(15), "named when it arrived");
     sb.assert_clean();
 }
