@@ -141,7 +141,7 @@ fn a_testee_that_floods_after_its_handshake_gets_a_verdict_naming_the_flood_with
         "tool-process.yaml",
         &[],
         "harness.flood.tool-process",
-        &["flood: the testee sent", "transcript items in one run", "testee→harness log"],
+        &["flood: the tool process sent", "transcript items in one run", "testee→harness log"],
     );
 }
 
@@ -193,7 +193,7 @@ fn a_testee_that_floods_its_stderr_gets_a_verdict_naming_the_flood_within_300_mb
         "stderr-testee.yaml",
         &["--testee", &testee],
         "harness.flood.testee-stderr",
-        &["flood: the testee wrote", "bytes to stderr in one scenario, more than the harness keeps"],
+        &["flood: the tool process wrote", "bytes to stderr in one scenario, more than the harness keeps"],
     );
 }
 

@@ -8,7 +8,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use prost::Message;
 
-use crate::payload::{SidebandError, decode_payload};
+use crate::payload::{SidebandError, ZSTD, ZSTD_MAGIC, decode_payload};
 use crate::pb::{Envelope, RawHeader, envelope::Msg};
 use crate::violation::{Party, Rule, Violation};
 use crate::wire::{self, WireError, WireReport};
@@ -146,12 +146,15 @@ enum State {
     Body {
         len: usize,
     },
-    /// Payload of a RawHeader: buffered up to the limit, or skipped when over it.
+    /// Payload of a RawHeader: buffered up to the limit, or skipped when over it. `scanned`:
+    /// how far the buffered payload was searched for a frame that begins inside it
+    /// ([`early_end`]).
     Raw {
         header: Option<RawHeader>,
         offset: u64,
         size: u64,
         left: u64,
+        scanned: usize,
     },
     Failed(FrameError),
 }
@@ -165,6 +168,47 @@ pub struct FrameDecoder {
     state: State,
     /// Stream offset of the first byte not yet consumed.
     consumed: u64,
+    /// Where the last sideband payload ended, until the next frame is decoded: a prefix there
+    /// that loses the framing shows a payload longer than its header said ([`Self::violation_of`]).
+    sideband_end: Option<SidebandEnd>,
+}
+
+/// The end of a sideband payload that was delivered whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SidebandEnd {
+    /// Stream offset just after the payload.
+    at: u64,
+    /// Stream offset of the RawHeader frame's payload.
+    payload: u64,
+    size: u64,
+}
+
+/// An item the decoder has begun and not finished: which part, where, and how many of the bytes
+/// it needs have arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unfinished {
+    pub stage: Stage,
+    /// Stream offset of the item (for a sideband payload: of its first byte).
+    pub offset: u64,
+    pub have: u64,
+    pub need: u64,
+}
+
+impl std::fmt::Display for Unfinished {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.stage {
+            Stage::SidebandPayload => write!(
+                f,
+                "the sideband payload at stream offset {} has {} of the {} bytes its RawHeader.size announced",
+                self.offset, self.have, self.need
+            ),
+            stage => write!(
+                f,
+                "the {stage} of the item at stream offset {} has {} of its {} bytes",
+                self.offset, self.have, self.need
+            ),
+        }
+    }
 }
 
 impl FrameDecoder {
@@ -174,7 +218,7 @@ impl FrameDecoder {
     }
 
     pub fn with_limits(party: Party, limits: Limits) -> Self {
-        FrameDecoder { limits, party, state: State::Head, consumed: 0 }
+        FrameDecoder { limits, party, state: State::Head, consumed: 0, sideband_end: None }
     }
 
     pub fn limits(&self) -> &Limits {
@@ -227,7 +271,7 @@ impl FrameDecoder {
                     self.state = State::Head;
                     return self.take_frame(src, total);
                 }
-                State::Raw { header, offset, size, left } => {
+                State::Raw { header, offset, size, left, scanned } => {
                     let over_limit = *size > self.limits.max_sideband;
                     if let Some(h) = header.take_if(|_| over_limit) {
                         // Report at once; the bytes are then skipped as they come.
@@ -250,6 +294,22 @@ impl FrameDecoder {
                         continue;
                     }
                     let need = *size as usize;
+                    let compression = header.as_ref().map_or("", |h| h.compression.as_str());
+                    let early = early_end(compression, src, need, scanned, self.limits.max_frame);
+                    if early == Some(WAIT) {
+                        // Frames begin inside the announced length; the rest of them is due.
+                        return Ok(None);
+                    }
+                    if let Some(end) = early {
+                        // A frame begins inside the announced length: the payload was short.
+                        let (offset, size) = (*offset, *size);
+                        let header = header.take().expect("header present until delivered");
+                        src.advance(end);
+                        self.consumed += end as u64;
+                        self.state = State::Head;
+                        let payload = Err(SidebandError::Short { size, actual: end as u64 });
+                        return Ok(Some(Frame::Sideband(Box::new(Sideband { offset, header, payload }))));
+                    }
                     if src.len() < need {
                         src.reserve(need - src.len());
                         return Ok(None);
@@ -258,6 +318,7 @@ impl FrameDecoder {
                     self.consumed += need as u64;
                     let (offset, header) = (*offset, header.take().expect("header present until delivered"));
                     self.state = State::Head;
+                    self.sideband_end = Some(SidebandEnd { at: self.consumed, payload: offset, size: need as u64 });
                     let payload = decode_payload(&header, payload, self.limits.max_decompressed);
                     return Ok(Some(Frame::Sideband(Box::new(Sideband { offset, header, payload }))));
                 }
@@ -271,23 +332,61 @@ impl FrameDecoder {
         if let Some(item) = self.decode(src)? {
             return Ok(Some(item));
         }
+        if let State::Raw { size, scanned, .. } = &mut self.state
+            && src.len() as u64 >= *size
+        {
+            // The frames a short payload seemed to hold will not complete: it was whole.
+            *scanned = WAIT;
+            if let Some(item) = self.decode(src)? {
+                return Ok(Some(item));
+            }
+        }
+        if let State::Failed(e) = &self.state {
+            return Err(e.clone());
+        }
+        let Some(Unfinished { stage, offset, have, need }) = self.unfinished(src.len()) else { return Ok(None) };
+        let e = FrameError::Truncated { party: self.party, offset, stage, have, need };
+        self.state = State::Failed(e.clone());
+        Err(e)
+    }
+
+    /// The item begun and not finished, with `buffered` bytes of the stream held unconsumed by
+    /// the caller: what a peer that stopped sending left open (`None` between items).
+    pub fn unfinished(&self, buffered: usize) -> Option<Unfinished> {
+        let buffered = buffered as u64;
         let (stage, have, need) = match &self.state {
-            State::Head if src.is_empty() => return Ok(None),
-            State::Head => (Stage::Prefix, src.len() as u64, PREFIX_LEN as u64),
-            State::Body { len } => (Stage::Body, src.len() as u64, (PREFIX_LEN + len) as u64),
+            State::Head | State::Failed(_) if buffered == 0 => return None,
+            State::Failed(_) => return None,
+            State::Head => (Stage::Prefix, buffered, PREFIX_LEN as u64),
+            State::Body { len } => (Stage::Body, buffered, (PREFIX_LEN + len) as u64),
             State::Raw { size, left, .. } if *size > self.limits.max_sideband => {
                 (Stage::SidebandPayload, size - left, *size)
             }
-            State::Raw { size, .. } => (Stage::SidebandPayload, src.len() as u64, *size),
-            State::Failed(e) => return Err(e.clone()),
+            State::Raw { size, .. } => (Stage::SidebandPayload, buffered, *size),
         };
         let offset = match &self.state {
             State::Raw { offset, .. } => *offset,
             _ => self.consumed,
         };
-        let e = FrameError::Truncated { party: self.party, offset, stage, have, need };
-        self.state = State::Failed(e.clone());
-        Err(e)
+        Some(Unfinished { stage, offset, have, need })
+    }
+
+    /// The rule `e` (an error of this decoder) shows broken. A prefix that loses the framing
+    /// right where a sideband payload ended shows the payload longer than its RawHeader.size
+    /// (TP-SIDEBAND-01); otherwise [`FrameError::violation`].
+    pub fn violation_of(&self, e: &FrameError) -> Violation {
+        match (e, self.sideband_end) {
+            (FrameError::Oversize { party, offset, len, .. }, Some(end)) if *offset == end.at => Violation::new(
+                Rule::SidebandSize,
+                *party,
+                format!(
+                    "the {}-byte sideband payload at stream offset {} is followed by bytes that are not a frame \
+                     (read as a prefix they announce {len} bytes, above MAX_FRAME): the payload is longer than its RawHeader.size",
+                    end.size, end.payload
+                ),
+            ),
+            _ => e.violation(),
+        }
     }
 
     /// Decodes the complete frame at the front of `src` and consumes it. Decoding reads
@@ -299,6 +398,7 @@ impl FrameDecoder {
         let item = self.finish_frame(offset, &src[PREFIX_LEN..total]);
         src.advance(total);
         self.consumed += total as u64;
+        self.sideband_end = None;
         item
     }
 
@@ -328,10 +428,87 @@ impl FrameDecoder {
         // ordinary frame (and a BR-SIDEBAND-10 violation), with no unframed bytes after it.
         if let (Party::ToolProcess, Some(Msg::RawHeader(h))) = (self.party, &d.envelope.msg) {
             let payload_at = self.consumed + (PREFIX_LEN + body.len()) as u64;
-            self.state = State::Raw { header: Some(h.clone()), offset: payload_at, size: h.size, left: h.size };
+            self.state =
+                State::Raw { header: Some(h.clone()), offset: payload_at, size: h.size, left: h.size, scanned: 0 };
         }
         Ok(Some(item))
     }
+}
+
+/// Where a sideband payload shorter than its RawHeader.size (`need`) ends in `src` (the buffered
+/// bytes from the payload's first on): the offset, below `need`, at which frames begin that run
+/// past `need`. A plain payload is the UTF-8 text of JSON, which never holds a NUL byte, while
+/// every frame's prefix begins with one (MAX_FRAME is below 16 MiB); a zstd payload is one zstd
+/// frame, which ends where its last block says, and no zstd frame begins with a NUL. From such
+/// a place on, whole frames with a message in each must follow one another until one of them
+/// runs past the announced end: a payload of the announced length ends there and the next
+/// frame's prefix begins, so a frame inside it that crossed the end would have to be made of its
+/// last bytes and the next prefix. While the frames there have not all arrived the payload is
+/// not delivered (a short payload would be misread); anything else (a NUL that begins no frame,
+/// frames that end exactly at `need`) is payload. `scanned` keeps how far a plain payload was
+/// searched, so each byte is searched once.
+fn early_end(compression: &str, src: &[u8], need: usize, scanned: &mut usize, max_frame: u32) -> Option<usize> {
+    // Searched to the end for good: the payload is read to its announced length.
+    const DONE: usize = WAIT;
+    if *scanned == DONE {
+        return None;
+    }
+    let have = &src[..src.len().min(need)];
+    let at = match compression {
+        "" => {
+            // Only the first NUL can be where the payload ended: text before it, nothing after.
+            let from = (*scanned).min(have.len());
+            let Some(at) = have[from..].iter().position(|&b| b == 0).map(|i| from + i) else {
+                *scanned = have.len();
+                return None;
+            };
+            if std::str::from_utf8(&have[..at]).is_err() {
+                *scanned = DONE;
+                return None;
+            }
+            at
+        }
+        ZSTD if have.starts_with(&ZSTD_MAGIC) => {
+            zstd::zstd_safe::find_frame_compressed_size(have).ok().filter(|&n| n < have.len() && have[n] == 0)?
+        }
+        _ => return None,
+    };
+    match frames_past(src, at, need, max_frame) {
+        Some(true) => Some(at),
+        None => {
+            // Not all there yet: wait for them, whether or not `need` bytes have arrived.
+            *scanned = at;
+            Some(WAIT)
+        }
+        Some(false) => {
+            *scanned = DONE;
+            None
+        }
+    }
+}
+
+/// What [`early_end`] returns while the frames that would show a short payload are arriving.
+const WAIT: usize = usize::MAX;
+
+/// Whether whole frames, each with a message, follow one another in `src` from `at` until one
+/// ends past `need` (`Some(true)`), or not (`Some(false)`: a prefix above `max_frame`, a body
+/// that is no Envelope, frames that end exactly at `need`); `None` while bytes are missing.
+fn frames_past(src: &[u8], mut at: usize, need: usize, max_frame: u32) -> Option<bool> {
+    while at < need {
+        let len = announced(&src[at..])?;
+        if len > max_frame {
+            return Some(false);
+        }
+        let end = at + PREFIX_LEN + len as usize;
+        if src.len() < end {
+            return None;
+        }
+        match Envelope::decode(&src[at + PREFIX_LEN..end]) {
+            Ok(e) if e.msg.is_some() => at = end,
+            _ => return Some(false),
+        }
+    }
+    Some(at > need)
 }
 
 /// Whether a body that decoded to `envelope` may hold more than the Envelope shows (unknown

@@ -27,6 +27,10 @@ pub enum SidebandError {
     DecompressedTooLarge { limit: u64 },
     #[error("zstd payload decodes to {actual} bytes, but uncompressed_size says {declared}")]
     SizeMismatch { declared: u64, actual: u64 },
+    /// The payload ended before `RawHeader.size` bytes: the frame that follows it began inside
+    /// the announced length.
+    #[error("payload of {actual} bytes, shorter than the {size} RawHeader.size announced: a frame begins after it")]
+    Short { size: u64, actual: u64 },
 }
 
 /// Turns a received payload into the field's bytes according to its header.

@@ -118,6 +118,9 @@ pub fn sideband_violations(
         (_, Err(e @ (SidebandError::Zstd(_) | SidebandError::SizeMismatch { .. }))) => {
             v.push(Violation::new(Rule::SidebandZstd, party, e.to_string()));
         }
+        (_, Err(e @ SidebandError::Short { .. })) => {
+            v.push(Violation::new(Rule::SidebandSize, party, e.to_string()));
+        }
         // Over our own limit: no rule broken, the receiver just will not take it.
         _ => {}
     }
@@ -260,6 +263,16 @@ impl StreamAssembler {
                     ));
                 }
                 let grown = p.data.len() as u64 + c.data.len() as u64;
+                if p.header.total_size != 0 && grown > p.header.total_size {
+                    // More data than total_size announced: it can no longer add up.
+                    p.violations.push(Violation::new(
+                        Rule::StreamSizes,
+                        party,
+                        format!("total_size {} but {grown} bytes arrived before the final chunk", p.header.total_size),
+                    ));
+                    let declared = p.header.total_size;
+                    return Some(self.fail(&rid, StreamError::TotalMismatch { declared, actual: grown }));
+                }
                 if grown > self.limits.max_stream || self.buffered + c.data.len() as u64 > self.limits.max_total {
                     return Some(self.fail(&rid, StreamError::TooLarge { limit: self.limits.max_stream }));
                 }
@@ -346,6 +359,15 @@ impl StreamAssembler {
             None => Vec::new(),
         };
         StreamEvent::Failed { rid: rid.to_owned(), error, violations }
+    }
+
+    /// The streams open, by rid: the bytes assembled so far and the header's total_size (0: not
+    /// announced), in rid order.
+    pub fn open(&self) -> Vec<(String, u64, u64)> {
+        let mut out: Vec<(String, u64, u64)> =
+            self.open.iter().map(|(rid, p)| (rid.clone(), p.data.len() as u64, p.header.total_size)).collect();
+        out.sort();
+        out
     }
 
     /// Ends one stream early (its call timed out or was cancelled), releasing its buffer.

@@ -68,6 +68,9 @@ pub enum Rule {
     NamespaceNotEmpty,
     /// The connection ended before all `RawHeader.size` payload bytes arrived.
     SidebandTruncated,
+    /// A payload shorter or longer than `RawHeader.size`: a frame began inside it, or what
+    /// follows its announced end is not a frame.
+    SidebandSize,
     /// A RawHeader frame with a non-empty Envelope rid.
     SidebandEnvelopeRid,
     /// `RawHeader.field_name` other than `result_json` / `structured_content_json`.
@@ -88,6 +91,9 @@ pub enum Rule {
     StreamSizes,
     /// The bridge sent a StreamHeader or StreamChunk (only tool processes may).
     StreamFromBridge,
+    /// A reply to no request: under an id (rid) that was never sent, or one more reply than
+    /// requests sent under it.
+    UnmatchedReply,
 }
 
 impl Rule {
@@ -102,7 +108,7 @@ impl Rule {
             (BodyNotEnvelope | PartialFrame, Bridge) => "BR-FRAME-01",
             (NamespaceNotEmpty, ToolProcess) => "TP-FRAME-08",
             (NamespaceNotEmpty, Bridge) => "BR-FRAME-06",
-            (SidebandTruncated, ToolProcess) => "TP-SIDEBAND-01",
+            (SidebandTruncated | SidebandSize, ToolProcess) => "TP-SIDEBAND-01",
             (SidebandEnvelopeRid, ToolProcess) => "TP-SIDEBAND-03",
             (SidebandFieldName, ToolProcess) => "TP-SIDEBAND-04",
             (SidebandCompression, ToolProcess) => "TP-SIDEBAND-14",
@@ -113,11 +119,13 @@ impl Rule {
             (StreamSizes, ToolProcess) => "TP-STREAM-04",
             // A bridge never sends sideband or stream frames at all.
             (
-                SidebandTruncated | SidebandEnvelopeRid | SidebandFieldName | SidebandCompression | SidebandZstd
-                | SidebandPlain | SidebandFromBridge,
+                SidebandTruncated | SidebandSize | SidebandEnvelopeRid | SidebandFieldName | SidebandCompression
+                | SidebandZstd | SidebandPlain | SidebandFromBridge,
                 _,
             ) => "BR-SIDEBAND-10",
             (StreamSequence | StreamField | StreamSizes | StreamFromBridge, _) => "BR-STREAM-08",
+            (UnmatchedReply, ToolProcess) => "TP-CALL-01",
+            (UnmatchedReply, Bridge) => "BR-MCP-19",
         }
     }
 

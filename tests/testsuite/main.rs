@@ -30,3 +30,4 @@ mod html_report;
 mod proto_mcp;
 mod sdk_checkouts;
 mod soak;
+mod verdict_party_level;

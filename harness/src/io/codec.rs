@@ -61,6 +61,11 @@ impl EnvelopeCodec {
     pub fn position(&self) -> u64 {
         self.decoder.position()
     }
+
+    /// The sans-IO decoder (what it has begun, what its errors break).
+    pub fn frames(&self) -> &FrameDecoder {
+        &self.decoder
+    }
 }
 
 fn incoming(step: Result<Option<Frame>, FrameError>) -> Result<Option<Incoming>, CodecError> {

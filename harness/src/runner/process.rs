@@ -207,7 +207,7 @@ impl Testee {
 
     /// When the testee wrote more to stderr than the harness keeps: the failure naming the flood.
     pub fn stderr_flood(&self) -> Option<String> {
-        self.stderr.flood("the testee")
+        self.stderr.flood("the tool process")
     }
 
     /// Sends a signal to the testee process itself.

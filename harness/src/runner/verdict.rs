@@ -106,16 +106,14 @@ impl KnownFailure {
     }
 }
 
-/// The level of a failure that broke `broken` in a scenario of `level`: the scenario's, unless
-/// every broken requirement is weaker (a SHOULD checked in a MUST scenario is a WARN). Never
-/// stronger than the scenario's.
+/// The level of a failure that broke `broken` in a scenario of `level`: the level of the
+/// strongest broken requirement in the requirement table, up as well as down (a MUST broken in
+/// a SHOULD scenario is a FAIL, a SHOULD checked in a MUST scenario a WARN); the scenario's own
+/// level only when no broken requirement is known (the scenario's `level:` says what it is
+/// about, not what broke).
 pub fn failure_level(level: Level, broken: &[String]) -> Level {
     use crate::requirements::{get, strength};
-    let strongest = broken.iter().filter_map(|id| get(id)).map(|r| r.level).max_by_key(|l| strength(*l));
-    match strongest {
-        Some(l) if strength(l) < strength(level) => l,
-        _ => level,
-    }
+    broken.iter().filter_map(|id| get(id)).map(|r| r.level).max_by_key(|l| strength(*l)).unwrap_or(level)
 }
 
 /// The verdict and the message reported for an outcome of a scenario of `level`; `broken` are the
@@ -284,12 +282,23 @@ mod tests {
     }
 
     #[test]
-    fn a_should_broken_in_a_must_scenario_is_a_warning_and_never_the_other_way() {
+    fn the_level_follows_the_requirement_that_broke_up_as_well_as_down() {
         let failed = Outcome::Failed("x".into());
-        // BR-CANCEL-05 is a SHOULD, BR-CANCEL-01 a MUST.
+        // BR-CANCEL-05 is a SHOULD, BR-CANCEL-01 a MUST, TP-STREAM-01 a MAY.
         assert_eq!(judge(&failed, Level::Must, &["BR-CANCEL-05".into()], None).0, Verdict::Warn);
         assert_eq!(judge(&failed, Level::Must, &["BR-CANCEL-01".into()], None).0, Verdict::Fail);
-        assert_eq!(judge(&failed, Level::Should, &["BR-CANCEL-01".into()], None).0, Verdict::Warn);
+        // A MUST broken inside a SHOULD (or MAY) scenario is a FAIL.
+        assert_eq!(judge(&failed, Level::Should, &["BR-CANCEL-01".into()], None).0, Verdict::Fail);
+        assert_eq!(judge(&failed, Level::May, &["BR-CANCEL-01".into()], None).0, Verdict::Fail);
+        // The worst of several; a MAY that broke is a note whatever the scenario says.
+        assert_eq!(
+            judge(&failed, Level::Should, &["BR-CANCEL-05".into(), "BR-CANCEL-01".into()], None).0,
+            Verdict::Fail
+        );
+        assert_eq!(judge(&failed, Level::Must, &["TP-STREAM-01".into()], None).0, Verdict::Pass);
+        // Nothing known broken: the scenario's level.
+        assert_eq!(judge(&failed, Level::Should, &[], None).0, Verdict::Warn);
+        assert_eq!(judge(&failed, Level::Should, &["TP-NOPE-99".into()], None).0, Verdict::Warn);
     }
 
     #[test]

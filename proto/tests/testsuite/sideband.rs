@@ -370,3 +370,125 @@ fn a_raw_header_from_the_bridge_is_an_ordinary_frame() {
     let Ok(Some(Frame::Envelope(next))) = d.decode(&mut buf) else { panic!("the next frame, not a payload") };
     assert_eq!(next.envelope.request_id, "next");
 }
+
+/// `[RawHeader announcing `size`][payload]`: a header that may lie about the payload after it.
+fn lying_sideband(size: u64, compression: &str, payload: &[u8]) -> Vec<u8> {
+    let header = RawHeader {
+        request_id: "c1".into(),
+        field_name: "result_json".into(),
+        size,
+        compression: compression.into(),
+        uncompressed_size: 0,
+    };
+    let mut wire = Envelope::from(header).to_frame().to_vec();
+    wire.extend_from_slice(payload);
+    wire
+}
+
+#[test]
+fn a_plain_payload_shorter_than_announced_is_named_when_the_next_frame_arrives() {
+    let text = br#"[{"type":"text","text":"short"}]"#;
+    let next = protomcp_proto::envelopes::list_tools().with_rid("after").to_frame();
+    // Announced 10 bytes more than sent: the next frame's bytes would complete it.
+    let mut wire = lying_sideband(text.len() as u64 + 10, "", text);
+    wire.extend_from_slice(&next);
+    // Byte by byte, and all at once: the same items.
+    let one: Vec<&[u8]> = wire.chunks(1).collect();
+    for chunks in [vec![&wire[..]], one] {
+        let items = decode_all(Limits::default(), &chunks);
+        assert_eq!(items.len(), 3, "{items:?}");
+        let Frame::Sideband(s) = &items[1] else { panic!("{:?}", items[1]) };
+        assert_eq!(s.payload, Err(SidebandError::Short { size: text.len() as u64 + 10, actual: text.len() as u64 }));
+        let v = sideband_violations("", &s.header, &s.payload, Party::ToolProcess);
+        assert_eq!(v.iter().map(|v| v.requirement()).collect::<Vec<_>>(), ["TP-SIDEBAND-01"]);
+        let Frame::Envelope(d) = &items[2] else { panic!("{:?}", items[2]) };
+        assert_eq!(d.envelope.request_id, "after", "the frame after the short payload is read in frame");
+    }
+}
+
+#[test]
+fn a_zstd_payload_shorter_than_announced_ends_where_its_zstd_frame_ends() {
+    let z = zstd::bulk::compress(&br#"[{"type":"text","text":"yyyyyyyyyyyyyyyyyyyy"}]"#.repeat(50), 3).unwrap();
+    let next = protomcp_proto::envelopes::list_tools().with_rid("after").to_frame();
+    let mut wire = lying_sideband(z.len() as u64 + 3, "zstd", &z);
+    wire.extend_from_slice(&next);
+    let items = decode_all(Limits::default(), &[&wire]);
+    let Frame::Sideband(s) = &items[1] else { panic!("{items:?}") };
+    assert_eq!(s.payload, Err(SidebandError::Short { size: z.len() as u64 + 3, actual: z.len() as u64 }));
+    assert!(matches!(&items[2], Frame::Envelope(d) if d.envelope.request_id == "after"), "{items:?}");
+}
+
+#[test]
+fn a_payload_of_the_announced_length_is_never_cut_whatever_it_holds() {
+    // NUL bytes and a would-be frame inside a payload of the right length (not JSON: a bridge
+    // takes plain payloads verbatim, BR-SIDEBAND-04): delivered whole, as announced.
+    let inner = protomcp_proto::envelopes::list_tools().with_rid("inside").to_frame();
+    let mut payload = b"[1,".to_vec();
+    payload.extend_from_slice(&inner);
+    let wire = lying_sideband(payload.len() as u64, "", &payload);
+    let items = decode_all(Limits::default(), &[&wire]);
+    assert_eq!(items.len(), 2, "{items:?}");
+    assert_eq!(payload_of(&items).as_deref(), Ok(&payload[..]));
+    // A NUL that starts no frame: read on to the announced length.
+    let wire = lying_sideband(8, "", b"ab\0\0\0\xffcd");
+    let items = decode_all(Limits::default(), &[&wire]);
+    assert_eq!(payload_of(&items).as_deref(), Ok(&b"ab\0\0\0\xffcd"[..]));
+}
+
+#[test]
+fn a_payload_longer_than_announced_is_named_by_the_prefix_that_follows_it() {
+    let text = br#"[{"type":"text","text":"longer"}]"#;
+    // Announced 4 bytes fewer than sent: `"}]` and more are read as the next length prefix.
+    let wire = lying_sideband(text.len() as u64 - 4, "", text);
+    let mut d = FrameDecoder::new(Party::ToolProcess);
+    let mut buf = BytesMut::from(&wire[..]);
+    assert!(matches!(d.decode(&mut buf), Ok(Some(Frame::Envelope(_)))));
+    assert!(matches!(d.decode(&mut buf), Ok(Some(Frame::Sideband(_)))));
+    let err = d.decode(&mut buf).unwrap_err();
+    assert!(matches!(err, FrameError::Oversize { .. }), "{err:?}");
+    let v = d.violation_of(&err);
+    assert_eq!((v.rule, v.requirement()), (Rule::SidebandSize, "TP-SIDEBAND-01"), "{v}");
+    assert!(v.detail.contains("longer than its RawHeader.size"), "{v}");
+    // The same prefix anywhere else is an oversize frame (TP-FRAME-04).
+    let mut d = FrameDecoder::new(Party::ToolProcess);
+    let mut buf = BytesMut::from(&b"\xff\xff\xff\xff"[..]);
+    let err = d.decode(&mut buf).unwrap_err();
+    assert_eq!(d.violation_of(&err).requirement(), "TP-FRAME-04");
+}
+
+#[test]
+fn what_a_decoder_waits_for_is_told_with_its_counts() {
+    let wire = lying_sideband(100, "", b"[1,2,3]");
+    let mut d = FrameDecoder::new(Party::ToolProcess);
+    let mut buf = BytesMut::from(&wire[..]);
+    assert!(matches!(d.decode(&mut buf), Ok(Some(Frame::Envelope(_)))));
+    assert_eq!(d.decode(&mut buf), Ok(None));
+    let u = d.unfinished(buf.len()).expect("a payload begun");
+    assert_eq!((u.stage, u.have, u.need), (Stage::SidebandPayload, 7, 100));
+    assert!(u.to_string().contains("has 7 of the 100 bytes its RawHeader.size announced"), "{u}");
+    let mut idle = FrameDecoder::new(Party::ToolProcess);
+    assert_eq!(idle.decode(&mut BytesMut::new()), Ok(None));
+    assert_eq!(idle.unfinished(0), None);
+}
+
+#[test]
+fn chunks_past_the_announced_total_fail_the_stream_when_they_arrive() {
+    let mut asm = assembler();
+    asm.handle(
+        &Envelope::from(StreamHeader { field_name: "result_json".into(), total_size: 5, chunk_size: 4 }).with_rid("c"),
+    );
+    assert!(matches!(
+        asm.handle(&Envelope::from(StreamChunk { data: "abcd".into(), r#final: false }).with_rid("c")),
+        Some(StreamEvent::Progress { .. })
+    ));
+    assert_eq!(asm.open(), [("c".to_owned(), 4, 5)]);
+    // 8 bytes of a stream that announced 5: failed at once, not at the final chunk.
+    let Some(StreamEvent::Failed { error, violations, .. }) =
+        asm.handle(&Envelope::from(StreamChunk { data: "efgh".into(), r#final: false }).with_rid("c"))
+    else {
+        panic!()
+    };
+    assert_eq!(error, StreamError::TotalMismatch { declared: 5, actual: 8 });
+    assert_eq!(violations.iter().map(|v| v.requirement()).collect::<Vec<_>>(), ["TP-STREAM-04"]);
+    assert_eq!((asm.buffered(), asm.open_streams()), (0, 0));
+}

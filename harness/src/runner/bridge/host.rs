@@ -156,7 +156,52 @@ impl Run<'_> {
 
     pub(super) fn take(&mut self, i: u64, m: &Value) {
         self.mark(i);
+        if is_response(m)
+            && let Some(id) = m.get("id")
+        {
+            *self.pages.answered.entry(compact(id)).or_default() += 1;
+        }
         self.ex.transcript.push(Item::Host { dir: Dir::FromTestee, message: Some(m.clone()), raw: None });
+    }
+
+    /// Whether `m`, a message of the bridge not read yet, replies to no request of this host
+    /// session: a response under an id the host never sent, or one more response than requests
+    /// under its id (BR-MCP-19: exactly one response per request). Named when it arrives, not
+    /// at the deadline of the step waiting for another. A null id (the answer to a line that is
+    /// not JSON, BR-MCP-16) and sessions where the host sent what the harness cannot read as
+    /// requests are not judged.
+    pub(super) fn unmatched(&self, m: &Value) -> Option<String> {
+        let id = m.get("id").filter(|id| !id.is_null() && is_response(m) && !self.pages.opaque)?;
+        let key = compact(id);
+        let asked = self.pages.asked.get(&key).copied().unwrap_or(0);
+        let answered = self.pages.answered.get(&key).copied().unwrap_or(0);
+        match (asked, answered) {
+            (0, _) => {
+                Some(format!("the bridge sent a response under id {key}, which the host never used: {}", compact(m)))
+            }
+            (a, n) if n >= a => Some(format!(
+                "the bridge sent response {} under id {key}, for {a} request(s) under it: {}",
+                n + 1,
+                compact(m)
+            )),
+            _ => None,
+        }
+    }
+
+    /// Fails the step when message `i` replies to no request ([`Run::unmatched`]).
+    fn check_reply(&mut self, i: u64, m: &Value) -> Result<(), StepError> {
+        match self.unmatched(m) {
+            Some(why) => {
+                self.take(i, m);
+                let v = protomcp_proto::violation::Violation::new(
+                    protomcp_proto::violation::Rule::UnmatchedReply,
+                    protomcp_proto::violation::Party::Bridge,
+                    why,
+                );
+                Err(self.ex.violation(v))
+            }
+            None => Ok(()),
+        }
     }
 
     /// One round of a host wait: what is wrong already fails the step (a flood, a stray stdout
@@ -188,6 +233,9 @@ impl Run<'_> {
         loop {
             self.wait_round(&mut deadline, within).await?;
             let mut heads = self.heads(ignore);
+            for (i, m) in &heads {
+                self.check_reply(*i, m)?;
+            }
             for (i, m) in &mut heads {
                 *m = self.whole_list(*i, m, deadline).await?;
             }
@@ -361,6 +409,7 @@ impl Run<'_> {
         loop {
             self.wait_round(&mut deadline, d).await?;
             if let Some((i, m)) = self.heads(ignore).into_iter().next() {
+                self.check_reply(i, &m)?;
                 self.take(i, &m);
                 return Err(StepError::Fail(format!("expected no message for {d:?}, got {}", compact(&m))));
             }
@@ -401,10 +450,23 @@ impl Run<'_> {
 
     /// Sends one host message (`json`) or line (`raw`): a line on stdin, or a queued POST.
     pub(super) fn host_send(&mut self, bytes: String) {
+        match serde_json::from_str::<Value>(&bytes) {
+            Ok(v) if v.is_object() => {
+                if let (Some(_), Some(id)) = (v.get("method"), v.get("id")) {
+                    *self.pages.asked.entry(compact(id)).or_default() += 1;
+                }
+            }
+            _ => self.pages.opaque = true,
+        }
         let watchdog = self.watchdog();
         match &self.http {
             None => self.host.send_line(&bytes),
             Some(h) => h.session.send(Outgoing::Post(bytes.into_bytes()), watchdog),
         }
     }
+}
+
+/// Whether `m` is a JSON-RPC response (an id, a result or an error, no method).
+fn is_response(m: &Value) -> bool {
+    m.get("method").is_none() && m.get("id").is_some() && (m.get("result").is_some() || m.get("error").is_some())
 }

@@ -145,6 +145,13 @@ struct Other {
 struct Pages {
     /// The method of each list request the host sent, by its id (compact JSON).
     requests: BTreeMap<String, &'static str>,
+    /// The requests the host sent, by id (compact JSON), and the responses seen, for replies to
+    /// no request (BR-MCP-19, [`Run::unmatched`]).
+    asked: BTreeMap<String, u32>,
+    answered: BTreeMap<String, u32>,
+    /// The host sent something whose requests the harness does not know (a raw line, a batch,
+    /// a `host_http` request): replies are not matched.
+    opaque: bool,
     /// The first page's message number → the response with every page's items.
     merged: BTreeMap<u64, Value>,
     /// Ids of the harness's own follow-up requests so far.
@@ -252,6 +259,7 @@ impl Run<'_> {
                 self.expect_no_host(d, &e.ignore).await
             }
             Action::HostHttp(h) => {
+                self.pages.opaque = true;
                 // After every queued send, so that the session id is known and the order holds.
                 self.http_drain().await?;
                 let within = self.ex.t(h.within);

@@ -138,7 +138,10 @@ impl Run<'_> {
             first = false;
             let v = match self.ex.next_required(wait, quiet, &[]).await {
                 Ok(v) => v,
-                Err(StepError::Fail(_)) => break,
+                Err(StepError::Fail(_)) => {
+                    self.ex.forget_violation();
+                    break;
+                }
                 Err(e) => return Err(e),
             };
             let rid = v.get("request_id").cloned().unwrap_or(json!(""));

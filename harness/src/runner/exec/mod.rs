@@ -10,7 +10,7 @@ use protomcp_proto::dynamic::arm_of;
 use protomcp_proto::envelopes::{self as env, Arm, EnvelopeExt};
 use protomcp_proto::frame::{Frame, Limits};
 use protomcp_proto::sideband::{StreamAssembler, StreamEvent, StreamLimits};
-use protomcp_proto::violation::Party;
+use protomcp_proto::violation::{Party, Violation};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixListener;
@@ -143,6 +143,10 @@ pub struct Exec<'a> {
     /// What the running step found out about the requirement it saw broken, when the step checks
     /// more than one thing (the handshake: the first reply, the marker, the hidden tools).
     pub(crate) found: &'static [&'static str],
+    /// A rule the peer broke in the bytes it sent (a broken frame, a sideband payload of the
+    /// wrong length, a stream that does not add up), and the step whose failure it is: it names
+    /// what broke, whatever the step checks ([`Exec::broken`]).
+    pub(crate) violated: Option<(Option<usize>, Violation)>,
     /// A write that failed because the peer had closed or reset the connection: the step it
     /// happened in and the message. Not a failure by itself: the next step that reads sees the
     /// end and is the one judged, so the verdict does not depend on whether the peer's end
@@ -254,6 +258,7 @@ impl<'a> Exec<'a> {
             held: Vec::new(),
             current: None,
             found: &[],
+            violated: None,
             lost_write: None,
             read_since_lost: false,
             lists: None,
@@ -299,12 +304,42 @@ impl<'a> Exec<'a> {
         self.flush_held().await
     }
 
-    /// The peer under test, for messages: `the testee` or `the bridge`.
+    /// The peer under test, for messages: `the tool process` or `the bridge`. On the harness's
+    /// socket it sends every byte the harness reads (in bridge runs through the mock's relay).
     pub(crate) fn party(&self) -> &'static str {
-        match self.scenario.role {
-            crate::scenario::Role::Bridge => "the bridge",
-            crate::scenario::Role::ToolProcess => "the testee",
+        match self.peer() {
+            Party::Bridge => "the bridge",
+            Party::ToolProcess => "the tool process",
         }
+    }
+
+    /// Who sends the frames the harness reads on its socket: the tool process under test, or
+    /// in a bridge run the bridge (the mock only relays its bytes).
+    pub(crate) fn peer(&self) -> Party {
+        self.scenario.role.party()
+    }
+
+    /// What connects to the harness's socket, for messages: the tool process under test, or in a
+    /// bridge run the tool process the bridge starts (the mock).
+    fn connector(&self) -> &'static str {
+        match self.peer() {
+            Party::Bridge => "the bridge's tool process",
+            Party::ToolProcess => "the tool process",
+        }
+    }
+
+    /// The failure of the running step by `v`, a rule the peer broke in its bytes: the message
+    /// names the requirement, its level and the party, and [`Exec::broken`] the requirement.
+    pub(crate) fn violation(&mut self, v: Violation) -> StepError {
+        let m = v.to_string();
+        self.violated = Some((self.current, v));
+        StepError::Fail(m)
+    }
+
+    /// A failure of [`Exec::next`] that the step reads as the end of the connection, not as its
+    /// own failure: the violation it recorded is no longer what broke.
+    pub(crate) fn forget_violation(&mut self) {
+        self.violated = None;
     }
 
     /// When the transcript went past its bound ([`crate::limits::TRANSCRIPT`]): the failure
@@ -337,9 +372,13 @@ impl<'a> Exec<'a> {
         }
     }
 
-    /// The requirements the failure of this run broke (see [`Scenario::broken_by`]).
+    /// The requirements the failure of this run broke: the rule the peer broke in its bytes
+    /// when that failed the step, else see [`Scenario::broken_by`].
     pub fn broken(&self) -> Vec<String> {
-        self.scenario.broken_by(self.current, self.found)
+        match &self.violated {
+            Some((step, v)) if *step == self.current => vec![v.requirement().to_owned()],
+            _ => self.scenario.broken_by(self.current, self.found),
+        }
     }
 
     /// The requirements steps before the failing one showed to hold (see
@@ -365,8 +404,10 @@ impl<'a> Exec<'a> {
         let Some(tx) = self.conn.as_mut().and_then(|c| c.tx.as_mut()) else { return Ok(()) };
         match tokio::time::timeout(within, tx.write_all(&bytes)).await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(StepError::Fail(format!("writing to the testee failed: {e}"))),
-            Err(_) => Err(StepError::Fail(format!("the testee did not read {} bytes within {within:?}", bytes.len()))),
+            Ok(Err(e)) => Err(StepError::Fail(format!("writing to {} failed: {e}", self.party()))),
+            Err(_) => {
+                Err(StepError::Fail(format!("{} did not read {} bytes within {within:?}", self.party(), bytes.len())))
+            }
         }
     }
 
@@ -382,14 +423,14 @@ impl<'a> Exec<'a> {
                 r = tokio::time::timeout_at(deadline, self.listener.accept()) => match r {
                     Ok(Ok((s, _))) => break s,
                     Ok(Err(e)) => return Err(StepError::Error(format!("accept failed: {e}"))),
-                    Err(_) => return Err(StepError::Fail(format!("the testee did not connect within {within:?}"))),
+                    Err(_) => return Err(StepError::Fail(format!("{} did not connect within {within:?}", self.connector()))),
                 },
                 x = self.proc.wait(within) => if let Some(x) = x {
                     // It may have connected just before it ended: the connection waits in the
                     // backlog.
                     match tokio::time::timeout(Duration::from_millis(50), self.listener.accept()).await {
                         Ok(Ok((s, _))) => break s,
-                        _ => return Err(StepError::Fail(format!("the testee ended ({x}) without connecting"))),
+                        _ => return Err(StepError::Fail(format!("{} ended ({x}) without connecting", self.connector()))),
                     }
                 }
             }
@@ -404,11 +445,11 @@ impl<'a> Exec<'a> {
         self.peer_pid = stream.peer_cred().ok().and_then(|c| c.pid());
         self.transcript.push(Item::Connected);
         let (rd, wr) = stream.into_split();
-        let rx = FramedRead::new(rd, EnvelopeCodec::new(Party::ToolProcess, Limits::default()));
+        let rx = FramedRead::new(rd, EnvelopeCodec::new(self.peer(), Limits::default()));
         self.conn = Some(Conn {
             rx: Some(rx),
             tx: Some(wr),
-            streams: StreamAssembler::new(Party::ToolProcess, StreamLimits::default()),
+            streams: StreamAssembler::new(self.peer(), StreamLimits::default()),
             raw_header_rid: None,
         });
         Ok(())
@@ -446,8 +487,10 @@ impl<'a> Exec<'a> {
                 }
                 Ok(())
             }
-            Ok(Err(e)) => Err(StepError::Fail(format!("writing to the testee failed: {e}"))),
-            Err(_) => Err(StepError::Fail(format!("the testee did not read {} bytes within {within:?}", bytes.len()))),
+            Ok(Err(e)) => Err(StepError::Fail(format!("writing to {} failed: {e}", self.party()))),
+            Err(_) => {
+                Err(StepError::Fail(format!("{} did not read {} bytes within {within:?}", self.party(), bytes.len())))
+            }
         }
     }
 

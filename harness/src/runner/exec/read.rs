@@ -2,6 +2,7 @@
 //! result), list pulls answered on the way, transcript items deferred while polling.
 
 use super::*;
+use protomcp_proto::violation::Rule;
 
 impl Exec<'_> {
     /// The next tree (not in `ignore`) until `deadline`; sideband transfers and completed streams
@@ -10,6 +11,12 @@ impl Exec<'_> {
         self.flush_held().await?;
         while let Some(got) = self.stash.pop_front() {
             self.flush_deferred();
+            if got.is_err()
+                && let Some((step, _)) = &mut self.violated
+            {
+                // Read while polling during an earlier step: it fails this one.
+                *step = self.current;
+            }
             match got? {
                 Got::Value(v) if arm_of(&v).and_then(Arm::from_name).is_some_and(|a| ignore.contains(&a)) => {}
                 got => return Ok(got),
@@ -35,7 +42,14 @@ impl Exec<'_> {
                         self.deferring,
                         Item::StreamError { error: e.to_string() },
                     );
-                    return Err(StepError::Fail(format!("the connection broke: {e}")));
+                    let broke = match &e {
+                        crate::io::CodecError::Frame(f) => Some(rx.decoder().frames().violation_of(f)),
+                        _ => None,
+                    };
+                    return Err(match broke {
+                        Some(v) => self.violation(v),
+                        None => StepError::Fail(format!("the connection broke: {e}")),
+                    });
                 }
                 Ok(Some(Ok(i))) => i,
             };
@@ -80,15 +94,37 @@ impl Exec<'_> {
                     self.deferring,
                     Item::Malformed { error: e.to_string(), hex: body },
                 );
-                return Err(StepError::Fail(format!("the testee sent a malformed frame: {e}")));
+                return Err(self.violation(e.violation()));
             }
             Incoming::Frame(Frame::Sideband(sb)) => {
                 let rid = self.conn_mut()?.raw_header_rid.take().unwrap_or_default();
+                if let Err(e @ protomcp_proto::sideband::SidebandError::Short { .. }) = &sb.payload {
+                    // Named when the frame after it arrives, not at the step's deadline.
+                    let detail = format!("the sideband payload at stream offset {} (call {rid:?}): {e}", sb.offset);
+                    return Err(self.violation(Violation::new(Rule::SidebandSize, self.peer(), detail)));
+                }
                 sideband_value(&sb, &rid)
             }
             Incoming::Frame(Frame::Envelope(d)) => {
                 let tree = frame_value(&d).map_err(|e| StepError::Error(e.to_string()))?;
-                if arm_of(&tree) == Some("raw_header") {
+                let arm = arm_of(&tree);
+                if self.peer() == Party::Bridge
+                    && let Some(rule) = match arm {
+                        Some("raw_header") => Some(Rule::SidebandFromBridge),
+                        Some("stream_header" | "stream_chunk") => Some(Rule::StreamFromBridge),
+                        _ => None,
+                    }
+                {
+                    record(
+                        &mut self.deferred,
+                        &mut self.transcript,
+                        self.deferring,
+                        from(tree, "only a tool process sends this"),
+                    );
+                    let detail = format!("the bridge sent a {} frame at stream offset {}", arm.unwrap_or(""), d.offset);
+                    return Err(self.violation(Violation::new(rule, Party::Bridge, detail)));
+                }
+                if arm == Some("raw_header") {
                     // The payload follows as a Sideband item, which stands for the result.
                     record(&mut self.deferred, &mut self.transcript, self.deferring, from(tree, "sideband header"));
                     self.conn_mut()?.raw_header_rid = Some(d.envelope.request_id.clone());
@@ -103,13 +139,30 @@ impl Exec<'_> {
                             self.deferring,
                             from(tree.clone(), "stream end"),
                         );
+                        if let StreamEvent::Complete { violations, .. } = &ev
+                            && let Some(v) = violations.first()
+                        {
+                            return Err(self.violation(v.clone()));
+                        }
                         stream_value(&ev).unwrap_or(tree)
                     }
                     Some(StreamEvent::Progress { .. }) => {
                         record(&mut self.deferred, &mut self.transcript, self.deferring, from(tree, "stream"));
                         return Ok(None);
                     }
-                    Some(StreamEvent::Failed { rid, error, .. }) => {
+                    Some(StreamEvent::Failed { rid, error, violations }) => {
+                        record(
+                            &mut self.deferred,
+                            &mut self.transcript,
+                            self.deferring,
+                            from(tree.clone(), "stream failed"),
+                        );
+                        // Chunks that cannot add up to their total_size are named when they
+                        // arrive; a failure without a broken rule (over the harness's own
+                        // limits) is the stream's result.
+                        if let Some(v) = violations.into_iter().next() {
+                            return Err(self.violation(v));
+                        }
                         json!({"request_id": rid, "via": "stream", "stream": {"error": error.to_string()}})
                     }
                     // A chunk without an open stream (one after the final chunk, or under a
@@ -140,8 +193,12 @@ impl Exec<'_> {
     ) -> Result<Option<Value>, StepError> {
         match self.next(deadline, &[]).await {
             Ok(Got::Value(v)) => Ok(Some(v)),
-            Ok(Got::Eof) | Err(StepError::Fail(_)) => Ok(None),
-            Ok(Got::Timeout) => Err(StepError::Fail(format!("nothing arrived within {within:?}"))),
+            Ok(Got::Eof) => Ok(None),
+            Err(StepError::Fail(_)) => {
+                self.forget_violation();
+                Ok(None)
+            }
+            Ok(Got::Timeout) => Err(StepError::Fail(self.nothing_within(within))),
             Err(e) => Err(e),
         }
     }
@@ -154,9 +211,28 @@ impl Exec<'_> {
     ) -> Result<Value, StepError> {
         match self.next(deadline, ignore).await? {
             Got::Value(v) => Ok(v),
-            Got::Eof => Err(StepError::Fail("the testee closed the connection".into())),
-            Got::Timeout => Err(StepError::Fail(format!("nothing arrived within {within:?}"))),
+            Got::Eof => Err(StepError::Fail(format!("{} closed the connection", self.party()))),
+            Got::Timeout => Err(StepError::Fail(self.nothing_within(within))),
         }
+    }
+
+    /// The failure of a read that timed out: `nothing arrived within …`, and what the peer left
+    /// unfinished, when it began something (a sideband payload short of its RawHeader.size, a
+    /// stream without its final chunk, a partial frame), so that a size that does not add up is
+    /// named even when no later byte shows it.
+    pub(crate) fn nothing_within(&self, within: Duration) -> String {
+        let mut m = format!("nothing arrived within {within:?}");
+        let Some(conn) = &self.conn else { return m };
+        if let Some(rx) = &conn.rx
+            && let Some(u) = rx.decoder().frames().unfinished(rx.read_buffer().len())
+        {
+            m.push_str(&format!("; {} sent no more: {u}", self.party()));
+        }
+        for (rid, have, total) in conn.streams.open() {
+            let of = if total == 0 { String::new() } else { format!(" of the {total} its total_size announced") };
+            m.push_str(&format!("; the stream of rid {rid:?} has {have} bytes{of} and no final chunk"));
+        }
+        m
     }
 
     pub(super) fn flush_deferred(&mut self) {
