@@ -565,3 +565,56 @@ fn a_step_names_the_requirements_it_checks_and_the_loader_checks_them() {
     let e = first_error(&ok.replace("capture: entry}}}", "capture: other}}}"));
     assert!(e.contains("`${entry}` is not defined") || e.contains("entry"), "{e}");
 }
+
+#[test]
+fn a_judging_step_of_a_multi_requirement_scenario_must_name_what_it_checks() {
+    let head = "id: calls.echo\ntitle: Echo\nrequirements: [TP-CALL-01, TP-CALL-03]\nlevel: MUST\nrole: tool-process\nsteps:\n";
+    let steps = "  - handshake: {}\n  - send: {request_id: a, call_tool: {name: echo, arguments_json: {text: x}}}\n  - expect: {envelope: {request_id: a, call_result: {capture: r}}}\n    checks: [TP-CALL-01]\n  - check: {capture: r, pattern: {result_json: {json: [{type: text, text: x}]}}}\n    checks: [TP-CALL-03]\n  - sleep: {ms: 1}\n  - expect_nothing: {for_ms: 10}\n    checks: [TP-CALL-01]\n";
+    // Every judging step names its requirements; sends, sleeps and a plain handshake (which
+    // names what it saw broken itself) need not.
+    let ok = format!("{head}{steps}");
+    parse(&ok).unwrap_or_else(|e| panic!("{}", e.first()));
+    // Without them, each judging step is refused at its place, with the requirements to choose from.
+    let bare = ok.replace("    checks: [TP-CALL-01]\n", "");
+    let e = parse(&bare).unwrap_err();
+    let got: Vec<String> = e.iter().map(ToString::to_string).collect();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(
+        got[0],
+        "dir/s.yaml:9:5: `expect` judges the target in a scenario citing several requirements: name the one(s) it checks with `checks:` (of TP-CALL-01, TP-CALL-03, or another requirement the step is about)"
+    );
+    assert!(got[1].starts_with("dir/s.yaml:13:5: `expect_nothing` judges the target"), "{}", got[1]);
+    let e = first_error(&ok.replace("    checks: [TP-CALL-03]\n", ""));
+    assert!(e.starts_with("dir/s.yaml:11:5: `check` judges the target"), "{e}");
+    // A handshake with its own tool_list pattern leaves that pattern to the step's checks.
+    let e = first_error(&ok.replace("handshake: {}", "handshake: {tool_list: {tools: {includes: [{name: echo}]}}}"));
+    assert!(e.starts_with("dir/s.yaml:7:5: `handshake` judges the target"), "{e}");
+    // A scenario citing one requirement: every step inherits it.
+    let single = bare.replace("[TP-CALL-01, TP-CALL-03]", "[TP-CALL-01]").replace("    checks: [TP-CALL-03]\n", "");
+    parse(&single).unwrap_or_else(|e| panic!("{}", e.first()));
+}
+
+#[test]
+fn the_scenarios_let_through_without_checks_are_the_unconverted_ones() {
+    use protomcp_harness::scenario::UNATTRIBUTED;
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let mut all = load_dir(&root).unwrap_or_else(|e| panic!("{e}"));
+    all.extend(load_dir(&root.join("proto-mcp")).unwrap_or_else(|e| panic!("{e}")));
+    let mut seen = std::collections::HashSet::new();
+    for id in UNATTRIBUTED {
+        assert!(seen.insert(*id), "{id} is listed twice in UNATTRIBUTED");
+        let s =
+            all.iter().find(|s| s.id == *id).unwrap_or_else(|| panic!("UNATTRIBUTED names {id}, which no scenario is"));
+        assert!(
+            !s.unattributed_steps().is_empty(),
+            "{id} ({}) names what every judging step checks: take it off UNATTRIBUTED (scenario/src/model/unattributed.rs)",
+            s.file.display()
+        );
+    }
+    // The tool-process catalogue is converted: only bridge and proto-mcp scenarios wait.
+    for s in &all {
+        if UNATTRIBUTED.contains(&s.id.as_str()) {
+            assert!(s.role == Role::Bridge || s.file.components().any(|c| c.as_os_str() == "proto-mcp"), "{}", s.id);
+        }
+    }
+}

@@ -78,7 +78,7 @@ impl Checker<'_> {
         self.check_role_steps(&steps, role);
         self.check_transport_needs(&transports, &steps);
         self.check_socket_needs(&raw, &needs, &steps);
-        Scenario {
+        let scenario = Scenario {
             file: self.file.to_owned(),
             id,
             id_loc: loc(&raw.id),
@@ -99,6 +99,28 @@ impl Checker<'_> {
             exclusive: raw.exclusive.as_ref().is_some_and(|b| b.value),
             duration: raw.duration_ms.as_ref().map(|d| Duration::from_millis(d.value.0)),
             steps,
+        };
+        self.check_step_requirements(&scenario);
+        scenario
+    }
+
+    /// In a scenario citing several requirements, every step that judges the target names the
+    /// one(s) it checks (`checks:`), so that a failure names what broke and nothing else
+    /// ([`Scenario::unattributed_steps`]; the scenarios of [`UNATTRIBUTED`] are not converted yet).
+    fn check_step_requirements(&mut self, scenario: &Scenario) {
+        if UNATTRIBUTED.contains(&scenario.id.as_str()) {
+            return;
+        }
+        let cited: Vec<&str> = scenario.requirements.iter().map(|r| r.id).collect();
+        for st in scenario.unattributed_steps() {
+            self.error(
+                st.loc,
+                format!(
+                    "`{}` judges the target in a scenario citing several requirements: name the one(s) it checks with `checks:` (of {}, or another requirement the step is about)",
+                    st.keyword(),
+                    cited.join(", ")
+                ),
+            );
         }
     }
 

@@ -16,8 +16,10 @@ use crate::Misbehave;
 use crate::requirements::{Level, Requirement};
 
 mod step;
+mod unattributed;
 
 pub use step::*;
+pub use unattributed::UNATTRIBUTED;
 
 /// The spec's times (§1.5): `T_PROMPT` is the default wait of `expect` and friends, `T_START`
 /// the default wait of `handshake`.
@@ -180,6 +182,17 @@ impl Scenario {
             return found.iter().map(|id| (*id).to_owned()).collect();
         }
         self.requirements.iter().map(|r| r.id.to_owned()).collect()
+    }
+
+    /// The steps that judge the target ([`Action::judges`]) without naming what they check
+    /// (`checks:`) in a scenario that cites more than one requirement: a failure there would
+    /// name every requirement of the scenario. The loader refuses such a scenario unless its id
+    /// is in [`UNATTRIBUTED`].
+    pub fn unattributed_steps(&self) -> Vec<&Step> {
+        if self.requirements.len() < 2 {
+            return Vec::new();
+        }
+        self.steps.iter().filter(|st| st.action.judges() && st.checks.is_empty()).collect()
     }
 
     /// The time the scenario is sure to spend waiting on purpose: its sleeps and quiet windows

@@ -205,6 +205,50 @@ impl Action {
         )
     }
 
+    /// Whether the step judges the target with the requirements it is given: it fails when the
+    /// target does not do what it expects, and the failure breaks the step's `checks:` (else
+    /// the scenario's requirements). The steps that only act (sends, `sleep`, `signal`,
+    /// `close`, `touch`, `host_send`, `host_close`) do not: a write the peer did not take is
+    /// judged by the next step that reads. The handshakes judge too, but name what they saw
+    /// broken themselves: `handshake` (the first reply TP-HANDSHAKE-02, the burst
+    /// TP-HANDSHAKE-09/10, the hidden tools TP-HANDSHAKE-12) unless it has a `tool_list`
+    /// pattern, whose check is the scenario's (its `checks:` then stand for the whole step, see
+    /// [`crate::Scenario::broken_by`]); `tool_handshake` at a start (BR-HANDSHAKE-01, -04; a
+    /// burst after a ReloadRequest does not, and may be given `checks:`).
+    pub fn judges(&self) -> bool {
+        match self {
+            Action::Handshake(h) => h.tool_list.is_some(),
+            Action::Send(_)
+            | Action::SendRaw(_)
+            | Action::SendFrame(_)
+            | Action::Sleep(_)
+            | Action::Close(_)
+            | Action::Signal(_)
+            | Action::HostSend(_)
+            | Action::HostClose
+            | Action::Touch(_)
+            | Action::ToolHandshake(_) => false,
+            Action::Expect(_)
+            | Action::ExpectAnyOrder(_)
+            | Action::ExpectNothing(_)
+            | Action::ExpectClose { .. }
+            | Action::ExpectExit(_)
+            | Action::ExpectAlive { .. }
+            | Action::ExpectNoConnect { .. }
+            | Action::HostExpect(_)
+            | Action::HostExpectNothing(_)
+            | Action::HostHttp(_)
+            | Action::ReloadBegins(_)
+            | Action::Check { .. }
+            | Action::ExpectSocket { .. }
+            | Action::ExpectSocketPrivate
+            | Action::ToolConnectAgain { .. }
+            | Action::ExpectToolExit { .. }
+            | Action::Soak(_) => true,
+            Action::ProtoMcp(a) => a.judges(),
+        }
+    }
+
     /// A step only a tool-process scenario has (a bridge scenario uses `tool_handshake`).
     pub fn tool_process_only(&self) -> bool {
         matches!(self, Action::Handshake(_) | Action::ExpectAlive { .. } | Action::ExpectNoConnect { .. })

@@ -67,6 +67,11 @@ impl PmAction {
         }
     }
 
+    /// Whether the step judges the server (everything but a plain write; see [`crate::Action::judges`]).
+    pub fn judges(&self) -> bool {
+        !matches!(self, PmAction::Write(_))
+    }
+
     pub fn writes(&self) -> bool {
         matches!(self, PmAction::Initialize(_) | PmAction::Write(_) | PmAction::Probe(_))
     }
