@@ -312,3 +312,40 @@ fn reload_scenarios_accept_both_forms_of_reload_and_skip_the_ones_about_the_othe
     assert!(request.contains("reloads by sending ReloadRequest, which BR-RELOAD-01 allows"), "{request}");
     sb.assert_clean();
 }
+
+#[test]
+fn a_line_on_stdout_that_is_not_json_rpc_names_br_mcp_01_whatever_the_waiting_step_checks() {
+    // A bridge that writes a line of text on stdout before its first MCP message: the host step
+    // that meets it names BR-MCP-01, which is what broke, not the requirement its own pattern
+    // checks (`checks:`).
+    let sb = Sandbox::new();
+    let noisy = sb.file("noisy.sh", "#!/bin/sh\necho 'starting up'\nexec \"$@\"\n");
+    std::fs::set_permissions(&noisy, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let s = sb.file(
+        "noisy.yaml",
+        r#"
+id: bridge.selftest.noisy
+title: the initialize answer after a line of text on stdout
+requirements: [BR-MCP-02, BR-MCP-10]
+level: MUST
+role: bridge
+steps:
+  - tool_handshake: {tools: [{name: echo}]}
+    checks: [BR-CONN-01]
+  - host_send: {message: {jsonrpc: "2.0", id: 1, method: initialize, params: {protocolVersion: "2025-06-18", capabilities: {}, clientInfo: {name: h, version: "1"}}}}
+  - host_expect: {message: {id: 1, result: {}}}
+    checks: [BR-MCP-02]
+"#,
+    );
+    let json = sb.dir.path().join("r.json");
+    let bridge = format!("{} {}", noisy.display(), reference_bridge());
+    let out =
+        sb.cmd().arg("--bridge").arg(&bridge).arg("--scenarios").arg(&s).arg("--json").arg(&json).output().unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["cases"][0]["verdict"], "FAIL", "{v}");
+    assert_eq!(v["cases"][0]["broken"], serde_json::json!(["BR-MCP-01"]), "{v}");
+    assert!(v["cases"][0]["message"].as_str().unwrap().contains("not JSON-RPC"), "{v}");
+    sb.assert_clean();
+}

@@ -113,7 +113,7 @@ pub struct CaseResult {
     pub file: String,
     pub requirements: Vec<String>,
     /// When the scenario did not pass because the target broke something: the requirements the
-    /// failing step checks (`checks:`, else what the step found, else the scenario's). Empty for
+    /// failing step found out itself, else what it checks (`checks:`), else the scenario's. Empty for
     /// PASS, SKIP and ERROR.
     pub broken: Vec<String>,
     /// When the scenario did not pass: the requirements that steps before the failing one

@@ -170,16 +170,18 @@ impl Scenario {
         self.steps.iter().any(|st| matches!(st.action, Action::Soak(_)))
     }
 
-    /// The requirements broken when step `index` fails: the step's `checks`, else what the step
-    /// found out itself (`found`, e.g. which part of a handshake went wrong), else the scenario's.
-    /// A failure after the last step (`index` past the end) is the scenario's unless `found` says.
+    /// The requirements broken when step `index` fails: what the runner found out itself
+    /// (`found`: which part of a handshake went wrong, a non-JSON line on the bridge's stdout, a
+    /// cursor that does not end), else the step's `checks`, else the scenario's. `found` comes
+    /// first because it names a requirement that broke whatever the step is about. A failure
+    /// after the last step (`index` past the end) is the scenario's unless `found` says.
     pub fn broken_by(&self, index: Option<usize>, found: &[&'static str]) -> Vec<String> {
+        if !found.is_empty() {
+            return found.iter().map(|id| (*id).to_owned()).collect();
+        }
         let explicit = index.and_then(|i| self.steps.get(i)).map(|st| st.checks.as_slice()).unwrap_or(&[]);
         if !explicit.is_empty() {
             return explicit.iter().map(|r| r.id.to_owned()).collect();
-        }
-        if !found.is_empty() {
-            return found.iter().map(|id| (*id).to_owned()).collect();
         }
         self.requirements.iter().map(|r| r.id.to_owned()).collect()
     }
