@@ -509,12 +509,14 @@ fn a_known_failure_naming_another_requirement_than_the_step_that_broke_fails_the
     assert!(out.contains("new failure in a known-failing scenario: step 3 broke TP-CALL-01"), "{out}");
     // The plain string form (no requirement, no check) is refused where it stands.
     let kf = sb.file("kf.yaml", "x.wrong-rid: answers under another rid\n");
-    let o = sb.cmd().args(["--testee", &wrong, "--known-failures"]).arg(&kf).arg("--scenarios").arg(&s).output().unwrap();
+    let o =
+        sb.cmd().args(["--testee", &wrong, "--known-failures"]).arg(&kf).arg("--scenarios").arg(&s).output().unwrap();
     assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(text(&o).contains("kf.yaml:1:14: x.wrong-rid: expected an entry, found string"), "{}", text(&o));
     // A step the scenario does not have is refused too.
     let kf = sb.file("kf.yaml", "x.wrong-rid: {requirement: TP-CALL-01, check: step 9, reason: r}\n");
-    let o = sb.cmd().args(["--testee", &wrong, "--known-failures"]).arg(&kf).arg("--scenarios").arg(&s).output().unwrap();
+    let o =
+        sb.cmd().args(["--testee", &wrong, "--known-failures"]).arg(&kf).arg("--scenarios").arg(&s).output().unwrap();
     assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(text(&o).contains("kf.yaml:1:14: x.wrong-rid: step 9, but the scenario has 3 steps"), "{}", text(&o));
     // A requirement that does not exist is refused at load time.
@@ -652,7 +654,10 @@ fn the_default_run_drives_both_sides_with_a_summary_each_a_total_and_the_worst_e
     // A stale known failure on the bridge side fails the whole run (XPASS; or FAIL should the
     // scenario fail on a loaded machine: the entry names a requirement it does not check), the
     // TP side being clean.
-    let kf = sb.file("kf.yaml", "bridge.mcp.ping-before-initialize: {requirement: TP-CALL-01, check: step 3, reason: stale}\n");
+    let kf = sb.file(
+        "kf.yaml",
+        "bridge.mcp.ping-before-initialize: {requirement: TP-CALL-01, check: step 3, reason: stale}\n",
+    );
     let o = sb.cmd().args(only).arg("--known-failures").arg(&kf).output().unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert_eq!(code(&o), 1, "{}", text(&o));

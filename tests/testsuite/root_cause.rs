@@ -86,9 +86,10 @@ fn a_broken_handshake_is_one_root_cause_with_a_count_not_a_failure_per_case() {
         .filter(|n| n.has_tag_name("testcase") && n.children().any(|c| c.has_tag_name("failure")))
         .filter_map(|n| n.attribute("name"))
         .collect();
-    assert_eq!(failing.iter().filter(|n| n.starts_with("root cause")).collect::<Vec<_>>(), [
-        &"root cause: TP-HANDSHAKE-09 at handshake"
-    ]);
+    assert_eq!(
+        failing.iter().filter(|n| n.starts_with("root cause")).collect::<Vec<_>>(),
+        [&"root cause: TP-HANDSHAKE-09 at handshake"]
+    );
     assert!(failing.contains(&"handshake.middleware-registration"), "{failing:?}");
     assert!(!failing.iter().any(|n| blocked.iter().any(|c| c["id"] == *n)), "a blocked case failed: {failing:?}");
     let page = std::fs::read_to_string(&html).unwrap();

@@ -236,9 +236,8 @@ pub fn fold_repeats(mut runs: Vec<CaseResult>) -> CaseResult {
         runs.iter().map(|r| (r.verdict, r.message.lines().next().unwrap_or("").to_owned())).collect();
     let total: Duration = runs.iter().map(|r| r.duration).sum();
     let first_start = runs.iter().filter_map(|r| r.started).min();
-    let same = runs
-        .iter()
-        .all(|r| r.verdict == runs[0].verdict && r.broken == runs[0].broken && r.check == runs[0].check);
+    let same =
+        runs.iter().all(|r| r.verdict == runs[0].verdict && r.broken == runs[0].broken && r.check == runs[0].check);
     // An intermittent known failure that occurred in some runs: XFAIL (the first run where it did).
     let intermittent = runs[0].intermittent
         && runs.iter().all(|r| matches!(r.verdict, Verdict::Pass | Verdict::Xfail))

@@ -419,7 +419,10 @@ pub fn parse_known_failures(path: &Path, text: &str) -> Result<KnownFailures, Ta
         NodeKind::Null => return Ok(out),
         NodeKind::Map(m) => m,
         other => {
-            return Err(invalid(root.loc, format!("expected a mapping of scenario id to entries, found {}", other.describe())));
+            return Err(invalid(
+                root.loc,
+                format!("expected a mapping of scenario id to entries, found {}", other.describe()),
+            ));
         }
     };
     for (id, node) in entries {
@@ -470,7 +473,10 @@ fn known_entry(
                 };
                 for r in ids {
                     let Some(r_id) = r.as_str() else {
-                        return Err(invalid(r.loc, format!("{id}: a requirement is an ID, found {}", r.kind.describe())));
+                        return Err(invalid(
+                            r.loc,
+                            format!("{id}: a requirement is an ID, found {}", r.kind.describe()),
+                        ));
                     };
                     if crate::requirements::get(r_id).is_none() {
                         return Err(invalid(r.loc, format!("{id}: `{r_id}` is not a requirement of the spec")));
@@ -480,7 +486,8 @@ fn known_entry(
             }
             "check" => {
                 let c = text("`step N`, `rule NAME` or `end`")?;
-                k.check = Some(c.parse().map_err(|e: super::verdict::CheckError| invalid(v.loc, format!("{id}: {e}")))?);
+                k.check =
+                    Some(c.parse().map_err(|e: super::verdict::CheckError| invalid(v.loc, format!("{id}: {e}")))?);
                 has_check = true;
             }
             "reason" => {
@@ -490,7 +497,10 @@ fn known_entry(
             "intermittent" => match v.kind {
                 NodeKind::Bool(b) => k.intermittent = b,
                 _ => {
-                    return Err(invalid(v.loc, format!("{id}: `intermittent` must be true or false, found {}", v.kind.describe())));
+                    return Err(invalid(
+                        v.loc,
+                        format!("{id}: `intermittent` must be true or false, found {}", v.kind.describe()),
+                    ));
                 }
             },
             other => {
@@ -571,16 +581,31 @@ mod tests {
     #[test]
     fn a_bad_known_failures_entry_is_refused_at_its_file_line_and_column() {
         let cases = [
-            ("x.y: {requirement: TP-CALL-01, check: step 3, reason: r, why: w}\n", "kf.yaml:1:58: x.y: unknown key `why`"),
-            ("x.y: {requirement: TP-CALL-01, check: stage 3, reason: r}\n", "kf.yaml:1:39: x.y: `stage 3` is not a check"),
-            ("x.y: {requirement: TP-CALL-01, check: step 0, reason: r}\n", "kf.yaml:1:39: x.y: `step 0` is not a check"),
-            ("x.y: {requirement: TP-NOPE-01, check: step 3, reason: r}\n", "kf.yaml:1:20: x.y: `TP-NOPE-01` is not a requirement"),
+            (
+                "x.y: {requirement: TP-CALL-01, check: step 3, reason: r, why: w}\n",
+                "kf.yaml:1:58: x.y: unknown key `why`",
+            ),
+            (
+                "x.y: {requirement: TP-CALL-01, check: stage 3, reason: r}\n",
+                "kf.yaml:1:39: x.y: `stage 3` is not a check",
+            ),
+            (
+                "x.y: {requirement: TP-CALL-01, check: step 0, reason: r}\n",
+                "kf.yaml:1:39: x.y: `step 0` is not a check",
+            ),
+            (
+                "x.y: {requirement: TP-NOPE-01, check: step 3, reason: r}\n",
+                "kf.yaml:1:20: x.y: `TP-NOPE-01` is not a requirement",
+            ),
             ("x.y: {requirement: TP-CALL-01, reason: r}\n", "kf.yaml:1:6: x.y: the entry needs `check`"),
             ("x.y: {check: step 1, reason: r}\n", "kf.yaml:1:6: x.y: the entry needs `requirement`"),
             ("x.y: {requirement: TP-CALL-01, check: step 1}\n", "kf.yaml:1:6: x.y: the entry needs `reason`"),
             ("x.y: answers under the wrong rid\n", "kf.yaml:1:6: x.y: expected an entry, found string"),
             ("x.y: []\n", "kf.yaml:1:6: x.y: an empty list of entries"),
-            ("x.y: {requirement: TP-CALL-01, check: step 1, reason: r, intermittent: yes}\n", "kf.yaml:1:72: x.y: `intermittent` must be true or false"),
+            (
+                "x.y: {requirement: TP-CALL-01, check: step 1, reason: r, intermittent: yes}\n",
+                "kf.yaml:1:72: x.y: `intermittent` must be true or false",
+            ),
             (
                 "x.y:\n  - {requirement: TP-CALL-01, check: step 1, reason: r}\n  - {requirement: TP-CALL-01, check: step 1, reason: s}\n",
                 "kf.yaml:3:5: x.y: a second entry for step 1, TP-CALL-01",

@@ -152,9 +152,7 @@ impl std::str::FromStr for Check {
             (Some("step"), Some(n)) if n.bytes().all(|b| b.is_ascii_digit()) && !n.starts_with('0') => {
                 Check::Step(n.parse().map_err(|_| bad())?)
             }
-            (Some("rule"), Some(name))
-                if name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) =>
-            {
+            (Some("rule"), Some(name)) if name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) => {
                 Check::Rule(name.to_owned())
             }
             _ => return Err(bad()),
@@ -502,7 +500,10 @@ mod tests {
         );
         // And an observer's rule is a check of its own.
         let rule: Check = "rule FrameLength".parse().unwrap();
-        assert_eq!(judge(&failed, Level::Must, &broken, Some(&rule), &[entry("BR-CALL-18", "step 6")]).0, Verdict::Fail);
+        assert_eq!(
+            judge(&failed, Level::Must, &broken, Some(&rule), &[entry("BR-CALL-18", "step 6")]).0,
+            Verdict::Fail
+        );
         assert_eq!(
             judge(&failed, Level::Must, &broken, Some(&rule), &[entry("BR-CALL-18", "rule FrameLength")]).0,
             Verdict::Xfail

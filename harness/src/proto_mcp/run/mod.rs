@@ -181,12 +181,7 @@ fn blank_result(sc: &Scenario, target: &Target) -> CaseResult {
 }
 
 /// Runs one scenario in a fresh server process and judges it with `known`.
-pub fn run_scenario(
-    sc: &Scenario,
-    target: &Target,
-    features: &BTreeSet<String>,
-    known: &[KnownFailure],
-) -> CaseResult {
+pub fn run_scenario(sc: &Scenario, target: &Target, features: &BTreeSet<String>, known: &[KnownFailure]) -> CaseResult {
     let started = Instant::now();
     let mut r = blank_result(sc, target);
     r.intermittent = known.iter().any(|k| k.intermittent);
