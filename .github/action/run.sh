@@ -75,9 +75,11 @@ run() {
   return "$status"
 }
 
-# The job summary: the result, counts per side, then every unexpected case (FAIL, WARN, XPASS,
-# ERROR, FLAKY, LEAK) with the requirements it broke and its first message line, then (with
-# golden) every transcript new or changed against its golden file, with its diff.
+# The job summary: the result, counts per side, then each root cause once (a precondition that
+# broke: the requirement, where, how many cases it blocked), then every unexpected case (FAIL,
+# WARN, XPASS, ERROR, FLAKY, LEAK) with the requirements it broke, the check where (step N, rule
+# NAME) and its first message line, then (with golden) every transcript new or changed against
+# its golden file, with its diff.
 summary() {
   local json=$1 status=$2 cmd=$3
   local dest=${GITHUB_STEP_SUMMARY:-/dev/stdout}
@@ -94,18 +96,29 @@ summary() {
   esac
   {
     printf '## protomcp-conform: %s\n\n' "$word"
-    printf '| target | pass | fail | warn | skip | xfail | xpass | error | flaky | leak |\n|---|---|---|---|---|---|---|---|---|---|\n'
+    printf '| target | pass | fail | warn | skip | xfail | xpass | error | flaky | leak | blocked |\n|---|---|---|---|---|---|---|---|---|---|---|\n'
     jq -r '
-      def row(t; s): "| \(t) | \(s.pass) | \(s.fail) | \(s.warn) | \(s.skip) | \(s.xfail) | \(s.xpass) | \(s.error) | \(s.flaky) | \(s.leak // 0) |";
+      def row(t; s): "| \(t) | \(s.pass) | \(s.fail) | \(s.warn) | \(s.skip) | \(s.xfail) | \(s.xpass) | \(s.error) | \(s.flaky) | \(s.leak // 0) | \(s.blocked // 0) |";
       if .sides then (.sides[] | row(.target; .summary)), row("**total**"; .summary)
       else row(.target; .summary) end' "$json"
+    local causes
+    causes=$(jq -r '
+      [(.root_causes // []), (.sides // [] | map(.root_causes // []) | add // [])] | add as $c
+      | if ($c | length) == 0 then empty else
+          "\n### Root causes (\($c | length))\n",
+          ($c[] | "- **ROOT CAUSE** \(.requirements | join(", ")) at `\(.precondition)`: blocked \(.cases | length) case(s), not reached: "
+            + ((.message | split("\n")[0] | sub("^not reached: "; "")) | gsub("\\|"; "\\|")))
+        end' "$json")
+    if [ -n "$causes" ]; then
+      printf '%s\n' "$causes"
+    fi
     local unexpected
     unexpected=$(jq -r '
       [.cases[] | select(.verdict | IN("FAIL", "WARN", "XPASS", "ERROR", "FLAKY", "LEAK"))] as $u
       | if ($u | length) == 0 then empty else
           "\n### Unexpected (\($u | length))\n",
           ($u[] | "- **\(.verdict)** `\(.id)`"
-            + (if (.broken | length) > 0 then " (broken: \(.broken | join(", ")))" else "" end)
+            + (if (.broken | length) > 0 then " (broken: \(.broken | join(", "))\(if .check then " at \(.check)" else "" end))" else "" end)
             + ": " + ((.message | split("\n")[0]) | gsub("\\|"; "\\|")))
         end' "$json")
     if [ -n "$unexpected" ]; then

@@ -25,7 +25,7 @@ impl Cell {
             Verdict::Fail | Verdict::Xfail | Verdict::Leak => self.fail += 1,
             Verdict::Warn => self.warn += 1,
             Verdict::Skip => self.skip += 1,
-            Verdict::Xpass | Verdict::Error | Verdict::Flaky => self.other += 1,
+            Verdict::Xpass | Verdict::Error | Verdict::Flaky | Verdict::Blocked => self.other += 1,
         }
     }
 
@@ -57,7 +57,7 @@ impl Cell {
             Verdict::Fail | Verdict::Xfail | Verdict::Leak => Some("fail"),
             Verdict::Warn => Some("warn"),
             Verdict::Skip => None,
-            Verdict::Xpass | Verdict::Error | Verdict::Flaky => Some("error"),
+            Verdict::Xpass | Verdict::Error | Verdict::Flaky | Verdict::Blocked => Some("error"),
         }
     }
 }

@@ -93,8 +93,9 @@ impl Live {
             let side = &mut self.sides[k];
             let mut out = std::io::stdout().lock();
             for r in &side.finished[side.printed..] {
-                // Skipped scenarios are counted per reason after the side (each with --verbose).
-                if self.out.verbose || r.verdict != runner::Verdict::Skip {
+                // Skipped scenarios are counted per reason after the side, blocked ones per root
+                // cause (each with --verbose).
+                if self.out.verbose || !matches!(r.verdict, runner::Verdict::Skip | runner::Verdict::Blocked) {
                     let _ = writeln!(out, "{}", report::line(r, self.out.tty));
                 }
             }

@@ -203,7 +203,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         Ok(s) => s,
         Err(code) => return Ok(code),
     };
-    let all_ids: Vec<String> = selected.iter().map(|(s, _)| s.id.clone()).collect();
+    let loaded: Vec<Scenario> = selected.iter().map(|(s, _)| s.clone()).collect();
     let (selected, soaks_left) = leave_out_soaks(&a.sel, selected);
     if selected.is_empty() {
         eprintln!("protomcp-conform: no scenario selected: a run that executes nothing is an error");
@@ -219,8 +219,9 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(3));
         }
     }
-    if a.sel.only.is_empty() && a.sel.scenarios.is_empty() {
-        warn_unknown_known_failures(&sides, &all_ids);
+    let whole = a.sel.only.is_empty() && a.sel.scenarios.is_empty();
+    if let Err(code) = check_known_failures(&sides, &loaded, whole) {
+        return Ok(code);
     }
     if !a.timeout_scale.is_finite() || a.timeout_scale <= 0.0 {
         return Ok(usage("--timeout-scale must be a positive number"));
@@ -300,14 +301,35 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     Ok(ExitCode::from(exit))
 }
 
-/// Warns of known failures that name no scenario of the catalogue.
-fn warn_unknown_known_failures(sides: &[targets::Side], all_ids: &[String]) {
-    let mut warned = std::collections::BTreeSet::new();
-    for id in sides.iter().flat_map(|s| s.target.known_failures.keys()) {
-        if !all_ids.contains(id) && warned.insert(id) {
-            eprintln!("protomcp-conform: warning: known failure `{id}` names no scenario of the catalogue");
+/// Holds the known failures against the scenarios loaded: an entry naming a step past its
+/// scenario's last is an error (exit 2); one naming no scenario is a warning when `whole` (the
+/// whole catalogue was loaded; a selection may leave the scenario out).
+fn check_known_failures(
+    sides: &[targets::Side],
+    loaded: &[Scenario],
+    whole: bool,
+) -> std::result::Result<(), ExitCode> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut errors = 0;
+    for side in sides {
+        let (unknown, past) = runner::target::misfit_known_failures(&side.target.known_failures, loaded);
+        for w in unknown.into_iter().filter(|_| whole) {
+            if seen.insert(w.clone()) {
+                eprintln!("protomcp-conform: warning: {w}");
+            }
+        }
+        for e in past {
+            if seen.insert(e.clone()) {
+                eprintln!("protomcp-conform: {e}");
+                errors += 1;
+            }
         }
     }
+    if errors > 0 {
+        eprintln!("protomcp-conform: {errors} error(s) in known-failures files");
+        return Err(ExitCode::from(2));
+    }
+    Ok(())
 }
 
 /// Runs `scenarios` against `target`; `None` when SIGINT interrupted the run, after every testee

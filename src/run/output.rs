@@ -98,6 +98,7 @@ pub(super) fn print_side(
             }
         }
     }
+    root_cause_lines(&mut out, results, verbose)?;
     writeln!(out, "\n{}: {summary} ({} scenarios, target: {})", verdict_word(&summary), results.len(), target.name)?;
     if summary.executed() == 0 {
         writeln!(out, "no scenario was executed: a vacuous run is an error")?;
@@ -109,6 +110,25 @@ pub(super) fn print_side(
         && let Some(line) = runner::golden::summary(&g.dir, results.iter().filter_map(|r| r.golden.as_ref()))
     {
         writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
+/// Each root cause of the BLOCKED cases once: the requirement and the precondition it broke, the
+/// count of cases it blocked and the first one's message; with `verbose`, the cases.
+fn root_cause_lines(out: &mut impl Write, results: &[CaseResult], verbose: bool) -> Result<()> {
+    let causes = runner::root_causes(results);
+    if causes.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    for c in causes {
+        writeln!(out, "{}", c.line())?;
+        if verbose {
+            for id in &c.cases {
+                writeln!(out, "  blocked: {id}")?;
+            }
+        }
     }
     Ok(())
 }
@@ -131,7 +151,9 @@ pub(super) fn write_reports(a: &RunArgs, done_sides: &[(Arc<Target>, Vec<CaseRes
                     }
                     cases.append(list);
                 }
-                per_side.push(serde_json::json!({"target": t.name, "summary": v["summary"]}));
+                per_side.push(
+                    serde_json::json!({"target": t.name, "summary": v["summary"], "root_causes": v["root_causes"]}),
+                );
             }
             serde_json::json!({
                 "target": names.join(" + "),

@@ -72,12 +72,31 @@ fn the_action_script_writes_a_summary_and_outputs_and_passes_the_exit_status_on(
     assert!(a.summary.starts_with("## protomcp-conform: FAILED\n"), "{}", a.summary);
     assert!(a.summary.contains("### Unexpected (2)"), "{}", a.summary);
     assert!(
-        a.summary.contains("- **FAIL** `calls.echo` (broken: TP-CALL-01, TP-CALL-03): scenarios/calls/echo.yaml:"),
+        a.summary
+            .contains("- **FAIL** `calls.echo` (broken: TP-CALL-01, TP-CALL-03 at step 3): scenarios/calls/echo.yaml:"),
         "{}",
         a.summary
     );
     assert_eq!(a.outputs["exit-code"], "1");
     assert_eq!(a.outputs["fail"], "2");
+    // A testee that never connects: one root cause with the count of cases it blocked, no
+    // unexpected case.
+    let a = run_action(
+        &sb,
+        "blocked",
+        &[("INPUT_TESTEE", "/bin/false"), ("INPUT_ARGS", "--only calls.echo --only calls.add")],
+    );
+    assert_eq!(a.out.status.code(), Some(1), "{}", text(&a.out));
+    assert!(a.summary.contains("| 0 | 0 | 2 |\n"), "the blocked column: {}", a.summary);
+    assert!(a.summary.contains("### Root causes (1)"), "{}", a.summary);
+    assert!(
+        a.summary
+            .contains("- **ROOT CAUSE** TP-CONN-01 at `connect`: blocked 2 case(s), not reached: scenarios/calls/"),
+        "{}",
+        a.summary
+    );
+    assert!(a.summary.contains("No unexpected case."), "{}", a.summary);
+    assert_eq!(a.outputs["blocked"], "2");
     // Golden transcripts: written locally, then one edited as if the target had sent another
     // result before; the action (CI set) shows it with its diff and writes nothing.
     let golden = sb.dir.path().join("golden");

@@ -1,6 +1,6 @@
 //! The pmcp targets (`harness/bridges/pmcp` over stdio, `harness/bridges/pmcp-http` over HTTP):
-//! both manifests load, and every known failure names a bridge scenario of the catalogue and
-//! starts with the requirement it breaks. Running pmcp itself needs the module (its CI leg,
+//! both manifests load, and every known failure names a bridge scenario of the catalogue, the
+//! requirement it breaks and a step the scenario has. Running pmcp itself needs the module (its CI leg,
 //! `harness/bridges/pmcp/ci.sh`); this checks only what a typo would silently disable.
 
 use std::path::{Path, PathBuf};
@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use protomcp_harness::requirements;
 use protomcp_harness::runner::TargetKind;
 use protomcp_harness::runner::bridge_manifest::load_target;
+use protomcp_harness::runner::target::misfit_known_failures;
 use protomcp_harness::scenario::{Role, load_dir};
 
 fn root() -> &'static Path {
@@ -24,15 +25,20 @@ fn pmcp_manifests_and_known_failures() {
         assert!(argv[0].ends_with("target/pmcp/bin/protomcp"), "{dir}: {argv:?}");
         assert!(t.build.is_some(), "{dir}: the manifest installs pmcp");
         assert!(t.known_failures.len() > 20, "{dir}: {} known failures", t.known_failures.len());
-        for (id, entry) in &t.known_failures {
+        for (id, entries) in &t.known_failures {
             let s = scenarios.iter().find(|s| &s.id == id);
             assert!(s.is_some_and(|s| s.role == Role::Bridge), "{dir}: `{id}` is no bridge scenario");
-            assert!(
-                !entry.requirement.is_empty()
-                    && entry.requirement.iter().all(|r| r.starts_with("BR-") && requirements::get(r).is_some()),
-                "{dir}: `{id}`: the entry names no BR requirement of the spec: {}",
-                entry.text()
-            );
+            for entry in entries {
+                assert!(
+                    !entry.requirement.is_empty()
+                        && entry.requirement.iter().all(|r| r.starts_with("BR-") && requirements::get(r).is_some()),
+                    "{dir}: `{id}`: the entry names no BR requirement of the spec: {}",
+                    entry.text()
+                );
+            }
         }
+        // Every entry's check is a step its scenario has.
+        let (unknown, past) = misfit_known_failures(&t.known_failures, &scenarios);
+        assert!(unknown.is_empty() && past.is_empty(), "{dir}: {unknown:?} {past:?}");
     }
 }

@@ -119,7 +119,10 @@ fn known_failures_turn_fail_into_xfail_and_stale_entries_into_xpass() {
     assert!(out.contains("transcript"), "{out}");
     assert!(out.contains("echo.yaml:"), "{out}");
     // Listed: XFAIL, exit 0.
-    let kf = sb.file("kf.yaml", "calls.echo: answers under the wrong rid\n");
+    let kf = sb.file(
+        "kf.yaml",
+        "calls.echo: {requirement: [TP-CALL-01, TP-CALL-03], check: step 3, reason: answers under the wrong rid}\n",
+    );
     let o = sb
         .cmd()
         .args(["--testee", &wrong])
@@ -132,7 +135,11 @@ fn known_failures_turn_fail_into_xfail_and_stale_entries_into_xpass() {
     assert_eq!(code(&o), 0, "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("XFAIL calls.echo"), "{}", text(&o));
     // A listed scenario that passes: XPASS, exit 1.
-    let kf = sb.file("kf2.yaml", "calls.echo: answers under the wrong rid\nconn.socket-unset: stale\n");
+    let kf = sb.file(
+        "kf2.yaml",
+        "calls.echo: {requirement: [TP-CALL-01, TP-CALL-03], check: step 3, reason: answers under the wrong rid}\n\
+         conn.socket-unset: {requirement: TP-CONN-02, check: step 1, reason: stale}\n",
+    );
     let o = sb
         .cmd()
         .args(["--testee", &wrong])
@@ -483,23 +490,38 @@ fn a_known_failure_naming_another_requirement_than_the_step_that_broke_fails_the
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         (o, v)
     };
-    let (o, v) = run("x.wrong-rid: {requirement: TP-CALL-01, reason: answers under another rid}\n");
+    let (o, v) = run("x.wrong-rid: {requirement: TP-CALL-01, check: step 3, reason: answers under another rid}\n");
     assert_eq!(code(&o), 0, "{}", text(&o));
     assert_eq!(v["cases"][0]["verdict"], "XFAIL", "{v}");
     assert_eq!(v["cases"][0]["broken"], serde_json::json!(["TP-CALL-01"]), "{v}");
+    assert_eq!(v["cases"][0]["check"], "step 3", "{v}");
     assert_eq!(v["cases"][0]["requirements"], serde_json::json!(["TP-CALL-01", "TP-CALL-03"]), "{v}");
-    let (o, v) = run("x.wrong-rid: {requirement: TP-CALL-03, reason: answers under another rid}\n");
+    let (o, v) = run("x.wrong-rid: {requirement: TP-CALL-03, check: step 3, reason: answers under another rid}\n");
     assert_eq!(code(&o), 1, "{}", text(&o));
     assert_eq!(v["cases"][0]["verdict"], "FAIL", "{v}");
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("names TP-CALL-03 but the run broke TP-CALL-01"), "{out}");
-    // The plain string form still loads (nothing to compare).
-    let (o, v) = run("x.wrong-rid: answers under another rid\n");
-    assert_eq!(code(&o), 0, "{}", text(&o));
-    assert_eq!(v["cases"][0]["verdict"], "XFAIL", "{v}");
+    assert!(out.contains("entry at step 3 names TP-CALL-03 but the run broke TP-CALL-01"), "{out}");
+    // The right requirement at another check: a new failure of a known-failing scenario.
+    let (o, v) = run("x.wrong-rid: {requirement: TP-CALL-01, check: step 2, reason: answers under another rid}\n");
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert_eq!(v["cases"][0]["verdict"], "FAIL", "{v}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("new failure in a known-failing scenario: step 3 broke TP-CALL-01"), "{out}");
+    // The plain string form (no requirement, no check) is refused where it stands.
+    let kf = sb.file("kf.yaml", "x.wrong-rid: answers under another rid\n");
+    let o =
+        sb.cmd().args(["--testee", &wrong, "--known-failures"]).arg(&kf).arg("--scenarios").arg(&s).output().unwrap();
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("kf.yaml:1:14: x.wrong-rid: expected an entry, found string"), "{}", text(&o));
+    // A step the scenario does not have is refused too.
+    let kf = sb.file("kf.yaml", "x.wrong-rid: {requirement: TP-CALL-01, check: step 9, reason: r}\n");
+    let o =
+        sb.cmd().args(["--testee", &wrong, "--known-failures"]).arg(&kf).arg("--scenarios").arg(&s).output().unwrap();
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("kf.yaml:1:14: x.wrong-rid: step 9, but the scenario has 3 steps"), "{}", text(&o));
     // A requirement that does not exist is refused at load time.
     let (o, _) = {
-        let kf = sb.file("kf.yaml", "x.wrong-rid: {requirement: TP-NOPE-01, reason: r}\n");
+        let kf = sb.file("kf.yaml", "x.wrong-rid: {requirement: TP-NOPE-01, check: step 3, reason: r}\n");
         let o = sb
             .cmd()
             .args(["--testee", &wrong, "--known-failures"])
@@ -632,7 +654,10 @@ fn the_default_run_drives_both_sides_with_a_summary_each_a_total_and_the_worst_e
     // A stale known failure on the bridge side fails the whole run (XPASS; or FAIL should the
     // scenario fail on a loaded machine: the entry names a requirement it does not check), the
     // TP side being clean.
-    let kf = sb.file("kf.yaml", "bridge.mcp.ping-before-initialize: {requirement: TP-CALL-01, reason: stale}\n");
+    let kf = sb.file(
+        "kf.yaml",
+        "bridge.mcp.ping-before-initialize: {requirement: TP-CALL-01, check: step 3, reason: stale}\n",
+    );
     let o = sb.cmd().args(only).arg("--known-failures").arg(&kf).output().unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert_eq!(code(&o), 1, "{}", text(&o));

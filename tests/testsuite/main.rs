@@ -28,6 +28,7 @@ mod cli_testee;
 mod explore_bridge;
 mod html_report;
 mod proto_mcp;
+mod root_cause;
 mod sdk_checkouts;
 mod soak;
 mod verdict_party_level;

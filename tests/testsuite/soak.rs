@@ -85,11 +85,15 @@ fn a_leak_the_known_failures_name_is_xfail_and_one_naming_another_requirement_fa
             .output()
             .unwrap()
     };
-    let right = sb.file("kf.yaml", "soak.cancel: {requirement: TP-CANCEL-06, reason: \"an fd per cancelled call\"}\n");
+    let right = sb.file(
+        "kf.yaml",
+        "soak.cancel: {requirement: TP-CANCEL-06, check: step 2, reason: \"an fd per cancelled call\"}\n",
+    );
     let o = run(&right);
     assert_eq!(code(&o), 0, "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("XFAIL soak.cancel"), "{}", text(&o));
-    let wrong = sb.file("kf2.yaml", "soak.cancel: {requirement: TP-CALL-01, reason: \"something else\"}\n");
+    let wrong =
+        sb.file("kf2.yaml", "soak.cancel: {requirement: TP-CALL-01, check: step 2, reason: \"something else\"}\n");
     let o = run(&wrong);
     assert_eq!(code(&o), 1, "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("FAIL  soak.cancel"), "{}", text(&o));

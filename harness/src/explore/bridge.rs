@@ -351,7 +351,7 @@ pub async fn run_case(case: &BridgeCase, targets: &[Arc<Target>], cfg: &Config, 
 
 /// The requirements a target's known-failures file names.
 fn known_requirements(t: &Target) -> std::collections::BTreeSet<&str> {
-    t.known_failures.values().flat_map(|k| k.requirement.iter().map(String::as_str)).collect()
+    t.known_failures.values().flatten().flat_map(|k| k.requirement.iter().map(String::as_str)).collect()
 }
 
 /// Generated host sessions against bridges as a [`CaseKind`]: case `k` is [`generate`]`(seed, k,

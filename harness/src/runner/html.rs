@@ -50,14 +50,16 @@ pub fn escape(s: &str) -> String {
 fn rank(v: Verdict) -> u8 {
     match v {
         Verdict::Skip => 0,
-        Verdict::Pass => 1,
-        Verdict::Xfail => 2,
-        Verdict::Warn => 3,
-        Verdict::Fail => 4,
-        Verdict::Xpass => 5,
-        Verdict::Leak => 5,
-        Verdict::Flaky => 6,
-        Verdict::Error => 7,
+        // Not reached: any verdict a scenario that got there gave says more.
+        Verdict::Blocked => 1,
+        Verdict::Pass => 2,
+        Verdict::Xfail => 3,
+        Verdict::Warn => 4,
+        Verdict::Fail => 5,
+        Verdict::Xpass => 6,
+        Verdict::Leak => 6,
+        Verdict::Flaky => 7,
+        Verdict::Error => 8,
     }
 }
 
@@ -72,6 +74,7 @@ fn class(v: Verdict) -> &'static str {
         Verdict::Error => "error",
         Verdict::Flaky => "flaky",
         Verdict::Leak => "leak",
+        Verdict::Blocked => "blocked",
     }
 }
 
@@ -160,7 +163,7 @@ pub fn message_parts(message: &str) -> MessageParts {
 }
 
 const STYLE: &str = r#"
-:root { --pass:#2e7d32; --fail:#c62828; --warn:#ef6c00; --skip:#9e9e9e; --xfail:#558b2f; --xpass:#ad1457; --error:#6a1b9a; --flaky:#00838f; --leak:#4e342e; }
+:root { --pass:#2e7d32; --fail:#c62828; --warn:#ef6c00; --skip:#9e9e9e; --xfail:#558b2f; --xpass:#ad1457; --error:#6a1b9a; --flaky:#00838f; --leak:#4e342e; --blocked:#607d8b; }
 * { box-sizing: border-box; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1200px; padding: 1em 2em; color: #212121; }
 h1 { font-size: 1.6em; margin-bottom: .2em; } h2 { border-bottom: 1px solid #ddd; padding-bottom: .2em; margin-top: 1.6em; }
@@ -174,6 +177,7 @@ tr.total td { font-weight: bold; background: #fafafa; }
 .v-pass { background: var(--pass); } .v-fail { background: var(--fail); } .v-warn { background: var(--warn); }
 .v-skip { background: var(--skip); } .v-xfail { background: var(--xfail); } .v-xpass { background: var(--xpass); }
 .v-error { background: var(--error); } .v-flaky { background: var(--flaky); } .v-leak { background: var(--leak); }
+.v-blocked { background: var(--blocked); }
 .result { font-size: 1.3em; font-weight: bold; } .result.ok { color: var(--pass); } .result.failed { color: var(--fail); } .result.error { color: var(--error); }
 .areas { display: grid; grid-template-columns: 11em 1fr 6em; gap: .25em .8em; align-items: center; }
 .bar { display: flex; height: 1.1em; background: #eee; border-radius: 3px; overflow: hidden; }
@@ -181,6 +185,7 @@ tr.total td { font-weight: bold; background: #fafafa; }
 .seg-pass { background: var(--pass); } .seg-fail { background: var(--fail); } .seg-warn { background: var(--warn); }
 .seg-skip { background: var(--skip); } .seg-xfail { background: var(--xfail); } .seg-xpass { background: var(--xpass); }
 .seg-error { background: var(--error); } .seg-flaky { background: var(--flaky); } .seg-leak { background: var(--leak); }
+.seg-blocked { background: var(--blocked); }
 #filters { display: flex; gap: 1.2em; margin: .6em 0; flex-wrap: wrap; align-items: center; }
 #reqs td.text { color: #424242; font-size: .9em; }
 .broken { display: block; color: var(--fail); font-size: .85em; }
@@ -532,8 +537,9 @@ fn not_passing(h: &mut String, sides: &[Side<'_>]) {
     let bad: Vec<(&str, &CaseResult)> = sides
         .iter()
         .flat_map(|s| s.results.iter().map(move |r| (s.target, r)))
-        .filter(|(_, r)| !matches!(r.verdict, Verdict::Pass | Verdict::Skip))
+        .filter(|(_, r)| !matches!(r.verdict, Verdict::Pass | Verdict::Skip | Verdict::Blocked))
         .collect();
+    root_causes(h, sides);
     let _ = writeln!(h, "<section id=\"cases\">\n<h2>Scenarios not passing ({})</h2>", bad.len());
     if bad.is_empty() {
         h.push_str("<p>Every scenario that ran passed.</p>\n");
@@ -542,6 +548,38 @@ fn not_passing(h: &mut String, sides: &[Side<'_>]) {
         case(h, target, r);
     }
     skipped(h, sides);
+    h.push_str("</section>\n");
+}
+
+/// Each root cause of BLOCKED cases once: the precondition and requirement it broke, the first
+/// case's message, and the cases it blocked (not reached, so not listed among those not passing).
+fn root_causes(h: &mut String, sides: &[Side<'_>]) {
+    let causes: Vec<(&str, super::RootCause)> =
+        sides.iter().flat_map(|s| super::root_causes(s.results).into_iter().map(move |c| (s.target, c))).collect();
+    if causes.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        h,
+        "<section id=\"root-causes\">\n<h2>Root causes ({})</h2>\n<p>A precondition (connect, the handshake, \
+         the first listing) broke: the cases after it were not reached (BLOCKED), and the run fails once for \
+         each root cause.</p>",
+        causes.len()
+    );
+    for (target, c) in causes {
+        let _ = writeln!(
+            h,
+            "<details class=\"case root-cause\" open>\n<summary><span class=\"v v-fail\">ROOT CAUSE</span> \
+             <span class=\"broken\">{}</span> at <code>{}</code> — blocked {} case(s)</summary>\n<dl>",
+            escape(&c.requirements.join(", ")),
+            escape(&c.precondition),
+            c.cases.len()
+        );
+        let _ = writeln!(h, "<dt>target</dt><dd>{}</dd>", escape(target));
+        let _ = writeln!(h, "<dt>first case</dt><dd><pre class=\"message\">{}</pre></dd>", escape(&c.message));
+        let ids: Vec<String> = c.cases.iter().map(|id| format!("<code>{}</code>", escape(id))).collect();
+        let _ = writeln!(h, "<dt>blocked</dt><dd class=\"blocked\">{}</dd>\n</dl>\n</details>", ids.join(" "));
+    }
     h.push_str("</section>\n");
 }
 
@@ -572,6 +610,9 @@ fn case(h: &mut String, target: &str, r: &CaseResult) {
     dd(h, "requirements", &escape(&r.requirements.join(", ")));
     if !r.broken.is_empty() {
         dd(h, "broken", &format!("<span class=\"broken\">{}</span>", escape(&r.broken.join(", "))));
+    }
+    if let Some(c) = &r.check {
+        dd(h, "check", &format!("<code class=\"check\">{}</code>", escape(&c.to_string())));
     }
     dd(h, "scenario file", &format!("<code>{}</code>", escape(&r.file)));
     if let Some(l) = &parts.location {

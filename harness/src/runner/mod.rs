@@ -40,7 +40,7 @@ pub fn shell_quote(s: &str) -> String {
     }
 }
 pub use target::{KnownFailures, Manifest, ProfileServer, Target, TargetKind, load_known_failures};
-pub use verdict::{KnownFailure, Outcome, Summary, Verdict, judge};
+pub use verdict::{Check, KnownFailure, Outcome, Summary, Verdict, judge};
 
 use crate::requirements::Level;
 use crate::scenario::{Scenario, SocketSetup};
@@ -119,6 +119,13 @@ pub struct CaseResult {
     /// When the scenario did not pass: the requirements that steps before the failing one
     /// checked (`checks:`) and found to hold. Empty otherwise.
     pub held: Vec<String>,
+    /// When the scenario did not pass because the target broke something: where that was
+    /// decided (`step N`, `rule NAME`, `end`), the check a known-failures entry pins. `None`
+    /// otherwise.
+    pub check: Option<Check>,
+    /// BLOCKED: the precondition that broke (`connect`, or the failing step's keyword, e.g.
+    /// `handshake`); with `broken` it names the root cause the run reports once.
+    pub root_cause: Option<String>,
     pub level: Level,
     pub verdict: Verdict,
     pub message: String,
@@ -178,6 +185,8 @@ impl CaseResult {
             requirements: Vec::new(),
             broken: Vec::new(),
             held: Vec::new(),
+            check: None,
+            root_cause: None,
             level: crate::requirements::Level::Must,
             verdict: Verdict::Pass,
             message: String::new(),
@@ -196,8 +205,9 @@ impl CaseResult {
 
     /// The verdict each requirement gets from this result: for FAIL, WARN, XFAIL and LEAK the
     /// `broken` ones (which may lie outside the cited ones) get the verdict, the `held` ones PASS,
-    /// and the other cited ones were not reached (SKIP); otherwise every cited requirement gets
-    /// the scenario's verdict.
+    /// and the other cited ones were not reached (SKIP); for BLOCKED the cited ones were not
+    /// reached (BLOCKED: the root cause is reported once, not held against them); otherwise every
+    /// cited requirement gets the scenario's verdict.
     pub fn per_requirement(&self) -> Vec<(&str, Verdict)> {
         let failed = matches!(self.verdict, Verdict::Fail | Verdict::Warn | Verdict::Xfail | Verdict::Leak);
         if !failed || self.broken.is_empty() {
@@ -226,7 +236,8 @@ pub fn fold_repeats(mut runs: Vec<CaseResult>) -> CaseResult {
         runs.iter().map(|r| (r.verdict, r.message.lines().next().unwrap_or("").to_owned())).collect();
     let total: Duration = runs.iter().map(|r| r.duration).sum();
     let first_start = runs.iter().filter_map(|r| r.started).min();
-    let same = runs.iter().all(|r| r.verdict == runs[0].verdict && r.broken == runs[0].broken);
+    let same =
+        runs.iter().all(|r| r.verdict == runs[0].verdict && r.broken == runs[0].broken && r.check == runs[0].check);
     // An intermittent known failure that occurred in some runs: XFAIL (the first run where it did).
     let intermittent = runs[0].intermittent
         && runs.iter().all(|r| matches!(r.verdict, Verdict::Pass | Verdict::Xfail))
@@ -272,7 +283,7 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
     if let TargetKind::Profile(server) = &target.kind
         && target.plan(s).is_ok()
     {
-        return run_on_profile(server.clone(), s, target.known_failures.get(&s.id).cloned()).await;
+        return run_on_profile(server.clone(), s, target.known(&s.id).to_vec()).await;
     }
     let started = Instant::now();
     let mut res = CaseResult::new(s);
@@ -286,13 +297,19 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
     if !matches!(outcome, Outcome::Failed(_) | Outcome::Leaked(_)) {
         res.broken.clear();
         res.held.clear();
+        res.check = None;
     }
-    let known = target.known_failures.get(&s.id);
-    res.intermittent = known.is_some_and(|k| k.intermittent);
-    let (verdict, message) = judge(&outcome, s.level, &res.broken, known);
+    let outcome = blocked(s, outcome, &mut res);
+    let known = target.known(&s.id);
+    res.intermittent = known.iter().any(|k| k.intermittent);
+    let (verdict, message) = judge(&outcome, s.level, &res.broken, res.check.as_ref(), known);
     if verdict == Verdict::Pass {
         res.broken.clear();
         res.held.clear();
+        res.check = None;
+    }
+    if verdict != Verdict::Blocked {
+        res.root_cause = None;
     }
     res.verdict = verdict;
     res.message = message;
@@ -300,14 +317,73 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
     res
 }
 
+/// A failure of a precondition step (see [`Scenario::is_precondition_failure`]) becomes
+/// [`Outcome::Blocked`], its root cause noted in `res`; other outcomes stay.
+fn blocked(s: &Scenario, outcome: Outcome, res: &mut CaseResult) -> Outcome {
+    let index = match &res.check {
+        Some(Check::Step(n)) => Some(n - 1),
+        _ => None,
+    };
+    match outcome {
+        Outcome::Failed(why) if s.is_precondition_failure(index, &res.broken) => {
+            let connect = res.broken.iter().all(|b| b.ends_with("-CONN-01"));
+            let step = index.and_then(|i| s.steps.get(i)).map_or("", |st| st.keyword());
+            res.root_cause = Some(if connect { "connect".to_owned() } else { step.to_owned() });
+            res.held.clear();
+            Outcome::Blocked(why)
+        }
+        o => o,
+    }
+}
+
+/// The precondition failures of a run, each once: the requirement(s) it broke, where (`connect`,
+/// `handshake`, …), the first message line of the first case it blocked, and every case it
+/// blocked, in the order of `results`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RootCause {
+    pub requirements: Vec<String>,
+    pub precondition: String,
+    pub message: String,
+    pub cases: Vec<String>,
+}
+
+/// The root causes of the BLOCKED results, the one that blocked most first.
+pub fn root_causes<'a>(results: impl IntoIterator<Item = &'a CaseResult>) -> Vec<RootCause> {
+    let mut out: Vec<RootCause> = Vec::new();
+    for r in results.into_iter().filter(|r| r.verdict == Verdict::Blocked) {
+        let precondition = r.root_cause.clone().unwrap_or_default();
+        match out.iter_mut().find(|c| c.requirements == r.broken && c.precondition == precondition) {
+            Some(c) => c.cases.push(r.id.clone()),
+            None => out.push(RootCause {
+                requirements: r.broken.clone(),
+                precondition,
+                message: r.message.lines().next().unwrap_or("").to_owned(),
+                cases: vec![r.id.clone()],
+            }),
+        }
+    }
+    out.sort_by_key(|c| std::cmp::Reverse(c.cases.len()));
+    out
+}
+
+impl RootCause {
+    /// The one line a run prints for it.
+    pub fn line(&self) -> String {
+        let n = self.cases.len();
+        format!(
+            "ROOT CAUSE {} at {}: blocked {n} case{} (not reached; -v lists them): {}",
+            self.requirements.join(", "),
+            self.precondition,
+            if n == 1 { "" } else { "s" },
+            self.message.strip_prefix(verdict::NOT_REACHED).unwrap_or(&self.message)
+        )
+    }
+}
+
 /// A scenario of another profile, run by its server on a blocking thread.
-async fn run_on_profile(
-    server: Arc<dyn target::ProfileServer>,
-    s: &Scenario,
-    known: Option<KnownFailure>,
-) -> CaseResult {
+async fn run_on_profile(server: Arc<dyn target::ProfileServer>, s: &Scenario, known: Vec<KnownFailure>) -> CaseResult {
     let sc = s.clone();
-    tokio::task::spawn_blocking(move || server.run_one(&sc, known.as_ref())).await.unwrap_or_else(|e| {
+    tokio::task::spawn_blocking(move || server.run_one(&sc, &known)).await.unwrap_or_else(|e| {
         let mut r = CaseResult::new(s);
         r.verdict = Verdict::Error;
         r.message = format!("the thread running this scenario failed: {e}");
@@ -395,6 +471,7 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
     let outcome = leaked(outcome, &mut ex);
     res.broken = ex.broken();
     res.held = ex.held();
+    res.check = Some(ex.check());
     res.transcript_tail = ex.transcript_tail();
     res.transcript = std::mem::take(&mut ex.transcript);
     let outcome = match &mut ex.proc {

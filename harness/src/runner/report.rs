@@ -11,7 +11,7 @@ use super::{CaseResult, Summary, Verdict};
 fn colour(v: Verdict) -> &'static str {
     match v {
         Verdict::Pass | Verdict::Xfail => "\x1b[32m",
-        Verdict::Skip => "\x1b[2m",
+        Verdict::Skip | Verdict::Blocked => "\x1b[2m",
         Verdict::Warn => "\x1b[33m",
         Verdict::Fail | Verdict::Xpass | Verdict::Error | Verdict::Flaky | Verdict::Leak => "\x1b[31m",
     }
@@ -23,18 +23,23 @@ pub fn line(r: &CaseResult, tty: bool) -> String {
     let v = if tty { format!("{}{v}\x1b[0m", colour(r.verdict)) } else { v };
     let mut s = format!("{v} {} ({} ms)", r.id, r.duration.as_millis());
     if !r.broken.is_empty() {
-        let _ = write!(s, " [broken: {}]", r.broken.join(", "));
+        let _ = write!(s, " [broken: {}{}]", r.broken.join(", "), at_check(r));
     }
     if let Some(g) = r.golden.as_ref().filter(|g| !matches!(g, Golden::Same | Golden::NotCompared(_))) {
         let _ = write!(s, " [golden: {}]", g.word());
     }
-    if matches!(r.verdict, Verdict::Skip | Verdict::Xfail | Verdict::Xpass)
+    if matches!(r.verdict, Verdict::Skip | Verdict::Xfail | Verdict::Xpass | Verdict::Blocked)
         || (r.verdict == Verdict::Pass && !r.message.is_empty())
     {
         let first = r.message.lines().next().unwrap_or("");
         let _ = write!(s, ": {first}");
     }
     s
+}
+
+/// ` at step 3` when the result names its check.
+fn at_check(r: &CaseResult) -> String {
+    r.check.as_ref().map(|c| format!(" at {c}")).unwrap_or_default()
 }
 
 /// The command that re-runs one scenario against the same target.
@@ -53,7 +58,7 @@ pub fn details(r: &CaseResult, target_args: &str) -> String {
     let mut s = format!("── {} {} ({}, {})\n", r.verdict, r.id, r.level, r.requirements.join(", "));
     let _ = writeln!(s, "   {}", r.title);
     if !r.broken.is_empty() {
-        let _ = writeln!(s, "   broken: {}", r.broken.join(", "));
+        let _ = writeln!(s, "   broken: {}{}", r.broken.join(", "), at_check(r));
     }
     for l in r.message.lines() {
         let _ = writeln!(s, "   {l}");
@@ -107,6 +112,8 @@ pub fn json_report(target: &str, results: &[CaseResult]) -> serde_json::Value {
                 "id": r.id,
                 "requirements": r.requirements,
                 "broken": r.broken,
+                "check": r.check.as_ref().map(ToString::to_string),
+                "root_cause": r.root_cause,
                 "level": r.level.to_string(),
                 "verdict": r.verdict.name(),
                 "message": r.message,
@@ -118,7 +125,7 @@ pub fn json_report(target: &str, results: &[CaseResult]) -> serde_json::Value {
             })
         })
         .collect();
-    json!({"target": target, "summary": summary, "cases": cases})
+    json!({"target": target, "summary": summary, "root_causes": super::root_causes(results), "cases": cases})
 }
 
 /// The JUnit XML report.
@@ -142,9 +149,13 @@ fn junit_suite(target: &str, results: &[CaseResult]) -> quick_junit::TestSuite {
     for r in results {
         let status = match r.verdict {
             Verdict::Pass | Verdict::Xfail | Verdict::Warn => TestCaseStatus::success(),
-            Verdict::Skip => {
+            // Not reached: its root cause is one failing test case of its own (below).
+            Verdict::Skip | Verdict::Blocked => {
                 let mut s = TestCaseStatus::skipped();
                 s.set_message(r.message.as_str());
+                if r.verdict == Verdict::Blocked {
+                    s.set_type("BLOCKED");
+                }
                 s
             }
             Verdict::Fail | Verdict::Xpass | Verdict::Flaky | Verdict::Leak => {
@@ -168,6 +179,9 @@ fn junit_suite(target: &str, results: &[CaseResult]) -> quick_junit::TestSuite {
         if !r.broken.is_empty() {
             case.add_property(quick_junit::Property::new("broken", r.broken.join(",")));
         }
+        if let Some(c) = &r.check {
+            case.add_property(quick_junit::Property::new("check", c.to_string()));
+        }
         case.set_time(r.duration);
         if !r.stderr_tail.is_empty() {
             case.set_system_err(r.stderr_tail.as_str());
@@ -179,6 +193,18 @@ fn junit_suite(target: &str, results: &[CaseResult]) -> quick_junit::TestSuite {
                 case.set_system_out(diff.as_str());
             }
         }
+        suite.add_test_case(case);
+    }
+    // Each root cause once, as the failure of the precondition it is, naming the cases it blocked.
+    for c in super::root_causes(results) {
+        let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+        s.set_message(c.line());
+        s.set_type("ROOT CAUSE");
+        s.set_description(format!("blocked (not reached):\n{}", c.cases.join("\n")));
+        let mut case = TestCase::new(format!("root cause: {} at {}", c.requirements.join(", "), c.precondition), s);
+        case.set_classname("root-cause");
+        case.add_property(quick_junit::Property::new("broken", c.requirements.join(",")));
+        case.add_property(quick_junit::Property::new("blocked", c.cases.len().to_string()));
         suite.add_test_case(case);
     }
     suite

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use crate::requirements::TP_FEATURES;
 use crate::scenario::{Action, Profile, Role, Scenario, SocketSetup};
 
-/// Known failures: scenario id → entry.
-pub type KnownFailures = BTreeMap<String, super::verdict::KnownFailure>;
+/// Known failures: scenario id → its entries (one per check where it fails).
+pub type KnownFailures = BTreeMap<String, Vec<super::verdict::KnownFailure>>;
 
 /// How the testee is started.
 #[derive(Debug, Clone)]
@@ -36,7 +36,7 @@ pub enum TargetKind {
 pub trait ProfileServer: std::fmt::Debug + Send + Sync {
     /// The profile whose scenarios it runs.
     fn profile(&self) -> Profile;
-    fn run_one(&self, s: &Scenario, known: Option<&super::verdict::KnownFailure>) -> super::CaseResult;
+    fn run_one(&self, s: &Scenario, known: &[super::verdict::KnownFailure]) -> super::CaseResult;
 }
 
 /// A target: what to start, what it claims, what it is known to fail.
@@ -112,6 +112,11 @@ impl Target {
             features: Vec::new(),
             ..Target::reference("".into())
         }
+    }
+
+    /// The known-failures entries of scenario `id` (none: empty).
+    pub fn known(&self, id: &str) -> &[super::verdict::KnownFailure] {
+        self.known_failures.get(id).map_or(&[], Vec::as_slice)
     }
 
     /// The command that starts the testee for `s`, or why `s` is skipped.
@@ -389,77 +394,246 @@ impl Manifest {
     }
 }
 
-/// One entry as written: `id: {requirement: ID | [ID, …], reason: "…"}`, or the older plain
-/// `id: "reason"` (loaded with no requirement, so nothing checks what it names).
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
-enum RawKnown {
-    Plain(String),
-    Structured(RawKnownEntry),
-}
+/// The form of an entry, for messages.
+const ENTRY_FORM: &str = "each entry is `scenario.id: {requirement: ID or [ID, ...], check: step N, reason: \"what the target does instead\"}` \
+     (optional `intermittent: true`), or a list of such entries";
 
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawKnownEntry {
-    requirement: OneOrMany,
-    reason: String,
-    #[serde(default)]
-    intermittent: bool,
-}
-
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
-enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
-
-/// Reads a known-failures file: a YAML mapping of scenario id → `{requirement, reason}` (or a plain
-/// reason). Every requirement must exist in the spec.
+/// Reads a known-failures file: a YAML mapping of scenario id → one entry or a list of entries,
+/// each `{requirement, check, reason[, intermittent]}` (see [`parse_known_failures`]).
 pub fn load_known_failures(path: &Path) -> Result<KnownFailures, TargetError> {
     let text = std::fs::read_to_string(path).map_err(TargetError::read(path))?;
     parse_known_failures(path, &text)
 }
 
-/// Parses the text of a known-failures file; `path` names it in errors.
+/// Parses the text of a known-failures file; `path` names it in errors, which point at
+/// `path:line:col`. Every requirement must exist in the spec; `check` is `step N`, `rule NAME`
+/// or `end` ([`super::verdict::Check`]); a scenario's entries must pin different checks or
+/// requirements.
 pub fn parse_known_failures(path: &Path, text: &str) -> Result<KnownFailures, TargetError> {
-    let invalid = |message: String| TargetError::Invalid { at: path.display().to_string(), message };
-    if text.trim().is_empty() {
-        return Ok(KnownFailures::new());
-    }
-    let raw = serde_saphyr::from_str::<BTreeMap<String, RawKnown>>(text).map_err(|e| {
-        invalid(format!(
-            "{e}\n  each entry is `scenario.id: {{requirement: ID, reason: \"what the target does instead\"}}`"
-        ))
-    })?;
+    use crate::scenario::yaml::{NodeKind, parse_node};
+    let at = |loc: crate::scenario::Loc| format!("{}:{loc}", path.display());
+    let invalid = |loc: crate::scenario::Loc, message: String| TargetError::Invalid { at: at(loc), message };
+    let root = parse_node(text).map_err(|(loc, m)| invalid(loc, m))?;
     let mut out = KnownFailures::new();
-    for (id, entry) in raw {
-        let entry = match entry {
-            RawKnown::Plain(reason) => {
-                super::verdict::KnownFailure { requirement: Vec::new(), reason, intermittent: false }
+    let entries = match &root.kind {
+        NodeKind::Null => return Ok(out),
+        NodeKind::Map(m) => m,
+        other => {
+            return Err(invalid(
+                root.loc,
+                format!("expected a mapping of scenario id to entries, found {}", other.describe()),
+            ));
+        }
+    };
+    for (id, node) in entries {
+        let list: Vec<&crate::scenario::yaml::Node> = match &node.kind {
+            NodeKind::Seq(items) if items.is_empty() => {
+                return Err(invalid(node.loc, format!("{}: an empty list of entries\n  {ENTRY_FORM}", id.name)));
             }
-            RawKnown::Structured(e) => {
-                let requirement = match e.requirement {
-                    OneOrMany::One(r) => vec![r],
-                    OneOrMany::Many(v) => v,
-                };
-                if requirement.is_empty() {
-                    return Err(invalid(format!("{id}: `requirement` names no requirement")));
-                }
-                if let Some(bad) = requirement.iter().find(|r| crate::requirements::get(r).is_none()) {
-                    return Err(invalid(format!("{id}: `{bad}` is not a requirement of the spec")));
-                }
-                super::verdict::KnownFailure { requirement, reason: e.reason, intermittent: e.intermittent }
-            }
+            NodeKind::Seq(items) => items.iter().collect(),
+            _ => vec![node],
         };
-        out.insert(id, entry);
+        let mut parsed: Vec<super::verdict::KnownFailure> = Vec::new();
+        for n in list {
+            let k = known_entry(n, &id.name, &at)?;
+            if parsed.iter().any(|p| p.check == k.check && p.requirement == k.requirement) {
+                return Err(invalid(n.loc, format!("{}: a second entry for {}", id.name, k.head())));
+            }
+            parsed.push(k);
+        }
+        out.insert(id.name.clone(), parsed);
     }
     Ok(out)
+}
+
+/// One entry of scenario `id` (`at` makes a node's `file:line:col`).
+fn known_entry(
+    n: &crate::scenario::yaml::Node,
+    id: &str,
+    at: &dyn Fn(crate::scenario::Loc) -> String,
+) -> Result<super::verdict::KnownFailure, TargetError> {
+    use crate::scenario::yaml::NodeKind;
+    let invalid = |loc, message: String| TargetError::Invalid { at: at(loc), message };
+    let Some(map) = n.as_map() else {
+        return Err(invalid(n.loc, format!("{id}: expected an entry, found {}\n  {ENTRY_FORM}", n.kind.describe())));
+    };
+    let mut k = super::verdict::KnownFailure { at: at(n.loc), ..Default::default() };
+    let (mut has_check, mut has_reason) = (false, false);
+    for (key, v) in map {
+        let text = |what: &str| {
+            v.as_str().map(str::to_owned).ok_or_else(|| {
+                invalid(v.loc, format!("{id}: `{}` must be {what}, found {}", key.name, v.kind.describe()))
+            })
+        };
+        match key.name.as_str() {
+            "requirement" => {
+                let ids: Vec<&crate::scenario::yaml::Node> = match &v.kind {
+                    NodeKind::Seq(items) => items.iter().collect(),
+                    _ => vec![v],
+                };
+                for r in ids {
+                    let Some(r_id) = r.as_str() else {
+                        return Err(invalid(
+                            r.loc,
+                            format!("{id}: a requirement is an ID, found {}", r.kind.describe()),
+                        ));
+                    };
+                    if crate::requirements::get(r_id).is_none() {
+                        return Err(invalid(r.loc, format!("{id}: `{r_id}` is not a requirement of the spec")));
+                    }
+                    k.requirement.push(r_id.to_owned());
+                }
+            }
+            "check" => {
+                let c = text("`step N`, `rule NAME` or `end`")?;
+                k.check =
+                    Some(c.parse().map_err(|e: super::verdict::CheckError| invalid(v.loc, format!("{id}: {e}")))?);
+                has_check = true;
+            }
+            "reason" => {
+                k.reason = text("a text: what the target does instead")?;
+                has_reason = !k.reason.trim().is_empty();
+            }
+            "intermittent" => match v.kind {
+                NodeKind::Bool(b) => k.intermittent = b,
+                _ => {
+                    return Err(invalid(
+                        v.loc,
+                        format!("{id}: `intermittent` must be true or false, found {}", v.kind.describe()),
+                    ));
+                }
+            },
+            other => {
+                return Err(invalid(
+                    key.loc,
+                    format!("{id}: unknown key `{other}` (valid: requirement, check, reason, intermittent)"),
+                ));
+            }
+        }
+    }
+    k.requirement.sort();
+    k.requirement.dedup();
+    let missing = match (k.requirement.is_empty(), has_check, has_reason) {
+        (true, ..) => Some("`requirement` (the requirement(s) the failing check breaks)"),
+        (_, false, _) => Some("`check` (`step N` as the run reports it, `rule NAME` or `end`)"),
+        (.., false) => Some("`reason` (what the target does instead)"),
+        _ => None,
+    };
+    match missing {
+        Some(what) => Err(invalid(n.loc, format!("{id}: the entry needs {what}\n  {ENTRY_FORM}"))),
+        None => Ok(k),
+    }
+}
+
+/// The entries of `known` that do not fit the scenarios loaded, each as `file:line:col: message`
+/// (the entry's place): first those naming a scenario id that `scenarios` does not have (a
+/// warning: the selection may leave it out), then those naming a step past the scenario's last
+/// (an error).
+pub fn misfit_known_failures(known: &KnownFailures, scenarios: &[Scenario]) -> (Vec<String>, Vec<String>) {
+    let (mut unknown, mut past) = (Vec::new(), Vec::new());
+    for (id, entries) in known {
+        let Some(s) = scenarios.iter().find(|s| &s.id == id) else {
+            let at = entries.first().map(|k| format!("{}: ", k.at)).unwrap_or_default();
+            unknown.push(format!("{at}known failure `{id}` names no scenario of the catalogue"));
+            continue;
+        };
+        for k in entries {
+            if let Some(super::verdict::Check::Step(n)) = k.check
+                && n > s.steps.len()
+            {
+                past.push(format!("{}: {id}: step {n}, but the scenario has {} steps", k.at, s.steps.len()));
+            }
+        }
+    }
+    (unknown, past)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse(text: &str) -> Result<KnownFailures, String> {
+        parse_known_failures(Path::new("kf.yaml"), text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn known_failures_pin_a_check_one_entry_or_a_list_per_scenario() {
+        let kf = parse(
+            "# comment\n\
+             calls.echo: {requirement: TP-CALL-01, check: step 3, reason: \"wrong rid\"}\n\
+             calls.two:\n  - {requirement: [TP-CALL-07, TP-CALL-01], check: step 2, reason: dies}\n  \
+             - {requirement: TP-CALL-01, check: rule FrameLength, reason: short frame, intermittent: true}\n",
+        )
+        .unwrap();
+        let echo = &kf["calls.echo"];
+        assert_eq!(echo.len(), 1);
+        assert_eq!(echo[0].check, Some(super::super::Check::Step(3)));
+        assert_eq!(echo[0].at, "kf.yaml:2:13");
+        let two = &kf["calls.two"];
+        assert_eq!(two.len(), 2);
+        assert_eq!(two[0].requirement, ["TP-CALL-01", "TP-CALL-07"]);
+        assert_eq!(two[1].check, Some(super::super::Check::Rule("FrameLength".into())));
+        assert!(two[1].intermittent && !two[0].intermittent);
+        assert!(parse("").unwrap().is_empty());
+        assert!(parse("# only a comment\n").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_bad_known_failures_entry_is_refused_at_its_file_line_and_column() {
+        let cases = [
+            (
+                "x.y: {requirement: TP-CALL-01, check: step 3, reason: r, why: w}\n",
+                "kf.yaml:1:58: x.y: unknown key `why`",
+            ),
+            (
+                "x.y: {requirement: TP-CALL-01, check: stage 3, reason: r}\n",
+                "kf.yaml:1:39: x.y: `stage 3` is not a check",
+            ),
+            (
+                "x.y: {requirement: TP-CALL-01, check: step 0, reason: r}\n",
+                "kf.yaml:1:39: x.y: `step 0` is not a check",
+            ),
+            (
+                "x.y: {requirement: TP-NOPE-01, check: step 3, reason: r}\n",
+                "kf.yaml:1:20: x.y: `TP-NOPE-01` is not a requirement",
+            ),
+            ("x.y: {requirement: TP-CALL-01, reason: r}\n", "kf.yaml:1:6: x.y: the entry needs `check`"),
+            ("x.y: {check: step 1, reason: r}\n", "kf.yaml:1:6: x.y: the entry needs `requirement`"),
+            ("x.y: {requirement: TP-CALL-01, check: step 1}\n", "kf.yaml:1:6: x.y: the entry needs `reason`"),
+            ("x.y: answers under the wrong rid\n", "kf.yaml:1:6: x.y: expected an entry, found string"),
+            ("x.y: []\n", "kf.yaml:1:6: x.y: an empty list of entries"),
+            (
+                "x.y: {requirement: TP-CALL-01, check: step 1, reason: r, intermittent: yes}\n",
+                "kf.yaml:1:72: x.y: `intermittent` must be true or false",
+            ),
+            (
+                "x.y:\n  - {requirement: TP-CALL-01, check: step 1, reason: r}\n  - {requirement: TP-CALL-01, check: step 1, reason: s}\n",
+                "kf.yaml:3:5: x.y: a second entry for step 1, TP-CALL-01",
+            ),
+            ("- x.y\n", "kf.yaml:1:1: expected a mapping of scenario id to entries, found a list"),
+        ];
+        for (text, want) in cases {
+            let e = parse(text).expect_err(text);
+            assert!(e.starts_with(want), "{text:?}\n got: {e}\nwant: {want}");
+        }
+    }
+
+    #[test]
+    fn entries_naming_no_scenario_warn_and_a_step_past_the_last_is_an_error() {
+        let s = crate::scenario::parse_str(
+            Path::new("s.yaml"),
+            "id: x.y\ntitle: t\nrequirements: [TP-CALL-01]\nlevel: MUST\nrole: tool-process\nsteps:\n  - handshake: {}\n",
+        )
+        .unwrap();
+        let kf = parse(
+            "x.y:\n  - {requirement: TP-CALL-01, check: step 1, reason: r}\n  - {requirement: TP-CALL-01, check: step 2, reason: r}\n\
+             x.gone: {requirement: TP-CALL-01, check: step 1, reason: r}\n",
+        )
+        .unwrap();
+        let (unknown, past) = misfit_known_failures(&kf, &[s]);
+        assert_eq!(unknown, ["kf.yaml:4:9: known failure `x.gone` names no scenario of the catalogue"]);
+        assert_eq!(past, ["kf.yaml:3:5: x.y: step 2, but the scenario has 1 steps"]);
+    }
 
     #[test]
     fn relative_manifest_dir_gives_an_absolute_command() {

@@ -543,6 +543,33 @@ fn host_http_requests_with_chosen_headers_over_http_only() {
 }
 
 #[test]
+fn a_precondition_that_breaks_what_the_scenario_does_not_cite_blocks_it() {
+    let ok = with_steps(
+        "  - handshake: {}\n  - send: {request_id: a, call_tool: {name: echo}}\n  - expect: {envelope: {request_id: a}}\n    checks: [TP-HANDSHAKE-14]\n  - expect: {envelope: {request_id: a}}\n",
+    );
+    let s = parse(&ok).unwrap_or_else(|e| panic!("{}", e.first()));
+    let v = |ids: &[&str]| ids.iter().map(|i| (*i).to_owned()).collect::<Vec<_>>();
+    // The handshake step, failing on a handshake requirement the scenario does not cite.
+    assert!(s.is_precondition_failure(Some(0), &v(&["TP-HANDSHAKE-02"])));
+    // A step whose checks name only handshake requirements.
+    assert!(s.is_precondition_failure(Some(2), &v(&["TP-HANDSHAKE-14"])));
+    // The connect, whichever step needed it first.
+    assert!(s.is_precondition_failure(Some(1), &v(&["TP-CONN-01"])));
+    // Not: the handshake step failing on the scenario's own requirements (its pattern), another
+    // step, after the last step, or nothing named.
+    let own: Vec<String> = s.requirements.iter().map(|r| r.id.to_owned()).collect();
+    assert!(!s.is_precondition_failure(Some(0), &own));
+    assert!(!s.is_precondition_failure(Some(3), &v(&["TP-HANDSHAKE-02"])));
+    assert!(!s.is_precondition_failure(None, &v(&["TP-HANDSHAKE-02"])));
+    assert!(!s.is_precondition_failure(Some(0), &[]));
+    // Not in a scenario that cites the requirement: a handshake scenario that fails its handshake
+    // has failed.
+    let cites = ok.replacen("requirements: [", "requirements: [TP-HANDSHAKE-02, ", 1);
+    let s = parse(&cites).unwrap_or_else(|e| panic!("{}", e.first()));
+    assert!(!s.is_precondition_failure(Some(0), &v(&["TP-HANDSHAKE-02"])));
+}
+
+#[test]
 fn a_step_names_the_requirements_it_checks_and_the_loader_checks_them() {
     let ok = with_steps(
         "  - handshake: {}\n  - send: {request_id: a, call_tool: {name: logit}}\n  - expect: {envelope: {log: {capture: entry}}}\n    checks: [TP-CALL-03]\n  - check: {capture: entry, pattern: {logger: fixture}}\n",

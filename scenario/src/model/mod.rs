@@ -170,6 +170,27 @@ impl Scenario {
         self.steps.iter().any(|st| matches!(st.action, Action::Soak(_)))
     }
 
+    /// Whether a failure of step `index` that broke `broken` means the scenario was not reached
+    /// (BLOCKED) rather than failed: the step is a precondition step (`handshake`,
+    /// `tool_handshake`, or a step whose `checks:` name only precondition requirements), or the
+    /// failure was the connect itself; what broke is only precondition requirements
+    /// ([`crate::requirements::is_precondition`]); and none of them is among the scenario's own
+    /// `requirements:` (a handshake scenario that fails its handshake has failed).
+    pub fn is_precondition_failure(&self, index: Option<usize>, broken: &[String]) -> bool {
+        use crate::requirements::is_precondition;
+        let Some(step) = index.and_then(|i| self.steps.get(i)) else { return false };
+        if broken.is_empty()
+            || !broken.iter().all(|b| is_precondition(b))
+            || broken.iter().any(|b| self.requirements.iter().any(|r| r.id == b))
+        {
+            return false;
+        }
+        let connect = broken.iter().all(|b| matches!(b.as_str(), "TP-CONN-01" | "BR-CONN-01"));
+        let by_kind = matches!(step.action, Action::Handshake(_) | Action::ToolHandshake(_));
+        let by_checks = !step.checks.is_empty() && step.checks.iter().all(|r| is_precondition(r.id));
+        connect || by_kind || by_checks
+    }
+
     /// The requirements broken when step `index` fails: what the runner found out itself
     /// (`found`: which part of a handshake went wrong, a non-JSON line on the bridge's stdout, a
     /// cursor that does not end), else the step's `checks`, else the scenario's. `found` comes

@@ -103,6 +103,29 @@ pub fn get(id: &str) -> Option<&'static Requirement> {
     all().iter().find(|r| r.id == id)
 }
 
+/// Whether `id` is a requirement a precondition of most scenarios checks: connecting
+/// (TP-CONN-01, BR-CONN-01), the handshake (TP-HANDSHAKE-*, BR-HANDSHAKE-*), the bridge's
+/// answer to `initialize` (BR-MCP-02…07, BR-MCP-10) and its first `tools/list` (BR-TOOLLIST-01).
+/// A step that fails on one of these in a scenario that does not cite it blocks the scenario
+/// ([`crate::Scenario::is_precondition_failure`]).
+pub fn is_precondition(id: &str) -> bool {
+    id.starts_with("TP-HANDSHAKE-")
+        || id.starts_with("BR-HANDSHAKE-")
+        || matches!(
+            id,
+            "TP-CONN-01"
+                | "BR-CONN-01"
+                | "BR-MCP-02"
+                | "BR-MCP-03"
+                | "BR-MCP-04"
+                | "BR-MCP-05"
+                | "BR-MCP-06"
+                | "BR-MCP-07"
+                | "BR-MCP-10"
+                | "BR-TOOLLIST-01"
+        )
+}
+
 /// Why a table or the spec could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: {message}")]

@@ -32,6 +32,9 @@ struct SafeToolFile {
 #[serde(deny_unknown_fields)]
 struct KnownFile {
     requirement: Vec<String>,
+    /// `step N` (or `end`: the SHOULD deviations gathered over the run); none: any check.
+    #[serde(default)]
+    check: Option<String>,
     reason: String,
     #[serde(default)]
     intermittent: bool,
@@ -91,8 +94,18 @@ pub fn load_manifest(dir: &Path, self_exe: &Path) -> Result<Target, ManifestErro
         if let Some(bad) = k.requirement.iter().find(|r| pm::get(r).is_none()) {
             return Err(err(format!("known_failures.{id}: `{bad}` is not a PM requirement")));
         }
-        known_failures
-            .insert(id, KnownFailure { requirement: k.requirement, reason: k.reason, intermittent: k.intermittent });
+        let check = match &k.check {
+            Some(c) => Some(c.parse().map_err(|e| err(format!("known_failures.{id}: {e}")))?),
+            None => None,
+        };
+        let entry = KnownFailure {
+            requirement: k.requirement,
+            check,
+            reason: k.reason,
+            intermittent: k.intermittent,
+            at: String::new(),
+        };
+        known_failures.insert(id, vec![entry]);
     }
     Ok(Target {
         command,

@@ -46,7 +46,7 @@ pub struct Target {
     /// Features declared by the operator (manifest or command line).
     pub declared: BTreeSet<String>,
     pub safe_tool: Option<SafeTool>,
-    pub known_failures: BTreeMap<String, KnownFailure>,
+    pub known_failures: BTreeMap<String, Vec<KnownFailure>>,
     /// The operator declares that the server accepts 2 GiB frames (PM-FRAME-08).
     pub accepts_2gib: bool,
     /// Where each scenario's transcript is written, if anywhere.
@@ -181,18 +181,13 @@ fn blank_result(sc: &Scenario, target: &Target) -> CaseResult {
 }
 
 /// Runs one scenario in a fresh server process and judges it with `known`.
-pub fn run_scenario(
-    sc: &Scenario,
-    target: &Target,
-    features: &BTreeSet<String>,
-    known: Option<&KnownFailure>,
-) -> CaseResult {
+pub fn run_scenario(sc: &Scenario, target: &Target, features: &BTreeSet<String>, known: &[KnownFailure]) -> CaseResult {
     let started = Instant::now();
     let mut r = blank_result(sc, target);
-    r.intermittent = known.is_some_and(|k| k.intermittent);
+    r.intermittent = known.iter().any(|k| k.intermittent);
     if let Some(f) = sc.unless.iter().find(|f| features.contains(*f)) {
         (r.verdict, r.message) =
-            judge(&Outcome::Skipped(format!("only for servers without feature {f}")), sc.level, &[], known);
+            judge(&Outcome::Skipped(format!("only for servers without feature {f}")), sc.level, &[], None, known);
         r.command.clear();
         return r;
     }
@@ -200,14 +195,14 @@ pub fn run_scenario(
     if !missing.is_empty() {
         let names: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
         (r.verdict, r.message) =
-            judge(&Outcome::Skipped(format!("needs feature {}", names.join(", "))), sc.level, &[], known);
+            judge(&Outcome::Skipped(format!("needs feature {}", names.join(", "))), sc.level, &[], None, known);
         r.command.clear();
         return r;
     }
     let mut s = match Session::spawn(&target.command, sc.testee.clean_env) {
         Ok(s) => s,
         Err(e) => {
-            (r.verdict, r.message) = judge(&Outcome::Error(e.to_string()), sc.level, &[], known);
+            (r.verdict, r.message) = judge(&Outcome::Error(e.to_string()), sc.level, &[], None, known);
             return r;
         }
     };
@@ -238,17 +233,21 @@ pub fn run_scenario(
     let outcome;
     let mut broken = Vec::new();
     let mut level = sc.level;
+    let mut check = None;
     if let Some(e) = error {
         outcome = Outcome::Error(e);
     } else if let Some((i, f)) = failure {
         broken = f.broken;
         dedup(&mut broken);
         level = failure_level(sc.level, &broken);
+        check = Some(crate::runner::Check::Step(i + 1));
         outcome = Outcome::Failed(format!("step {}: {}", i + 1, f.message));
     } else if !ctx.deviations.is_empty() {
         broken = ctx.deviations.iter().map(|d| d.requirement.clone()).collect();
         dedup(&mut broken);
         level = Level::Should;
+        // Deviations are gathered over the whole run and judged after it.
+        check = Some(crate::runner::Check::End);
         outcome = Outcome::Failed(
             ctx.deviations
                 .iter()
@@ -259,9 +258,10 @@ pub fn run_scenario(
     } else {
         outcome = Outcome::Passed;
     }
-    (r.verdict, r.message) = judge(&outcome, level, &broken, known);
+    (r.verdict, r.message) = judge(&outcome, level, &broken, check.as_ref(), known);
     if matches!(r.verdict, Verdict::Fail | Verdict::Warn | Verdict::Xfail) {
         r.broken = broken;
+        r.check = check;
         dedup(&mut ctx.held);
         r.held = ctx.held.into_iter().filter(|h| !r.broken.contains(h)).collect();
     }
@@ -356,7 +356,7 @@ impl ProfileServer for Server {
         Profile::ProtoMcp
     }
 
-    fn run_one(&self, s: &Scenario, known: Option<&KnownFailure>) -> CaseResult {
+    fn run_one(&self, s: &Scenario, known: &[KnownFailure]) -> CaseResult {
         run_scenario(s, &self.target, &self.features, known)
     }
 }

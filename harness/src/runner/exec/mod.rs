@@ -372,6 +372,11 @@ impl<'a> Exec<'a> {
         }
     }
 
+    /// Where the failure of this run was decided: the step running, or `end` after the last.
+    pub fn check(&self) -> super::verdict::Check {
+        super::verdict::Check::at(self.current)
+    }
+
     /// The requirements the failure of this run broke: the rule the peer broke in its bytes
     /// when that failed the step, else see [`Scenario::broken_by`].
     pub fn broken(&self) -> Vec<String> {
@@ -417,20 +422,32 @@ impl<'a> Exec<'a> {
         }
         let within = self.t(T_START);
         let deadline = Instant::now() + within;
+        // A peer that never connects breaks the connect (a precondition of most scenarios): the
+        // tool process's own, or the bridge's, which starts it.
+        let connect: &'static [&'static str] = match self.scenario.role {
+            crate::scenario::Role::ToolProcess => &["TP-CONN-01"],
+            crate::scenario::Role::Bridge => &["BR-CONN-01"],
+        };
         let stream = loop {
             tokio::select! {
                 biased;
                 r = tokio::time::timeout_at(deadline, self.listener.accept()) => match r {
                     Ok(Ok((s, _))) => break s,
                     Ok(Err(e)) => return Err(StepError::Error(format!("accept failed: {e}"))),
-                    Err(_) => return Err(StepError::Fail(format!("{} did not connect within {within:?}", self.connector()))),
+                    Err(_) => {
+                        self.found = connect;
+                        return Err(StepError::Fail(format!("{} did not connect within {within:?}", self.connector())));
+                    }
                 },
                 x = self.proc.wait(within) => if let Some(x) = x {
                     // It may have connected just before it ended: the connection waits in the
                     // backlog.
                     match tokio::time::timeout(Duration::from_millis(50), self.listener.accept()).await {
                         Ok(Ok((s, _))) => break s,
-                        _ => return Err(StepError::Fail(format!("{} ended ({x}) without connecting", self.connector()))),
+                        _ => {
+                            self.found = connect;
+                            return Err(StepError::Fail(format!("{} ended ({x}) without connecting", self.connector())));
+                        }
                     }
                 }
             }
