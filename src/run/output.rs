@@ -117,29 +117,8 @@ pub(super) fn print_side(
 pub(super) fn write_reports(a: &RunArgs, done_sides: &[(Arc<Target>, Vec<CaseResult>)], names: &[&str]) -> Result<()> {
     let all: Vec<&CaseResult> = done_sides.iter().flat_map(|(_, r)| r.iter()).collect();
     if let Some(p) = &a.json {
-        let v = if let [(t, results)] = done_sides {
-            report::json_report(&t.name, results)
-        } else {
-            // Several targets: every case names its target; the summary is the total.
-            let mut cases = Vec::new();
-            let mut per_side = Vec::new();
-            for (t, results) in done_sides {
-                let mut v = report::json_report(&t.name, results);
-                if let Some(list) = v.get_mut("cases").and_then(|c| c.as_array_mut()) {
-                    for c in list.iter_mut() {
-                        c["target"] = serde_json::Value::from(t.name.as_str());
-                    }
-                    cases.append(list);
-                }
-                per_side.push(serde_json::json!({"target": t.name, "summary": v["summary"]}));
-            }
-            serde_json::json!({
-                "target": names.join(" + "),
-                "summary": Summary::of(all.iter().map(|r| r.verdict)),
-                "sides": per_side,
-                "cases": cases,
-            })
-        };
+        let v: Vec<(&str, &[CaseResult])> = done_sides.iter().map(|(t, r)| (t.name.as_str(), r.as_slice())).collect();
+        let v = report::json_report_sides(&v);
         std::fs::write(p, serde_json::to_string_pretty(&v)? + "\n")
             .with_context(|| format!("writing {}", p.display()))?;
     }

@@ -288,11 +288,7 @@ fn resources(h: &mut String, sides: &[Side<'_>]) {
                 "<tr><td>{}</td><td>{}</td><td><span class=\"v v-{}\">{}</span></td><td class=\"n\">{}</td>\
                  <td>{}</td><td>{}</td><td>{}</td></tr>",
                 escape(target),
-                if matches!(r.verdict, Verdict::Pass | Verdict::Skip) {
-                    format!("<code>{}</code>", escape(&r.id))
-                } else {
-                    link(&r.id)
-                },
+                if r.detailed() { link(&r.id) } else { format!("<code>{}</code>", escape(&r.id)) },
                 class(r.verdict),
                 r.verdict.name(),
                 u.samples.len(),
@@ -532,7 +528,7 @@ fn not_passing(h: &mut String, sides: &[Side<'_>]) {
     let bad: Vec<(&str, &CaseResult)> = sides
         .iter()
         .flat_map(|s| s.results.iter().map(move |r| (s.target, r)))
-        .filter(|(_, r)| !matches!(r.verdict, Verdict::Pass | Verdict::Skip))
+        .filter(|(_, r)| r.detailed())
         .collect();
     let _ = writeln!(h, "<section id=\"cases\">\n<h2>Scenarios not passing ({})</h2>", bad.len());
     if bad.is_empty() {
