@@ -63,20 +63,7 @@ pub(super) fn print_side(
     tty: bool,
 ) -> Result<()> {
     let summary = Summary::of(results.iter().map(|r| r.verdict));
-    let bad: Vec<&CaseResult> = results
-        .iter()
-        .filter(|r| {
-            matches!(
-                r.verdict,
-                runner::Verdict::Fail
-                    | runner::Verdict::Warn
-                    | runner::Verdict::Xpass
-                    | runner::Verdict::Error
-                    | runner::Verdict::Flaky
-                    | runner::Verdict::Leak
-            )
-        })
-        .collect();
+    let bad: Vec<&CaseResult> = results.iter().filter(|r| r.verdict.unexpected()).collect();
     let mut out = std::io::stdout().lock();
     if !verbose {
         for l in folded_skips(results, tty) {

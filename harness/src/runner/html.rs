@@ -46,21 +46,6 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-/// How bad a verdict is, for the verdict of a requirement over several scenarios.
-fn rank(v: Verdict) -> u8 {
-    match v {
-        Verdict::Skip => 0,
-        Verdict::Pass => 1,
-        Verdict::Xfail => 2,
-        Verdict::Warn => 3,
-        Verdict::Fail => 4,
-        Verdict::Xpass => 5,
-        Verdict::Leak => 5,
-        Verdict::Flaky => 6,
-        Verdict::Error => 7,
-    }
-}
-
 fn class(v: Verdict) -> &'static str {
     match v {
         Verdict::Pass => "pass",
@@ -87,7 +72,7 @@ struct ReqCell {
 impl ReqCell {
     /// The worst verdict, SKIP when nothing ran.
     fn verdict(&self) -> Verdict {
-        self.by_verdict.keys().copied().max_by_key(|v| rank(*v)).unwrap_or(Verdict::Skip)
+        self.by_verdict.keys().copied().max_by_key(|v| v.rank()).unwrap_or(Verdict::Skip)
     }
 }
 

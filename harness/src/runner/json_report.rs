@@ -6,7 +6,7 @@
 //! what it holds that this version does not know is passed over. A value of the wrong kind, a
 //! verdict or level that is none, a case id twice, is an error with its line and column.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -261,6 +261,109 @@ pub fn read(text: &str, path: &Path) -> Result<Report, ReportError> {
     Ok(Report { sides, shard: json.shard })
 }
 
+/// Reports that are not parts of one run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MergeError {
+    #[error("nothing to merge")]
+    Nothing,
+    #[error("{a} is a run against {a_target}, {b} against {b_target}: only shards of one run (the same targets) are merged")]
+    Targets { a: String, a_target: String, b: String, b_target: String },
+    #[error("scenario `{id}` is in {a} and in {b}: the shards of one run hold each scenario once")]
+    Twice { id: String, a: String, b: String },
+    #[error("{0}")]
+    Shards(String),
+}
+
+/// The report of the whole run that `parts` (each with the file it came from) are shards of:
+/// the same targets in the same order; each target's cases in id order, as a run lists them.
+/// Shard reports (`shard` set) must be all N of one cut, each once, and hold together the
+/// scenarios the cut was made from. Whole reports of one target with no scenario in common
+/// merge as well.
+pub fn merge(parts: Vec<(PathBuf, Report)>) -> Result<Report, MergeError> {
+    let name = |p: &Path| p.display().to_string();
+    let (first_path, first) = parts.first().ok_or(MergeError::Nothing)?;
+    let targets: Vec<&str> = first.sides.iter().map(|s| s.target.as_str()).collect();
+    for (path, r) in &parts[1..] {
+        if r.sides.iter().map(|s| s.target.as_str()).ne(targets.iter().copied()) {
+            return Err(MergeError::Targets {
+                a: name(first_path),
+                a_target: first.name(),
+                b: name(path),
+                b_target: r.name(),
+            });
+        }
+    }
+    let shards: Vec<(&PathBuf, Option<ShardOf>)> = parts.iter().map(|(p, r)| (p, r.shard)).collect();
+    if let Some((p, s)) = shards.iter().find(|(_, s)| s.is_some()) {
+        let s = s.expect("found");
+        if let Some((q, _)) = shards.iter().find(|(_, t)| t.is_none()) {
+            return Err(MergeError::Shards(format!(
+                "{} is shard {}/{} of a run, {} a whole run: merge the shards of one run",
+                name(p),
+                s.k,
+                s.n,
+                name(q)
+            )));
+        }
+        let mut seen: BTreeMap<usize, &PathBuf> = BTreeMap::new();
+        for (q, t) in &shards {
+            let t = t.expect("every part is a shard");
+            if t.n != s.n || t.selected != s.selected {
+                return Err(MergeError::Shards(format!(
+                    "{} is shard {}/{} of {} scenarios, {} shard {}/{} of {}: not the same cut",
+                    name(p),
+                    s.k,
+                    s.n,
+                    s.selected,
+                    name(q),
+                    t.k,
+                    t.n,
+                    t.selected
+                )));
+            }
+            if let Some(other) = seen.insert(t.k, q) {
+                return Err(MergeError::Shards(format!(
+                    "{} and {} are both shard {}/{}",
+                    name(other),
+                    name(q),
+                    t.k,
+                    t.n
+                )));
+            }
+        }
+        let missing: Vec<String> = (1..=s.n).filter(|k| !seen.contains_key(k)).map(|k| format!("{k}/{}", s.n)).collect();
+        if !missing.is_empty() {
+            return Err(MergeError::Shards(format!("shard {} missing: give all {} shards", missing.join(", "), s.n)));
+        }
+    }
+    let mut sides: Vec<Side> = targets.iter().map(|t| Side { target: (*t).to_owned(), results: Vec::new() }).collect();
+    let mut from: BTreeMap<String, &PathBuf> = BTreeMap::new();
+    for (path, r) in &parts {
+        for (k, side) in r.sides.iter().enumerate() {
+            for c in &side.results {
+                if let Some(other) = from.insert(c.id.clone(), path) {
+                    return Err(MergeError::Twice { id: c.id.clone(), a: name(other), b: name(path) });
+                }
+                sides[k].results.push(c.clone());
+            }
+        }
+    }
+    if let Some(s) = parts[0].1.shard
+        && from.len() != s.selected
+    {
+        return Err(MergeError::Shards(format!(
+            "the {} shards hold {} scenarios, and the run selected {}",
+            s.n,
+            from.len(),
+            s.selected
+        )));
+    }
+    for s in &mut sides {
+        s.results.sort_by(|a, b| a.id.cmp(&b.id));
+    }
+    Ok(Report { sides, shard: None })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -324,5 +427,36 @@ mod tests {
         assert_eq!(old.sides[0].results[0].verdict, Verdict::Warn);
         assert_eq!(old.sides[0].results[0].broken, ["TP-X-1"]);
         assert_eq!(old.exit_code(), 0);
+    }
+
+    fn shard(k: usize, n: usize, ids: &[&str]) -> (PathBuf, Report) {
+        let results = ids.iter().map(|id| case(id, Verdict::Pass)).collect();
+        let r = Report { sides: vec![Side { target: "t".into(), results }], shard: Some(ShardOf { k, n, selected: 4 }) };
+        (PathBuf::from(format!("s{k}.json")), r)
+    }
+
+    #[test]
+    fn shards_merge_into_the_whole_in_id_order_and_anything_else_is_refused() {
+        let whole = merge(vec![shard(2, 2, &["b", "d"]), shard(1, 2, &["c", "a"])]).unwrap();
+        let ids: Vec<&str> = whole.sides[0].results.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b", "c", "d"]);
+        assert_eq!(whole.shard, None);
+        let err = |parts| merge(parts).unwrap_err().to_string();
+        assert_eq!(err(vec![shard(1, 2, &["a", "b"])]), "shard 2/2 missing: give all 2 shards");
+        assert_eq!(
+            err(vec![shard(1, 2, &["a", "b"]), shard(1, 2, &["c", "d"])]),
+            "s1.json and s1.json are both shard 1/2"
+        );
+        assert_eq!(
+            err(vec![shard(1, 2, &["a", "b"]), shard(2, 2, &["b", "d"])]),
+            "scenario `b` is in s1.json and in s2.json: the shards of one run hold each scenario once"
+        );
+        assert_eq!(err(vec![shard(1, 2, &["a"]), shard(2, 2, &["b", "d"])]), "the 2 shards hold 3 scenarios, and the run selected 4");
+        let mut other = shard(2, 2, &["c", "d"]);
+        other.1.sides[0].target = "u".into();
+        assert_eq!(
+            err(vec![shard(1, 2, &["a", "b"]), other]),
+            "s1.json is a run against t, s2.json against u: only shards of one run (the same targets) are merged"
+        );
     }
 }

@@ -10,6 +10,7 @@
 pub mod bridge;
 pub mod bridge_manifest;
 pub mod checkout;
+pub mod diff;
 pub mod durations;
 pub mod exec;
 pub mod golden;
@@ -19,6 +20,7 @@ pub mod json_report;
 pub mod process;
 pub mod report;
 pub mod schedule;
+pub mod shard;
 pub mod soak;
 pub mod target;
 pub mod verdict;

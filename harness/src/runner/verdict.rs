@@ -56,9 +56,37 @@ impl Verdict {
         }
     }
 
+    /// How bad the verdict is, for the verdict of a requirement over several scenarios (the
+    /// worst): SKIP 0, PASS 1, XFAIL 2, WARN 3, FAIL 4, XPASS and LEAK 5, FLAKY 6, ERROR 7.
+    pub fn rank(self) -> u8 {
+        match self {
+            Verdict::Skip => 0,
+            Verdict::Pass => 1,
+            Verdict::Xfail => 2,
+            Verdict::Warn => 3,
+            Verdict::Fail => 4,
+            Verdict::Xpass | Verdict::Leak => 5,
+            Verdict::Flaky => 6,
+            Verdict::Error => 7,
+        }
+    }
+
+    /// Whether the verdict is one a report lists as unexpected: FAIL, WARN, XPASS, ERROR, FLAKY,
+    /// LEAK (not PASS, XFAIL, SKIP).
+    pub fn unexpected(self) -> bool {
+        !matches!(self, Verdict::Pass | Verdict::Xfail | Verdict::Skip)
+    }
+
     /// Whether the scenario was executed (everything but SKIP).
     pub fn executed(self) -> bool {
         self != Verdict::Skip
+    }
+}
+
+/// As its name (`"PASS"`), as the reports write it.
+impl serde::Serialize for Verdict {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
     }
 }
 
