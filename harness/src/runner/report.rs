@@ -2,6 +2,7 @@
 //! JUnit.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -208,7 +209,8 @@ fn junit_suite(target: &str, results: &[CaseResult]) -> quick_junit::TestSuite {
         if !r.broken.is_empty() {
             case.add_property(quick_junit::Property::new("broken", r.broken.join(",")));
         }
-        case.set_time(r.duration);
+        // In whole milliseconds, as the JSON report keeps it (a merged report writes the same).
+        case.set_time(Duration::from_millis(u64::try_from(r.duration.as_millis()).unwrap_or(u64::MAX)));
         if !r.stderr_tail.is_empty() {
             case.set_system_err(r.stderr_tail.as_str());
         }

@@ -6,8 +6,9 @@
 //! part with the least weight so far (ties: the fewest scenarios, then the lowest K). Every
 //! scenario lands in exactly one part, and the same ids and weights give the same parts.
 //!
-//! A scenario's weight is what it says it waits ([`super::expected_duration`]) or, when given
-//! (`--shard-durations FILE`), what it took in an earlier run, whichever is more. Not the
+//! A scenario's weight ([`weights`]) is what it says it waits ([`super::expected_duration`]) plus
+//! a [`BASE`] cost or, when given (`--shard-durations FILE`), what it took in an earlier run,
+//! whichever is more. Not the
 //! durations the runner keeps in its cache ([`super::durations`]): they differ from machine to
 //! machine and change as soon as one shard finishes, and shards that weigh differently would
 //! run some scenarios twice and others never.
@@ -16,6 +17,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::durations::Durations;
+use crate::scenario::Scenario;
 
 /// Part `k` (from 1) of `n`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +53,19 @@ impl std::fmt::Display for Shard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.k, self.n)
     }
+}
+
+/// What a scenario costs besides what it waits (a process started, a handshake, teardown), for
+/// the weight of one whose duration in an earlier run is not known.
+pub const BASE: Duration = Duration::from_millis(100);
+
+/// The weight of each scenario: what it waits plus [`BASE`], or what it took in `earlier` when
+/// that is more.
+pub fn weights<'a>(scenarios: impl IntoIterator<Item = &'a Scenario>, earlier: &Durations) -> Vec<(&'a str, Duration)> {
+    scenarios
+        .into_iter()
+        .map(|s| (s.id.as_str(), (super::expected_duration(s) + BASE).max(earlier.get(&s.id).unwrap_or_default())))
+        .collect()
 }
 
 /// The part (from 1 to `n`) of each item (id, weight), in the order given.

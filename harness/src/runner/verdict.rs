@@ -260,6 +260,15 @@ impl Summary {
     }
 }
 
+impl Summary {
+    /// The exit status of one shard of a run (`--shard K/N`): as [`Summary::exit_code`], but a
+    /// shard (or a side of it) that executed nothing is not a vacuous run by itself: `merge`
+    /// judges the whole.
+    pub fn shard_exit_code(&self) -> u8 {
+        if self.executed() == 0 && self.error == 0 { 0 } else { self.exit_code() }
+    }
+}
+
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
