@@ -96,14 +96,21 @@ fn the_action_script_writes_a_summary_and_outputs_and_passes_the_exit_status_on(
     assert_eq!(c.outputs["diff-worse"], "false", "{}", c.summary);
     let md = std::fs::read_to_string(&c.outputs["diff"]).unwrap();
     assert!(md.starts_with("## protomcp-conform diff: nothing got worse\n"), "{md}");
-    assert!(md.contains("|  | changed | `calls.echo` | FAIL (TP-CALL-01, TP-CALL-03) | XFAIL (TP-CALL-01, TP-CALL-03) |"), "{md}");
+    assert!(
+        md.contains("|  | changed | `calls.echo` | FAIL (TP-CALL-01, TP-CALL-03) | XFAIL (TP-CALL-01, TP-CALL-03) |"),
+        "{md}"
+    );
     assert!(!md.contains("`calls.add`"), "{md}");
     assert!(c.summary.contains("### Unexpected (1)") && c.summary.ends_with(&format!("\n{md}")), "{}", c.summary);
     // And the other way round: worse; compare-to a path that does not exist: a note, no diff.
     let c2 = run_action(
         &sb,
         "compare-back",
-        &[("INPUT_TESTEE", &testee), ("INPUT_ARGS", "--only calls.echo --only calls.add"), ("INPUT_COMPARE_TO", &c.outputs["json"])],
+        &[
+            ("INPUT_TESTEE", &testee),
+            ("INPUT_ARGS", "--only calls.echo --only calls.add"),
+            ("INPUT_COMPARE_TO", &c.outputs["json"]),
+        ],
     );
     assert_eq!(c2.outputs["diff-worse"], "true", "{}", c2.summary);
     assert!(c2.summary.contains("| ❌ | newly broken | `calls.echo` | XFAIL"), "{}", c2.summary);
@@ -117,7 +124,11 @@ fn the_action_script_writes_a_summary_and_outputs_and_passes_the_exit_status_on(
     assert!(!c3.outputs.contains_key("diff"));
     // A file that is not a report: exit status 2.
     let junk = sb.file("junk.json", "{\"target\": 1}");
-    let c4 = run_action(&sb, "compare-junk", &[("INPUT_ARGS", "--only calls.echo"), ("INPUT_COMPARE_TO", junk.to_str().unwrap())]);
+    let c4 = run_action(
+        &sb,
+        "compare-junk",
+        &[("INPUT_ARGS", "--only calls.echo"), ("INPUT_COMPARE_TO", junk.to_str().unwrap())],
+    );
     assert_eq!(c4.out.status.code(), Some(2), "{}", text(&c4.out));
     assert!(String::from_utf8_lossy(&c4.out.stderr).contains("junk.json:1:"), "{}", text(&c4.out));
     // Golden transcripts: written locally, then one edited as if the target had sent another

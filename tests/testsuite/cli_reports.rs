@@ -131,7 +131,10 @@ fn three_shards_merged_are_the_unsharded_run() {
             .unwrap();
         assert!(matches!(code(&o), 0 | 1), "{}", text(&o));
         let r = json(&p);
-        assert_eq!(r["shard"], serde_json::json!({"k": k, "n": 3, "selected": json(&dir.join("whole.json"))["cases"].as_array().unwrap().len()}));
+        assert_eq!(
+            r["shard"],
+            serde_json::json!({"k": k, "n": 3, "selected": json(&dir.join("whole.json"))["cases"].as_array().unwrap().len()})
+        );
         assert!(!r["cases"].as_array().unwrap().is_empty(), "shard {k} is empty");
         shards.push(p);
     }

@@ -59,7 +59,11 @@ pub struct Seen {
 
 impl Seen {
     fn of(r: &CaseResult) -> Seen {
-        Seen { verdict: r.verdict, broken: r.broken.clone(), message: r.message.lines().next().unwrap_or("").to_owned() }
+        Seen {
+            verdict: r.verdict,
+            broken: r.broken.clone(),
+            message: r.message.lines().next().unwrap_or("").to_owned(),
+        }
     }
 }
 
@@ -261,7 +265,13 @@ impl Diff {
         }
         for r in &self.requirements {
             let mark = if r.worse { "WORSE " } else { "      " };
-            let _ = write!(s, "{mark}requirement {}: {} → {}", r.id, req_text(r.old, r.old_broken), req_text(r.new, r.new_broken));
+            let _ = write!(
+                s,
+                "{mark}requirement {}: {} → {}",
+                r.id,
+                req_text(r.old, r.old_broken),
+                req_text(r.new, r.new_broken)
+            );
             if r.worse {
                 let _ = write!(s, " in {}", r.broken_in.join(", "));
             }
@@ -289,7 +299,9 @@ impl Diff {
         }
         let _ = writeln!(s, "\nScenarios: {}. Requirements: {}.", self.counts(), self.requirement_counts());
         if !self.scenarios.is_empty() {
-            s.push_str("\n### Scenarios\n\n| | change | scenario | before | after | message |\n|---|---|---|---|---|---|\n");
+            s.push_str(
+                "\n### Scenarios\n\n| | change | scenario | before | after | message |\n|---|---|---|---|---|---|\n",
+            );
             for d in &self.scenarios {
                 let message = d.new.as_ref().filter(|_| d.change != Change::Fixed).map_or("", |n| n.message.as_str());
                 let _ = writeln!(
@@ -348,7 +360,10 @@ mod tests {
 
     #[test]
     fn the_same_report_twice_is_no_change_and_not_worse() {
-        let r = report(vec![case("a", Verdict::Pass, &["TP-A-1"], &[]), case("b", Verdict::Xfail, &["TP-B-1"], &["TP-B-1"])]);
+        let r = report(vec![
+            case("a", Verdict::Pass, &["TP-A-1"], &[]),
+            case("b", Verdict::Xfail, &["TP-B-1"], &["TP-B-1"]),
+        ]);
         let d = diff(&r, &r);
         assert!(d.scenarios.is_empty() && d.requirements.is_empty() && !d.worse, "{d:?}");
         assert!(d.human().ends_with("OK: nothing got worse\n"), "{}", d.human());
@@ -356,8 +371,14 @@ mod tests {
 
     #[test]
     fn a_known_failure_that_became_a_failure_is_the_one_change_and_worse() {
-        let old = report(vec![case("a", Verdict::Pass, &["TP-A-1"], &[]), case("b", Verdict::Xfail, &["TP-B-1"], &["TP-B-1"])]);
-        let new = report(vec![case("a", Verdict::Pass, &["TP-A-1"], &[]), case("b", Verdict::Fail, &["TP-B-1"], &["TP-B-1"])]);
+        let old = report(vec![
+            case("a", Verdict::Pass, &["TP-A-1"], &[]),
+            case("b", Verdict::Xfail, &["TP-B-1"], &["TP-B-1"]),
+        ]);
+        let new = report(vec![
+            case("a", Verdict::Pass, &["TP-A-1"], &[]),
+            case("b", Verdict::Fail, &["TP-B-1"], &["TP-B-1"]),
+        ]);
         let d = diff(&old, &new);
         assert!(d.worse);
         assert_eq!(d.scenarios.len(), 1, "{d:?}");
@@ -365,8 +386,16 @@ mod tests {
         // TP-B-1 was broken (XFAIL) and is (FAIL): its verdict changed, it is not newly broken.
         assert_eq!(d.requirements.len(), 1);
         assert!(!d.requirements[0].worse);
-        assert!(d.human().contains("WORSE newly broken  b: XFAIL (TP-B-1) → FAIL (TP-B-1): FAIL of b\n"), "{}", d.human());
-        assert!(d.markdown().contains("| ❌ | newly broken | `b` | XFAIL (TP-B-1) | FAIL (TP-B-1) | FAIL of b |"), "{}", d.markdown());
+        assert!(
+            d.human().contains("WORSE newly broken  b: XFAIL (TP-B-1) → FAIL (TP-B-1): FAIL of b\n"),
+            "{}",
+            d.human()
+        );
+        assert!(
+            d.markdown().contains("| ❌ | newly broken | `b` | XFAIL (TP-B-1) | FAIL (TP-B-1) | FAIL of b |"),
+            "{}",
+            d.markdown()
+        );
     }
 
     #[test]
@@ -383,10 +412,16 @@ mod tests {
             case("x", Verdict::Xfail, &["TP-X-1"], &["TP-X-1"]),
         ]);
         let d = diff(&old, &new);
-        let changes: Vec<(&str, Change, bool)> = d.scenarios.iter().map(|s| (s.id.as_str(), s.change, s.worse)).collect();
+        let changes: Vec<(&str, Change, bool)> =
+            d.scenarios.iter().map(|s| (s.id.as_str(), s.change, s.worse)).collect();
         assert_eq!(
             changes,
-            [("x", Change::BrokenGrew, true), ("new", Change::Added, false), ("a", Change::Fixed, false), ("gone", Change::Removed, false)]
+            [
+                ("x", Change::BrokenGrew, true),
+                ("new", Change::Added, false),
+                ("a", Change::Fixed, false),
+                ("gone", Change::Removed, false)
+            ]
         );
         let x = d.requirements.iter().find(|r| r.id == "TP-X-1").unwrap();
         assert!(x.worse && x.broken_in == ["x"], "{x:?}");

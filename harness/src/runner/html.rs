@@ -510,11 +510,8 @@ fn golden_changes(h: &mut String, sides: &[Side<'_>]) {
 }
 
 fn not_passing(h: &mut String, sides: &[Side<'_>]) {
-    let bad: Vec<(&str, &CaseResult)> = sides
-        .iter()
-        .flat_map(|s| s.results.iter().map(move |r| (s.target, r)))
-        .filter(|(_, r)| r.detailed())
-        .collect();
+    let bad: Vec<(&str, &CaseResult)> =
+        sides.iter().flat_map(|s| s.results.iter().map(move |r| (s.target, r))).filter(|(_, r)| r.detailed()).collect();
     let _ = writeln!(h, "<section id=\"cases\">\n<h2>Scenarios not passing ({})</h2>", bad.len());
     if bad.is_empty() {
         h.push_str("<p>Every scenario that ran passed.</p>\n");

@@ -55,8 +55,7 @@ pub enum ReportError {
 impl Report {
     /// The report in the file at `path`.
     pub fn read_file(path: &Path) -> Result<Report, ReportError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ReportError::Io { path: path.to_owned(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io { path: path.to_owned(), source })?;
         read(&text, path)
     }
 
@@ -266,7 +265,9 @@ pub fn read(text: &str, path: &Path) -> Result<Report, ReportError> {
 pub enum MergeError {
     #[error("nothing to merge")]
     Nothing,
-    #[error("{a} is a run against {a_target}, {b} against {b_target}: only shards of one run (the same targets) are merged")]
+    #[error(
+        "{a} is a run against {a_target}, {b} against {b_target}: only shards of one run (the same targets) are merged"
+    )]
     Targets { a: String, a_target: String, b: String, b_target: String },
     #[error("scenario `{id}` is in {a} and in {b}: the shards of one run hold each scenario once")]
     Twice { id: String, a: String, b: String },
@@ -331,7 +332,8 @@ pub fn merge(parts: Vec<(PathBuf, Report)>) -> Result<Report, MergeError> {
                 )));
             }
         }
-        let missing: Vec<String> = (1..=s.n).filter(|k| !seen.contains_key(k)).map(|k| format!("{k}/{}", s.n)).collect();
+        let missing: Vec<String> =
+            (1..=s.n).filter(|k| !seen.contains_key(k)).map(|k| format!("{k}/{}", s.n)).collect();
         if !missing.is_empty() {
             return Err(MergeError::Shards(format!("shard {} missing: give all {} shards", missing.join(", "), s.n)));
         }
@@ -398,8 +400,11 @@ mod tests {
             ..Default::default()
         });
         let tp = vec![case("calls.echo", Verdict::Pass), failed];
-        let br = vec![CaseResult { golden: Some(Golden::NotCompared("skipped".into())), ..case("bridge.x", Verdict::Skip) }];
-        for sides in [vec![("python sdk", tp.as_slice())], vec![("reference testee", tp.as_slice()), ("bridge", br.as_slice())]] {
+        let br =
+            vec![CaseResult { golden: Some(Golden::NotCompared("skipped".into())), ..case("bridge.x", Verdict::Skip) }];
+        for sides in
+            [vec![("python sdk", tp.as_slice())], vec![("reference testee", tp.as_slice()), ("bridge", br.as_slice())]]
+        {
             let written = crate::runner::report::json_report_sides(&sides);
             let back = read(&written.to_string(), Path::new("r.json")).unwrap();
             assert_eq!(back.sides.len(), sides.len());
@@ -414,8 +419,11 @@ mod tests {
     #[test]
     fn a_report_that_is_not_one_is_an_error_with_its_place() {
         let p = Path::new("old.json");
-        let e = read("{\"target\": \"t\", \"cases\": [\n  {\"id\": \"a\", \"level\": \"MUST\", \"verdict\": \"GOOD\"}]}", p)
-            .unwrap_err();
+        let e = read(
+            "{\"target\": \"t\", \"cases\": [\n  {\"id\": \"a\", \"level\": \"MUST\", \"verdict\": \"GOOD\"}]}",
+            p,
+        )
+        .unwrap_err();
         assert!(e.to_string().starts_with("old.json:2:"), "{e}");
         assert!(e.to_string().contains("unknown verdict \"GOOD\""), "{e}");
         let e = read("{\"target\": \"t\",", p).unwrap_err();
@@ -431,7 +439,8 @@ mod tests {
 
     fn shard(k: usize, n: usize, ids: &[&str]) -> (PathBuf, Report) {
         let results = ids.iter().map(|id| case(id, Verdict::Pass)).collect();
-        let r = Report { sides: vec![Side { target: "t".into(), results }], shard: Some(ShardOf { k, n, selected: 4 }) };
+        let r =
+            Report { sides: vec![Side { target: "t".into(), results }], shard: Some(ShardOf { k, n, selected: 4 }) };
         (PathBuf::from(format!("s{k}.json")), r)
     }
 
@@ -451,7 +460,10 @@ mod tests {
             err(vec![shard(1, 2, &["a", "b"]), shard(2, 2, &["b", "d"])]),
             "scenario `b` is in s1.json and in s2.json: the shards of one run hold each scenario once"
         );
-        assert_eq!(err(vec![shard(1, 2, &["a"]), shard(2, 2, &["b", "d"])]), "the 2 shards hold 3 scenarios, and the run selected 4");
+        assert_eq!(
+            err(vec![shard(1, 2, &["a"]), shard(2, 2, &["b", "d"])]),
+            "the 2 shards hold 3 scenarios, and the run selected 4"
+        );
         let mut other = shard(2, 2, &["c", "d"]);
         other.1.sides[0].target = "u".into();
         assert_eq!(

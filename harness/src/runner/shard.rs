@@ -122,7 +122,16 @@ mod tests {
         let items: Vec<(&str, Duration)> = names
             .iter()
             .enumerate()
-            .map(|(i, id)| (id.as_str(), ms(match i % 10 { 0 => 5000, 1 => 1200, _ => 20 + (i as u64 % 3) })))
+            .map(|(i, id)| {
+                (
+                    id.as_str(),
+                    ms(match i % 10 {
+                        0 => 5000,
+                        1 => 1200,
+                        _ => 20 + (i as u64 % 3),
+                    }),
+                )
+            })
             .collect();
         for n in 1..=7 {
             let parts = assign(&items, n);
