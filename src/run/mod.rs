@@ -74,17 +74,8 @@ pub struct RunArgs {
     /// A known-failures file (YAML: scenario id → reason); overrides the manifest's.
     #[arg(long, value_name = "FILE")]
     known_failures: Option<PathBuf>,
-    /// Write the JSON report here.
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-    /// Write a JUnit XML report here.
-    #[arg(long, value_name = "FILE")]
-    junit: Option<PathBuf>,
-    /// Write an HTML report here: one self-contained file (summary, per-area bars, requirement ×
-    /// verdict filterable by verdict, level and area, every scenario not passing with its
-    /// transcript).
-    #[arg(long, value_name = "FILE")]
-    html: Option<PathBuf>,
+    #[command(flatten)]
+    files: output::ReportFiles,
     /// Print a line for every skipped scenario too (otherwise one line per reason, with a count).
     #[arg(short = 'v', long)]
     verbose: bool,
@@ -250,7 +241,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     let mut cfg = Config {
         timeout_scale: a.timeout_scale,
         repeat: a.repeat as usize,
-        keep_transcripts: a.transcripts.is_some() || a.html.is_some(),
+        keep_transcripts: a.transcripts.is_some() || a.files.html.is_some(),
         ..Config::default()
     };
     runner::schedule::set(a.schedule.unwrap_or_default());

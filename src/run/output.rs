@@ -109,8 +109,7 @@ pub(super) fn write_reports(
     shard: Option<runner::json_report::ShardOf>,
 ) -> Result<()> {
     let sides: Vec<(&str, &[CaseResult])> = done_sides.iter().map(|(t, r)| (t.name.as_str(), r.as_slice())).collect();
-    let files = ReportFiles { json: a.json.as_deref(), junit: a.junit.as_deref(), html: a.html.as_deref() };
-    write_report_files(&files, &sides, shard)?;
+    write_report_files(&a.files, &sides, shard)?;
     if let Some(dir) = &a.transcripts {
         write_transcripts(dir, done_sides.iter().flat_map(|(_, r)| r.iter()))?;
     }
@@ -118,20 +117,29 @@ pub(super) fn write_reports(
 }
 
 /// Where the reports of a run (or of merged shards) go.
-pub(crate) struct ReportFiles<'a> {
-    pub(crate) json: Option<&'a Path>,
-    pub(crate) junit: Option<&'a Path>,
-    pub(crate) html: Option<&'a Path>,
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct ReportFiles {
+    /// Write the JSON report here.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) json: Option<PathBuf>,
+    /// Write a JUnit XML report here.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) junit: Option<PathBuf>,
+    /// Write an HTML report here: one self-contained file (summary, per-area bars, requirement ×
+    /// verdict filterable by verdict, level and area, every scenario not passing with its
+    /// transcript).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) html: Option<PathBuf>,
 }
 
 /// The JSON, JUnit and HTML reports of the results of each target (`shard`: the part of a
 /// sharded run they are, written into the JSON).
 pub(crate) fn write_report_files(
-    files: &ReportFiles<'_>,
+    files: &ReportFiles,
     sides: &[(&str, &[CaseResult])],
     shard: Option<runner::json_report::ShardOf>,
 ) -> Result<()> {
-    if let Some(p) = files.json {
+    if let Some(p) = &files.json {
         let mut v = report::json_report_sides(sides);
         if let Some(s) = shard {
             v["shard"] = serde_json::json!(s);
@@ -139,17 +147,19 @@ pub(crate) fn write_report_files(
         std::fs::write(p, serde_json::to_string_pretty(&v)? + "\n")
             .with_context(|| format!("writing {}", p.display()))?;
     }
-    if let Some(p) = files.junit {
+    if let Some(p) = &files.junit {
         let xml = report::junit_report_sides(sides)?;
         std::fs::write(p, xml).with_context(|| format!("writing {}", p.display()))?;
     }
-    if let Some(p) = files.html {
+    if let Some(p) = &files.html {
         let v: Vec<runner::html::Side<'_>> =
             sides.iter().map(|(target, results)| runner::html::Side { target, results }).collect();
         let names: Vec<&str> = sides.iter().map(|(t, _)| *t).collect();
         std::fs::write(p, runner::html::report(&names.join(" + "), &v))
             .with_context(|| format!("writing {}", p.display()))?;
     }
+    // SARIF (--sarif, another change): its field goes into `ReportFiles` and its file is
+    // written here, from `sides` like the three above, so that runs and `merge` both write it.
     Ok(())
 }
 

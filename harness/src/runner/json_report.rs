@@ -81,17 +81,6 @@ impl Report {
         let golden = self.cases().any(|(_, r)| r.golden.as_ref().is_some_and(Golden::unaccepted));
         sides.unwrap_or(3).max(u8::from(golden))
     }
-
-    /// The JSON report again (with `shard` when it is one).
-    pub fn json(&self) -> serde_json::Value {
-        let sides: Vec<(&str, &[CaseResult])> =
-            self.sides.iter().map(|s| (s.target.as_str(), s.results.as_slice())).collect();
-        let mut v = super::report::json_report_sides(&sides);
-        if let Some(s) = self.shard {
-            v["shard"] = serde_json::json!(s);
-        }
-        v
-    }
 }
 
 #[derive(Deserialize)]
@@ -412,7 +401,9 @@ mod tests {
                 assert_eq!(&s.target, target);
                 assert_eq!(format!("{:?}", s.results), format!("{results:?}"));
             }
-            assert_eq!(back.json(), written);
+            let again: Vec<(&str, &[CaseResult])> =
+                back.sides.iter().map(|s| (s.target.as_str(), s.results.as_slice())).collect();
+            assert_eq!(crate::runner::report::json_report_sides(&again), written);
         }
     }
 
