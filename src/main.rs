@@ -20,6 +20,7 @@ mod coverage;
 mod explore;
 mod matrix;
 mod proto_mcp;
+mod reports;
 mod run;
 
 /// Conformance harness and protocol fuzzer for protomcp tool processes (SDKs) and bridges.
@@ -66,6 +67,19 @@ enum Command {
         #[command(flatten)]
         sel: run::Selection,
     },
+    /// Compare two runs' JSON reports (`--json`): per scenario and per requirement, what broke,
+    /// what was fixed, what changed, what was added or removed.
+    ///
+    /// Exit status: 0 nothing got worse, 1 something did (a PASS, XFAIL or SKIP became FAIL, WARN,
+    /// XPASS, ERROR, FLAKY or LEAK; a requirement newly broken; a scenario added that fails), 2 an
+    /// unreadable report (file:line:col).
+    Diff(reports::DiffArgs),
+    /// Merge the JSON reports of the shards of one run (`--shard K/N --json FILE`) into the
+    /// reports of the whole: the same cases, verdicts and summary as one unsharded run.
+    ///
+    /// Exit status: the whole run's (0 clean, 1 a FAIL/XPASS/FLAKY/LEAK, 3 an ERROR or nothing
+    /// executed), 2 unreadable reports or reports that are not the shards of one run.
+    Merge(reports::MergeArgs),
     /// Decode a captured byte stream (one direction of a protomcp connection) into frames,
     /// sideband payloads, and the protocol rules it breaks.
     ///
@@ -198,6 +212,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Explain { id, sel } => run::explain(&sel, &id),
         Command::Explore(a) => explore::run(*a),
         Command::Coverage(a) => coverage::coverage(a),
+        Command::Diff(a) => reports::diff(a),
+        Command::Merge(a) => reports::merge(a),
         Command::Matrix(a) => matrix::matrix(a),
         Command::Bridge(args) => bridge::run(args),
         Command::Capture(args) => capture::run(args),

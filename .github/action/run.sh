@@ -7,13 +7,17 @@
 #                    (GITHUB_ACTION_PATH); into CARGO_HOME/bin.
 #   run.sh run       runs protomcp-conform against the target the inputs name, writes JSON, JUnit
 #                    and HTML into OUT_DIR, a job summary (counts, then the unexpected cases) to
-#                    GITHUB_STEP_SUMMARY and outputs to GITHUB_OUTPUT; exits with the run's status.
+#                    GITHUB_STEP_SUMMARY and outputs to GITHUB_OUTPUT; with INPUT_COMPARE_TO, the
+#                    diff against that earlier report (markdown) after the summary and in
+#                    OUT_DIR/diff.md; exits with the run's status (2 when INPUT_COMPARE_TO exists
+#                    but is not a report).
 #
 # Inputs (environment): INPUT_SDK (a directory: a manifest or an SDK checkout), INPUT_TESTEE (a
 # command line), INPUT_BRIDGE (a command line or a manifest directory), none of them: the default
 # run (both sides, reference testee and reference bridge); INPUT_KNOWN_FAILURES (a file);
 # INPUT_GOLDEN (a directory of golden transcripts: --golden; never written here, CI is set);
-# INPUT_ARGS (more arguments, split on whitespace); PROTOMCP_CONFORM_BIN (the binary; default
+# INPUT_ARGS (more arguments, split on whitespace); INPUT_COMPARE_TO (a JSON report of an earlier
+# run, e.g. the base branch's; missing: a note, no diff); PROTOMCP_CONFORM_BIN (the binary; default
 # protomcp-conform on PATH); OUT_DIR (default RUNNER_TEMP/protomcp-conform).
 set -euo pipefail
 
@@ -54,12 +58,16 @@ run() {
   if [ -n "${INPUT_GOLDEN:-}" ]; then argv+=(--golden "$INPUT_GOLDEN"); fi
   # shellcheck disable=SC2206 # split on whitespace, as documented
   if [ -n "${INPUT_ARGS:-}" ]; then argv+=($INPUT_ARGS); fi
-  rm -f "$json" "$junit" "$html"
+  rm -f "$json" "$junit" "$html" "$out/diff.md"
   local status=0
   "$bin" "${argv[@]}" --json "$json" --junit "$junit" --html "$html" || status=$?
   local cmd
   cmd=$(printf '%q ' protomcp-conform "${argv[@]}")
   summary "$json" "$status" "${cmd% }"
+  diff_worse=""
+  if [ -n "${INPUT_COMPARE_TO:-}" ] && [ -f "$json" ]; then
+    if ! compare "$bin" "$INPUT_COMPARE_TO" "$json" "$out/diff.md" && [ "$status" -eq 0 ]; then status=2; fi
+  fi
   if [ -n "${GITHUB_OUTPUT:-}" ]; then
     {
       echo "exit-code=$status"
@@ -67,12 +75,42 @@ run() {
       if [ -f "$json" ]; then echo "json=$json"; fi
       if [ -f "$junit" ]; then echo "junit=$junit"; fi
       if [ -f "$html" ]; then echo "html=$html"; fi
+      if [ -n "$diff_worse" ]; then echo "diff=$out/diff.md"; echo "diff-worse=$diff_worse"; fi
       if [ -f "$json" ]; then
         jq -r '.summary | to_entries[] | "\(.key)=\(.value)"' "$json"
       fi
     } >>"$GITHUB_OUTPUT"
   fi
   return "$status"
+}
+
+# The diff of the earlier report $2 against this run's $3, as markdown into $4 (for a pull
+# request comment) and after the job summary; sets diff_worse to true or false. An earlier report
+# that does not exist (no artifact on the base branch yet) is a note; one that is not a report
+# fails (status 1 of this function).
+compare() {
+  local bin=$1 old=$2 new=$3 md=$4
+  local dest=${GITHUB_STEP_SUMMARY:-/dev/stdout}
+  rm -f "$md"
+  if [ ! -f "$old" ]; then
+    printf '\n## protomcp-conform diff\n\nNo report to compare to at `%s` (input compare-to): no diff.\n' "$old" >>"$dest"
+    echo "protomcp-conform action: warning: compare-to $old: no such file, no diff" >&2
+    return 0
+  fi
+  local st=0
+  "$bin" diff "$old" "$new" --format markdown --out "$md" || st=$?
+  case $st in
+    0 | 1)
+      if [ "$st" -eq 1 ]; then diff_worse=true; else diff_worse=false; fi
+      { printf '\n'; cat "$md"; } >>"$dest"
+      ;;
+    *)
+      rm -f "$md"
+      printf '\n## protomcp-conform diff\n\n`%s` is not a report protomcp-conform can read: see the log.\n' "$old" >>"$dest"
+      echo "protomcp-conform action: compare-to $old: not a report (diff exit status $st)" >&2
+      return 1
+      ;;
+  esac
 }
 
 # The job summary: the result, counts per side, then each root cause once (a precondition that

@@ -25,6 +25,8 @@ pub(super) struct Out {
     pub(super) progress: bool,
     pub(super) verbose: bool,
     pub(super) tty: bool,
+    /// One shard of a run (`--shard`): a side that executed nothing is not vacuous by itself.
+    pub(super) sharded: bool,
 }
 
 struct SideOut {
@@ -114,6 +116,7 @@ impl Live {
                 &self.out.args,
                 self.out.verbose,
                 self.out.tty,
+                self.out.sharded,
             );
             self.current += 1;
             self.header(self.current);

@@ -74,17 +74,8 @@ pub struct RunArgs {
     /// A known-failures file (YAML: scenario id → reason); overrides the manifest's.
     #[arg(long, value_name = "FILE")]
     known_failures: Option<PathBuf>,
-    /// Write the JSON report here.
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-    /// Write a JUnit XML report here.
-    #[arg(long, value_name = "FILE")]
-    junit: Option<PathBuf>,
-    /// Write an HTML report here: one self-contained file (summary, per-area bars, requirement ×
-    /// verdict filterable by verdict, level and area, every scenario not passing with its
-    /// transcript).
-    #[arg(long, value_name = "FILE")]
-    html: Option<PathBuf>,
+    #[command(flatten)]
+    files: output::ReportFiles,
     /// Print a line for every skipped scenario too (otherwise one line per reason, with a count).
     #[arg(short = 'v', long)]
     verbose: bool,
@@ -123,6 +114,16 @@ pub struct RunArgs {
     /// Recorded in every transcript.
     #[arg(long, value_name = "SCHEDULE", value_parser = runner::schedule::Schedule::parse)]
     schedule: Option<runner::schedule::Schedule>,
+    /// Run part K of N (1 ≤ K ≤ N) of the selected scenarios, for N parallel CI jobs whose
+    /// `--json` reports `merge` puts together: the same cut on every machine, balanced by what
+    /// each scenario waits (and with --shard-durations, by what it took before).
+    #[arg(long, value_name = "K/N", value_parser = runner::shard::Shard::parse)]
+    shard: Option<runner::shard::Shard>,
+    /// With --shard: the durations of an earlier run to balance the parts by (its JSON report,
+    /// e.g. the last merged one; or a table of `id<TAB>ms` lines). Every shard must be given the
+    /// same file.
+    #[arg(long, value_name = "FILE", requires = "shard")]
+    shard_durations: Option<PathBuf>,
 }
 
 /// A usage or scenario-file error: exit status 2.
@@ -213,6 +214,13 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         Ok(s) => s,
         Err(e) => return Ok(usage(format!("{e:#}"))),
     };
+    let (sides, shard) = match a.shard {
+        None => (sides, None),
+        Some(k) => match shard_sides(sides, k, a.shard_durations.as_deref()) {
+            Ok((sides, of)) => (sides, Some(of)),
+            Err(e) => return Ok(usage(format!("{e:#}"))),
+        },
+    };
     for side in &sides {
         if let Err(e) = build(&side.target) {
             eprintln!("protomcp-conform: {e}");
@@ -234,7 +242,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     let mut cfg = Config {
         timeout_scale: a.timeout_scale,
         repeat: a.repeat as usize,
-        keep_transcripts: a.transcripts.is_some() || a.html.is_some(),
+        keep_transcripts: a.transcripts.is_some() || a.files.html.is_some(),
         ..Config::default()
     };
     runner::schedule::set(a.schedule.unwrap_or_default());
@@ -255,6 +263,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         progress,
         verbose: a.verbose,
         tty,
+        sharded: shard.is_some(),
     };
     let live = Arc::new(Mutex::new(live::Live::new(&sides, out)));
     live.lock().unwrap_or_else(|e| e.into_inner()).start();
@@ -281,8 +290,14 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(130));
     };
     let done_sides = live.lock().unwrap_or_else(|e| e.into_inner()).finish(results);
-    let mut exit =
-        done_sides.iter().map(|(_, r)| Summary::of(r.iter().map(|r| r.verdict)).exit_code()).max().unwrap_or(3);
+    let mut exit = done_sides
+        .iter()
+        .map(|(_, r)| {
+            let s = Summary::of(r.iter().map(|r| r.verdict));
+            if shard.is_some() { s.shard_exit_code() } else { s.exit_code() }
+        })
+        .max()
+        .unwrap_or(3);
     if let Some(g) = &golden {
         exit = exit.max(golden_exit(g, &done_sides, &golden_failed)?);
     }
@@ -297,8 +312,40 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             "{soaks_left} soak scenarios not run (--soak runs them: thousands of calls each while the target's resources are sampled; LEAK when one grows)"
         )?;
     }
-    write_reports(&a, &done_sides, &names)?;
+    write_reports(&a, &done_sides, shard)?;
     Ok(ExitCode::from(exit))
+}
+
+/// The sides of shard `k` (`--shard K/N`): each side's scenarios of that part of the cut made
+/// over every side's (see `runner::shard`), every side kept even when it has none there (the
+/// report then names every target, as the other shards' do); with what the JSON report says of
+/// the shard.
+fn shard_sides(
+    sides: Vec<targets::Side>,
+    k: runner::shard::Shard,
+    durations: Option<&Path>,
+) -> Result<(Vec<targets::Side>, runner::json_report::ShardOf)> {
+    let learned = match durations {
+        None => runner::durations::Durations::default(),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("--shard-durations {}", p.display()))?;
+            runner::shard::durations_of(&text, p)?
+        }
+    };
+    let items = runner::shard::weights(sides.iter().flat_map(|s| s.scenarios.iter()), &learned);
+    let parts = runner::shard::assign(&items, k.n);
+    let mine: std::collections::BTreeSet<String> =
+        items.iter().zip(&parts).filter(|(_, p)| **p == k.k).map(|((id, _), _)| (*id).to_owned()).collect();
+    let of = runner::json_report::ShardOf { k: k.k, n: k.n, selected: items.len() };
+    eprintln!("protomcp-conform: shard {k}: {} of {} scenarios", mine.len(), items.len());
+    let sides = sides
+        .into_iter()
+        .map(|s| {
+            let kept: Vec<Scenario> = s.scenarios.iter().filter(|sc| mine.contains(&sc.id)).cloned().collect();
+            targets::Side { scenarios: Arc::new(kept), ..s }
+        })
+        .collect();
+    Ok((sides, of))
 }
 
 /// Holds the known failures against the scenarios loaded: an entry naming a step past its
@@ -441,7 +488,7 @@ pub fn explain(sel: &Selection, id: &str) -> Result<ExitCode> {
 }
 
 mod live;
-mod output;
+pub(crate) mod output;
 mod targets;
 
 use output::{golden_exit, print_total, write_reports};

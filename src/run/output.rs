@@ -44,8 +44,8 @@ pub(super) fn write_transcripts<'a>(dir: &Path, results: impl Iterator<Item = &'
     Ok(())
 }
 
-pub(super) fn verdict_word(s: &Summary) -> &'static str {
-    match s.exit_code() {
+pub(crate) fn verdict_word(code: u8) -> &'static str {
+    match code {
         0 => "OK",
         1 => "FAILED",
         _ => "ERROR",
@@ -61,22 +61,11 @@ pub(super) fn print_side(
     args: &str,
     verbose: bool,
     tty: bool,
+    sharded: bool,
 ) -> Result<()> {
     let summary = Summary::of(results.iter().map(|r| r.verdict));
-    let bad: Vec<&CaseResult> = results
-        .iter()
-        .filter(|r| {
-            matches!(
-                r.verdict,
-                runner::Verdict::Fail
-                    | runner::Verdict::Warn
-                    | runner::Verdict::Xpass
-                    | runner::Verdict::Error
-                    | runner::Verdict::Flaky
-                    | runner::Verdict::Leak
-            )
-        })
-        .collect();
+    let code = if sharded { summary.shard_exit_code() } else { summary.exit_code() };
+    let bad: Vec<&CaseResult> = results.iter().filter(|r| r.verdict.unexpected()).collect();
     let mut out = std::io::stdout().lock();
     if !verbose {
         for l in folded_skips(results, tty) {
@@ -99,8 +88,8 @@ pub(super) fn print_side(
         }
     }
     root_cause_lines(&mut out, results, verbose)?;
-    writeln!(out, "\n{}: {summary} ({} scenarios, target: {})", verdict_word(&summary), results.len(), target.name)?;
-    if summary.executed() == 0 {
+    writeln!(out, "\n{}: {summary} ({} scenarios, target: {})", verdict_word(code), results.len(), target.name)?;
+    if summary.executed() == 0 && !sharded {
         writeln!(out, "no scenario was executed: a vacuous run is an error")?;
     }
     if let Some(line) = protomcp_harness::io::resources::summary(results.iter().filter_map(|r| r.resources.as_ref())) {
@@ -134,51 +123,63 @@ fn root_cause_lines(out: &mut impl Write, results: &[CaseResult], verbose: bool)
 }
 
 /// The files of `--json`, `--transcripts`, `--junit` and `--html`.
-pub(super) fn write_reports(a: &RunArgs, done_sides: &[(Arc<Target>, Vec<CaseResult>)], names: &[&str]) -> Result<()> {
-    let all: Vec<&CaseResult> = done_sides.iter().flat_map(|(_, r)| r.iter()).collect();
-    if let Some(p) = &a.json {
-        let v = if let [(t, results)] = done_sides {
-            report::json_report(&t.name, results)
-        } else {
-            // Several targets: every case names its target; the summary is the total.
-            let mut cases = Vec::new();
-            let mut per_side = Vec::new();
-            for (t, results) in done_sides {
-                let mut v = report::json_report(&t.name, results);
-                if let Some(list) = v.get_mut("cases").and_then(|c| c.as_array_mut()) {
-                    for c in list.iter_mut() {
-                        c["target"] = serde_json::Value::from(t.name.as_str());
-                    }
-                    cases.append(list);
-                }
-                per_side.push(
-                    serde_json::json!({"target": t.name, "summary": v["summary"], "root_causes": v["root_causes"]}),
-                );
-            }
-            serde_json::json!({
-                "target": names.join(" + "),
-                "summary": Summary::of(all.iter().map(|r| r.verdict)),
-                "sides": per_side,
-                "cases": cases,
-            })
-        };
+pub(super) fn write_reports(
+    a: &RunArgs,
+    done_sides: &[(Arc<Target>, Vec<CaseResult>)],
+    shard: Option<runner::json_report::ShardOf>,
+) -> Result<()> {
+    let sides: Vec<(&str, &[CaseResult])> = done_sides.iter().map(|(t, r)| (t.name.as_str(), r.as_slice())).collect();
+    write_report_files(&a.files, &sides, shard)?;
+    if let Some(dir) = &a.transcripts {
+        write_transcripts(dir, done_sides.iter().flat_map(|(_, r)| r.iter()))?;
+    }
+    Ok(())
+}
+
+/// Where the reports of a run (or of merged shards) go.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct ReportFiles {
+    /// Write the JSON report here.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) json: Option<PathBuf>,
+    /// Write a JUnit XML report here.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) junit: Option<PathBuf>,
+    /// Write an HTML report here: one self-contained file (summary, per-area bars, requirement ×
+    /// verdict filterable by verdict, level and area, every scenario not passing with its
+    /// transcript).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) html: Option<PathBuf>,
+}
+
+/// The JSON, JUnit and HTML reports of the results of each target (`shard`: the part of a
+/// sharded run they are, written into the JSON).
+pub(crate) fn write_report_files(
+    files: &ReportFiles,
+    sides: &[(&str, &[CaseResult])],
+    shard: Option<runner::json_report::ShardOf>,
+) -> Result<()> {
+    if let Some(p) = &files.json {
+        let mut v = report::json_report_sides(sides);
+        if let Some(s) = shard {
+            v["shard"] = serde_json::json!(s);
+        }
         std::fs::write(p, serde_json::to_string_pretty(&v)? + "\n")
             .with_context(|| format!("writing {}", p.display()))?;
     }
-    if let Some(dir) = &a.transcripts {
-        write_transcripts(dir, all.iter().copied())?;
-    }
-    if let Some(p) = &a.junit {
-        let v: Vec<(&str, &[CaseResult])> = done_sides.iter().map(|(t, r)| (t.name.as_str(), r.as_slice())).collect();
-        let xml = report::junit_report_sides(&v)?;
+    if let Some(p) = &files.junit {
+        let xml = report::junit_report_sides(sides)?;
         std::fs::write(p, xml).with_context(|| format!("writing {}", p.display()))?;
     }
-    if let Some(p) = &a.html {
+    if let Some(p) = &files.html {
         let v: Vec<runner::html::Side<'_>> =
-            done_sides.iter().map(|(t, r)| runner::html::Side { target: &t.name, results: r }).collect();
+            sides.iter().map(|(target, results)| runner::html::Side { target, results }).collect();
+        let names: Vec<&str> = sides.iter().map(|(t, _)| *t).collect();
         std::fs::write(p, runner::html::report(&names.join(" + "), &v))
             .with_context(|| format!("writing {}", p.display()))?;
     }
+    // SARIF (--sarif, another change): its field goes into `ReportFiles` and its file is
+    // written here, from `sides` like the three above, so that runs and `merge` both write it.
     Ok(())
 }
 

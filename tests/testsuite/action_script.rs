@@ -97,6 +97,59 @@ fn the_action_script_writes_a_summary_and_outputs_and_passes_the_exit_status_on(
     );
     assert!(a.summary.contains("No unexpected case."), "{}", a.summary);
     assert_eq!(a.outputs["blocked"], "2");
+    // compare-to that report: calls.echo is now a known failure (FAIL → XFAIL, changed, not
+    // worse), calls.add fails as before; the diff follows the summary and is in diff.md.
+    let kf = sb.file("kf-echo.yaml", "calls.echo: answers under the wrong rid\n");
+    let before = a.outputs["json"].clone();
+    let c = run_action(
+        &sb,
+        "compare",
+        &[
+            ("INPUT_TESTEE", &testee),
+            ("INPUT_ARGS", "--only calls.echo --only calls.add"),
+            ("INPUT_KNOWN_FAILURES", kf.to_str().unwrap()),
+            ("INPUT_COMPARE_TO", &before),
+        ],
+    );
+    assert_eq!(c.out.status.code(), Some(1), "the run's status: {}", text(&c.out));
+    assert_eq!(c.outputs["diff-worse"], "false", "{}", c.summary);
+    let md = std::fs::read_to_string(&c.outputs["diff"]).unwrap();
+    assert!(md.starts_with("## protomcp-conform diff: nothing got worse\n"), "{md}");
+    assert!(
+        md.contains("|  | changed | `calls.echo` | FAIL (TP-CALL-01, TP-CALL-03) | XFAIL (TP-CALL-01, TP-CALL-03) |"),
+        "{md}"
+    );
+    assert!(!md.contains("`calls.add`"), "{md}");
+    assert!(c.summary.contains("### Unexpected (1)") && c.summary.ends_with(&format!("\n{md}")), "{}", c.summary);
+    // And the other way round: worse; compare-to a path that does not exist: a note, no diff.
+    let c2 = run_action(
+        &sb,
+        "compare-back",
+        &[
+            ("INPUT_TESTEE", &testee),
+            ("INPUT_ARGS", "--only calls.echo --only calls.add"),
+            ("INPUT_COMPARE_TO", &c.outputs["json"]),
+        ],
+    );
+    assert_eq!(c2.outputs["diff-worse"], "true", "{}", c2.summary);
+    assert!(c2.summary.contains("| ❌ | newly broken | `calls.echo` | XFAIL"), "{}", c2.summary);
+    let c3 = run_action(
+        &sb,
+        "compare-none",
+        &[("INPUT_ARGS", "--only calls.echo"), ("INPUT_COMPARE_TO", "/nonexistent/report.json")],
+    );
+    assert_eq!(c3.out.status.code(), Some(0), "{}", text(&c3.out));
+    assert!(c3.summary.contains("No report to compare to at `/nonexistent/report.json`"), "{}", c3.summary);
+    assert!(!c3.outputs.contains_key("diff"));
+    // A file that is not a report: exit status 2.
+    let junk = sb.file("junk.json", "{\"target\": 1}");
+    let c4 = run_action(
+        &sb,
+        "compare-junk",
+        &[("INPUT_ARGS", "--only calls.echo"), ("INPUT_COMPARE_TO", junk.to_str().unwrap())],
+    );
+    assert_eq!(c4.out.status.code(), Some(2), "{}", text(&c4.out));
+    assert!(String::from_utf8_lossy(&c4.out.stderr).contains("junk.json:1:"), "{}", text(&c4.out));
     // Golden transcripts: written locally, then one edited as if the target had sent another
     // result before; the action (CI set) shows it with its diff and writes nothing.
     let golden = sb.dir.path().join("golden");
@@ -150,7 +203,7 @@ fn action_yml_and_the_workflows_and_manifests_of_docs_ci_md_parse() {
         serde_saphyr::from_str(&std::fs::read_to_string(root().join("action.yml")).unwrap()).unwrap();
     assert_eq!(action["runs"]["using"], "composite");
     let inputs: Vec<&str> = action["inputs"].as_object().unwrap().keys().map(String::as_str).collect();
-    for i in ["sdk", "testee", "bridge", "known-failures", "args", "version"] {
+    for i in ["sdk", "testee", "bridge", "known-failures", "compare-to", "args", "version"] {
         assert!(inputs.contains(&i), "input {i}");
     }
     let steps = action["runs"]["steps"].as_array().unwrap();

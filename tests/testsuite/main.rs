@@ -23,6 +23,7 @@ mod cli_coverage;
 mod cli_decode;
 mod cli_explore;
 mod cli_matrix;
+mod cli_reports;
 mod cli_run;
 mod cli_testee;
 mod explore_bridge;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use tokio::time::Instant;
 
 /// One snapshot of a process group.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Figures {
     /// Processes in the group (the leader and the children it started there).
     pub processes: u32,
@@ -47,15 +47,15 @@ impl Figures {
 
 /// What a target held when its scenario's connection was made and when its steps were done,
 /// and the samples its `soak` steps took in between.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Use {
     pub start: Figures,
     pub end: Figures,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<Sample>,
     /// Figures taken every [`DURING_EVERY`] while the scenario ran (only scenarios that run
     /// longer have any): for a person, never for a verdict (their x axis is time).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub during: Vec<Timed>,
 }
 
@@ -63,7 +63,7 @@ pub struct Use {
 pub const DURING_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Figures taken `ms` milliseconds after the scenario's start sample.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Timed {
     pub ms: u64,
     pub figures: Figures,
@@ -207,7 +207,7 @@ pub fn sample(pgid: i32, extra: &[i32]) -> Option<Figures> {
 }
 
 /// One sample of a soak: what the target held after `rounds` rounds of the call mix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Sample {
     pub rounds: u64,
     pub figures: Figures,

@@ -46,23 +46,6 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-/// How bad a verdict is, for the verdict of a requirement over several scenarios.
-fn rank(v: Verdict) -> u8 {
-    match v {
-        Verdict::Skip => 0,
-        // Not reached: any verdict a scenario that got there gave says more.
-        Verdict::Blocked => 1,
-        Verdict::Pass => 2,
-        Verdict::Xfail => 3,
-        Verdict::Warn => 4,
-        Verdict::Fail => 5,
-        Verdict::Xpass => 6,
-        Verdict::Leak => 6,
-        Verdict::Flaky => 7,
-        Verdict::Error => 8,
-    }
-}
-
 fn class(v: Verdict) -> &'static str {
     match v {
         Verdict::Pass => "pass",
@@ -90,7 +73,7 @@ struct ReqCell {
 impl ReqCell {
     /// The worst verdict, SKIP when nothing ran.
     fn verdict(&self) -> Verdict {
-        self.by_verdict.keys().copied().max_by_key(|v| rank(*v)).unwrap_or(Verdict::Skip)
+        self.by_verdict.keys().copied().max_by_key(|v| v.rank()).unwrap_or(Verdict::Skip)
     }
 }
 
@@ -293,11 +276,7 @@ fn resources(h: &mut String, sides: &[Side<'_>]) {
                 "<tr><td>{}</td><td>{}</td><td><span class=\"v v-{}\">{}</span></td><td class=\"n\">{}</td>\
                  <td>{}</td><td>{}</td><td>{}</td></tr>",
                 escape(target),
-                if matches!(r.verdict, Verdict::Pass | Verdict::Skip) {
-                    format!("<code>{}</code>", escape(&r.id))
-                } else {
-                    link(&r.id)
-                },
+                if r.detailed() { link(&r.id) } else { format!("<code>{}</code>", escape(&r.id)) },
                 class(r.verdict),
                 r.verdict.name(),
                 u.samples.len(),
@@ -534,11 +513,8 @@ fn golden_changes(h: &mut String, sides: &[Side<'_>]) {
 }
 
 fn not_passing(h: &mut String, sides: &[Side<'_>]) {
-    let bad: Vec<(&str, &CaseResult)> = sides
-        .iter()
-        .flat_map(|s| s.results.iter().map(move |r| (s.target, r)))
-        .filter(|(_, r)| !matches!(r.verdict, Verdict::Pass | Verdict::Skip | Verdict::Blocked))
-        .collect();
+    let bad: Vec<(&str, &CaseResult)> =
+        sides.iter().flat_map(|s| s.results.iter().map(move |r| (s.target, r))).filter(|(_, r)| r.detailed()).collect();
     root_causes(h, sides);
     let _ = writeln!(h, "<section id=\"cases\">\n<h2>Scenarios not passing ({})</h2>", bad.len());
     if bad.is_empty() {

@@ -10,14 +10,17 @@
 pub mod bridge;
 pub mod bridge_manifest;
 pub mod checkout;
+pub mod diff;
 pub mod durations;
 pub mod exec;
 pub mod golden;
 pub mod host_http;
 pub mod html;
+pub mod json_report;
 pub mod process;
 pub mod report;
 pub mod schedule;
+pub mod shard;
 pub mod soak;
 pub mod target;
 pub mod verdict;
@@ -135,6 +138,11 @@ pub struct CaseResult {
     pub transcript_tail: Vec<String>,
     /// Every item of the run (empty when the testee was not started).
     pub transcript: crate::transcript::Transcript,
+    /// The normalized transcript as text, when the items are gone: a result read back from a
+    /// JSON report ([`json_report`]), or one whose items the run did not keep (it keeps this for
+    /// the results that did not pass, which the reports show). [`CaseResult::transcript_text`]
+    /// returns it.
+    pub rendered: Option<String>,
     pub stderr_tail: String,
     /// The testee command used (empty when not started).
     pub command: Vec<String>,
@@ -155,6 +163,9 @@ impl CaseResult {
     /// The normalized transcript (see [`crate::transcript::normalize`]); a scenario that was not
     /// started says why.
     pub fn transcript_text(&self) -> String {
+        if let Some(text) = &self.rendered {
+            return text.clone();
+        }
         if self.transcript.items.is_empty() {
             let why = crate::transcript::Normalizer::new().text(&self.message);
             return format!("-- not started: {}\n", why.lines().next().unwrap_or(""));
@@ -164,6 +175,21 @@ impl CaseResult {
 }
 
 impl CaseResult {
+    /// Whether the reports show this result in detail (message, transcript, stderr): it did not
+    /// pass, and was not skipped.
+    pub fn detailed(&self) -> bool {
+        !matches!(self.verdict, Verdict::Pass | Verdict::Skip | Verdict::Blocked)
+    }
+
+    /// Lets the transcript's items go (their memory), keeping its normalized text when the
+    /// reports show it ([`CaseResult::detailed`]).
+    pub fn drop_transcript(&mut self) {
+        if self.detailed() && self.rendered.is_none() {
+            self.rendered = Some(self.transcript_text());
+        }
+        self.transcript = Default::default();
+    }
+
     /// A result of `s` before it ran: PASS, no message.
     pub fn new(s: &Scenario) -> CaseResult {
         CaseResult {
@@ -194,6 +220,7 @@ impl CaseResult {
             started: None,
             transcript_tail: Vec::new(),
             transcript: Default::default(),
+            rendered: None,
             stderr_tail: String::new(),
             command: Vec::new(),
             runs: Vec::new(),
@@ -601,7 +628,7 @@ pub async fn run_sides(sides: Vec<Side>, cfg: Config) -> Vec<Vec<CaseResult>> {
                     let n = st.done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
                     (st.side.on_done)(&r, n, st.side.scenarios.len());
                     if !cfg.keep_transcripts {
-                        r.transcript = Default::default();
+                        r.drop_transcript();
                     }
                     (k, i, r)
                 })

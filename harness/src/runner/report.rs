@@ -2,6 +2,7 @@
 //! JUnit.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -102,30 +103,74 @@ pub fn golden_details(r: &CaseResult, dir: &std::path::Path) -> Option<String> {
     Some(s)
 }
 
+/// One case of the JSON report: everything the other reports (JUnit, HTML, SARIF) read of it,
+/// so that [`super::json_report::read`] gives the same result back (`merge` writes them from
+/// reports). The transcript (normalized) and its raw tail only for a case shown in detail
+/// ([`CaseResult::detailed`]).
+pub fn json_case(r: &CaseResult) -> serde_json::Value {
+    let mut v = json!({
+        "id": r.id,
+        "title": r.title,
+        "file": r.file,
+        "requirements": r.requirements,
+        "broken": r.broken,
+        "check": r.check.as_ref().map(ToString::to_string),
+        "root_cause": r.root_cause,
+        "held": r.held,
+        "level": r.level.to_string(),
+        "verdict": r.verdict.name(),
+        "message": r.message,
+        "duration_ms": u64::try_from(r.duration.as_millis()).unwrap_or(u64::MAX),
+        "started_ms": r.started.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        "runs": r.runs.iter().map(|(v, m)| json!({"verdict": v.name(), "message": m})).collect::<Vec<_>>(),
+        "intermittent": r.intermittent,
+        "resources": r.resources,
+        "golden": r.golden.as_ref().map(Golden::json),
+        "stderr_tail": r.stderr_tail,
+        "command": r.command,
+    });
+    if r.detailed() {
+        v["transcript_tail"] = json!(r.transcript_tail);
+        v["transcript"] = json!(r.transcript_text());
+    }
+    v
+}
+
 /// The JSON report.
 pub fn json_report(target: &str, results: &[CaseResult]) -> serde_json::Value {
     let summary = Summary::of(results.iter().map(|r| r.verdict));
-    let cases: Vec<_> = results
-        .iter()
-        .map(|r| {
-            json!({
-                "id": r.id,
-                "requirements": r.requirements,
-                "broken": r.broken,
-                "check": r.check.as_ref().map(ToString::to_string),
-                "root_cause": r.root_cause,
-                "level": r.level.to_string(),
-                "verdict": r.verdict.name(),
-                "message": r.message,
-                "duration_ms": u64::try_from(r.duration.as_millis()).unwrap_or(u64::MAX),
-                "started_ms": r.started.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-                "runs": r.runs.iter().map(|(v, m)| json!({"verdict": v.name(), "message": m})).collect::<Vec<_>>(),
-                "resources": r.resources,
-                "golden": r.golden.as_ref().map(Golden::json),
-            })
-        })
-        .collect();
+    let cases: Vec<_> = results.iter().map(json_case).collect();
     json!({"target": target, "summary": summary, "root_causes": super::root_causes(results), "cases": cases})
+}
+
+/// The JSON report of a run against one target or several: with several, the target is their
+/// names joined by ` + `, the summary is the total, `sides` has each target's summary and every
+/// case names its target.
+pub fn json_report_sides(sides: &[(&str, &[CaseResult])]) -> serde_json::Value {
+    if let [(target, results)] = sides {
+        return json_report(target, results);
+    }
+    let mut cases = Vec::new();
+    let mut per_side = Vec::new();
+    for (target, results) in sides {
+        for r in *results {
+            let mut c = json_case(r);
+            c["target"] = serde_json::Value::from(*target);
+            cases.push(c);
+        }
+        per_side.push(json!({
+            "target": target,
+            "summary": Summary::of(results.iter().map(|r| r.verdict)),
+            "root_causes": super::root_causes(*results),
+        }));
+    }
+    let names: Vec<&str> = sides.iter().map(|(t, _)| *t).collect();
+    json!({
+        "target": names.join(" + "),
+        "summary": Summary::of(sides.iter().flat_map(|(_, r)| r.iter().map(|r| r.verdict))),
+        "sides": per_side,
+        "cases": cases,
+    })
 }
 
 /// The JUnit XML report.
@@ -182,7 +227,8 @@ fn junit_suite(target: &str, results: &[CaseResult]) -> quick_junit::TestSuite {
         if let Some(c) = &r.check {
             case.add_property(quick_junit::Property::new("check", c.to_string()));
         }
-        case.set_time(r.duration);
+        // In whole milliseconds, as the JSON report keeps it (a merged report writes the same).
+        case.set_time(Duration::from_millis(u64::try_from(r.duration.as_millis()).unwrap_or(u64::MAX)));
         if !r.stderr_tail.is_empty() {
             case.set_system_err(r.stderr_tail.as_str());
         }

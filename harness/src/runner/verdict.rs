@@ -63,9 +63,40 @@ impl Verdict {
         }
     }
 
+    /// How bad the verdict is, for the verdict of a requirement over several scenarios (the
+    /// worst): SKIP 0, PASS 1, XFAIL 2, WARN 3, FAIL 4, XPASS and LEAK 5, FLAKY 6, ERROR 7.
+    pub fn rank(self) -> u8 {
+        match self {
+            Verdict::Skip => 0,
+            // Not reached: any verdict a scenario that got there gave says more.
+            Verdict::Blocked => 1,
+            Verdict::Pass => 2,
+            Verdict::Xfail => 3,
+            Verdict::Warn => 4,
+            Verdict::Fail => 5,
+            Verdict::Xpass | Verdict::Leak => 6,
+            Verdict::Flaky => 7,
+            Verdict::Error => 8,
+        }
+    }
+
+    /// Whether the verdict is one a report lists as unexpected: FAIL, WARN, XPASS, ERROR, FLAKY,
+    /// LEAK (not PASS, XFAIL, SKIP, nor BLOCKED: a blocked case is reported once, under its root
+    /// cause).
+    pub fn unexpected(self) -> bool {
+        !matches!(self, Verdict::Pass | Verdict::Xfail | Verdict::Skip | Verdict::Blocked)
+    }
+
     /// Whether the scenario was executed (everything but SKIP).
     pub fn executed(self) -> bool {
         self != Verdict::Skip
+    }
+}
+
+/// As its name (`"PASS"`), as the reports write it.
+impl serde::Serialize for Verdict {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
     }
 }
 
@@ -397,6 +428,15 @@ impl Summary {
         } else {
             0
         }
+    }
+}
+
+impl Summary {
+    /// The exit status of one shard of a run (`--shard K/N`): as [`Summary::exit_code`], but a
+    /// shard (or a side of it) that executed nothing is not a vacuous run by itself: `merge`
+    /// judges the whole.
+    pub fn shard_exit_code(&self) -> u8 {
+        if self.executed() == 0 && self.error == 0 { 0 } else { self.exit_code() }
     }
 }
 

@@ -134,7 +134,8 @@ pub struct ExtractError {
     pub message: String,
 }
 
-fn level_of(word: &str) -> Option<Level> {
+/// The level a word names (`MUST`, `SHOULD`, `MAY`).
+pub fn level_of(word: &str) -> Option<Level> {
     match word {
         "MUST" => Some(Level::Must),
         "SHOULD" => Some(Level::Should),
