@@ -119,6 +119,10 @@ pub struct CaseResult {
     /// When the scenario did not pass: the requirements that steps before the failing one
     /// checked (`checks:`) and found to hold. Empty otherwise.
     pub held: Vec<String>,
+    /// When the scenario did not pass because the target broke something: the line in `file` of
+    /// the step that failed (or of the soak step that found a leak); `None` otherwise, or when no
+    /// step was running (a flood noticed after the last one).
+    pub step_line: Option<u32>,
     pub level: Level,
     pub verdict: Verdict,
     pub message: String,
@@ -178,6 +182,7 @@ impl CaseResult {
             requirements: Vec::new(),
             broken: Vec::new(),
             held: Vec::new(),
+            step_line: None,
             level: crate::requirements::Level::Must,
             verdict: Verdict::Pass,
             message: String::new(),
@@ -286,6 +291,7 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
     if !matches!(outcome, Outcome::Failed(_) | Outcome::Leaked(_)) {
         res.broken.clear();
         res.held.clear();
+        res.step_line = None;
     }
     let known = target.known_failures.get(&s.id);
     res.intermittent = known.is_some_and(|k| k.intermittent);
@@ -293,6 +299,7 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
     if verdict == Verdict::Pass {
         res.broken.clear();
         res.held.clear();
+        res.step_line = None;
     }
     res.verdict = verdict;
     res.message = message;
@@ -395,6 +402,7 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
     let outcome = leaked(outcome, &mut ex);
     res.broken = ex.broken();
     res.held = ex.held();
+    res.step_line = ex.step_line();
     res.transcript_tail = ex.transcript_tail();
     res.transcript = std::mem::take(&mut ex.transcript);
     let outcome = match &mut ex.proc {

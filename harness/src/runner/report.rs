@@ -107,6 +107,8 @@ pub fn json_report(target: &str, results: &[CaseResult]) -> serde_json::Value {
                 "id": r.id,
                 "requirements": r.requirements,
                 "broken": r.broken,
+                "file": r.file,
+                "step_line": r.step_line,
                 "level": r.level.to_string(),
                 "verdict": r.verdict.name(),
                 "message": r.message,

@@ -238,11 +238,13 @@ pub fn run_scenario(
     let outcome;
     let mut broken = Vec::new();
     let mut level = sc.level;
+    let mut step_line = None;
     if let Some(e) = error {
         outcome = Outcome::Error(e);
     } else if let Some((i, f)) = failure {
         broken = f.broken;
         dedup(&mut broken);
+        step_line = sc.steps.get(i).map(|st| st.loc.line);
         level = failure_level(sc.level, &broken);
         outcome = Outcome::Failed(format!("step {}: {}", i + 1, f.message));
     } else if !ctx.deviations.is_empty() {
@@ -262,6 +264,7 @@ pub fn run_scenario(
     (r.verdict, r.message) = judge(&outcome, level, &broken, known);
     if matches!(r.verdict, Verdict::Fail | Verdict::Warn | Verdict::Xfail) {
         r.broken = broken;
+        r.step_line = step_line;
         dedup(&mut ctx.held);
         r.held = ctx.held.into_iter().filter(|h| !r.broken.contains(h)).collect();
     }
