@@ -113,9 +113,10 @@ pub(super) fn print_side(
     Ok(())
 }
 
-/// The files of `--json`, `--transcripts`, `--junit` and `--html`.
+/// The files of `--json`, `--transcripts`, `--junit`, `--sarif`, `--badge`, `--badge-json` and `--html`.
 pub(super) fn write_reports(a: &RunArgs, done_sides: &[(Arc<Target>, Vec<CaseResult>)], names: &[&str]) -> Result<()> {
     let all: Vec<&CaseResult> = done_sides.iter().flat_map(|(_, r)| r.iter()).collect();
+    let sides: Vec<(&str, &[CaseResult])> = done_sides.iter().map(|(t, r)| (t.name.as_str(), r.as_slice())).collect();
     if let Some(p) = &a.json {
         let v = if let [(t, results)] = done_sides {
             report::json_report(&t.name, results)
@@ -147,9 +148,22 @@ pub(super) fn write_reports(a: &RunArgs, done_sides: &[(Arc<Target>, Vec<CaseRes
         write_transcripts(dir, all.iter().copied())?;
     }
     if let Some(p) = &a.junit {
-        let v: Vec<(&str, &[CaseResult])> = done_sides.iter().map(|(t, r)| (t.name.as_str(), r.as_slice())).collect();
-        let xml = report::junit_report_sides(&v)?;
+        let xml = report::junit_report_sides(&sides)?;
         std::fs::write(p, xml).with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(p) = &a.sarif {
+        let v = runner::sarif::report(&sides);
+        std::fs::write(p, serde_json::to_string_pretty(&v)? + "\n")
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    let badge = runner::badge::Badge::of(all.iter().copied());
+    let json_badge = a.badge.iter().filter(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")));
+    for p in a.badge_json.iter().chain(json_badge) {
+        std::fs::write(p, serde_json::to_string_pretty(&badge.endpoint_json())? + "\n")
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(p) = a.badge.as_ref().filter(|p| !p.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"))) {
+        std::fs::write(p, badge.svg()).with_context(|| format!("writing {}", p.display()))?;
     }
     if let Some(p) = &a.html {
         let v: Vec<runner::html::Side<'_>> =

@@ -28,4 +28,5 @@ mod cli_testee;
 mod explore_bridge;
 mod html_report;
 mod proto_mcp;
+mod sarif;
 mod soak;

@@ -7,6 +7,7 @@
 //! to the group, a grace period, SIGKILL to the group, and every member reaped. The verdict is
 //! computed by [`verdict::judge`] from the outcome, the scenario's level and the known failures.
 
+pub mod badge;
 pub mod bridge;
 pub mod bridge_manifest;
 pub mod checkout;
@@ -17,6 +18,7 @@ pub mod host_http;
 pub mod html;
 pub mod process;
 pub mod report;
+pub mod sarif;
 pub mod schedule;
 pub mod soak;
 pub mod target;
