@@ -87,12 +87,10 @@ pub struct RunArgs {
     sarif: Option<PathBuf>,
     /// Write a badge here: "protomcp conformance | N/M MUST" (MUST scenarios without a MUST
     /// broken over those executed; green, yellow with a WARN or XFAIL, red when the run fails),
-    /// a flat SVG, or shields.io's endpoint JSON when FILE ends in .json.
+    /// a flat SVG, or shields.io's endpoint JSON ({schemaVersion, label, message, color}) when
+    /// FILE ends in .json. Repeatable (e.g. --badge b.svg --badge b.json).
     #[arg(long, value_name = "FILE")]
-    badge: Option<PathBuf>,
-    /// Write the badge as shields.io's endpoint JSON here ({schemaVersion, label, message, color}).
-    #[arg(long, value_name = "FILE")]
-    badge_json: Option<PathBuf>,
+    badge: Vec<PathBuf>,
     /// Write an HTML report here: one self-contained file (summary, per-area bars, requirement ×
     /// verdict filterable by verdict, level and area, every scenario not passing with its
     /// transcript).

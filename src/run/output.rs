@@ -113,7 +113,7 @@ pub(super) fn print_side(
     Ok(())
 }
 
-/// The files of `--json`, `--transcripts`, `--junit`, `--sarif`, `--badge`, `--badge-json` and `--html`.
+/// The files of `--json`, `--transcripts`, `--junit`, `--sarif`, `--badge` and `--html`.
 pub(super) fn write_reports(a: &RunArgs, done_sides: &[(Arc<Target>, Vec<CaseResult>)], names: &[&str]) -> Result<()> {
     let all: Vec<&CaseResult> = done_sides.iter().flat_map(|(_, r)| r.iter()).collect();
     let sides: Vec<(&str, &[CaseResult])> = done_sides.iter().map(|(t, r)| (t.name.as_str(), r.as_slice())).collect();
@@ -157,13 +157,13 @@ pub(super) fn write_reports(a: &RunArgs, done_sides: &[(Arc<Target>, Vec<CaseRes
             .with_context(|| format!("writing {}", p.display()))?;
     }
     let badge = runner::badge::Badge::of(all.iter().copied());
-    let json_badge = a.badge.iter().filter(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")));
-    for p in a.badge_json.iter().chain(json_badge) {
-        std::fs::write(p, serde_json::to_string_pretty(&badge.endpoint_json())? + "\n")
-            .with_context(|| format!("writing {}", p.display()))?;
-    }
-    if let Some(p) = a.badge.as_ref().filter(|p| !p.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"))) {
-        std::fs::write(p, badge.svg()).with_context(|| format!("writing {}", p.display()))?;
+    for p in &a.badge {
+        let text = if p.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")) {
+            serde_json::to_string_pretty(&badge.endpoint_json())? + "\n"
+        } else {
+            badge.svg()
+        };
+        std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
     }
     if let Some(p) = &a.html {
         let v: Vec<runner::html::Side<'_>> =

@@ -1,4 +1,4 @@
-//! The badge of a run (`--badge FILE.svg`, `--badge-json FILE`): "protomcp conformance |
+//! The badge of a run (`--badge FILE.svg`, `--badge FILE.json`): "protomcp conformance |
 //! 176/217 MUST", as a flat SVG in the style of shields.io and as the JSON its endpoint badges
 //! read (`{schemaVersion: 1, label, message, color}`).
 //!
