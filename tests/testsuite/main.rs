@@ -7,6 +7,7 @@
 mod common;
 
 mod action_script;
+mod badge;
 mod bridge_bench;
 mod bridge_http;
 mod bridge_http_nodelay;
