@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{EXE, Sandbox, code, text};
+use crate::common::{Sandbox, code, text, wrong_rid_run};
 use crate::html_report::{chromium_or_skip, render_sized};
 
 /// How many times larger than its own size the page shows each badge.
@@ -76,22 +76,14 @@ fn attr(svg: &str, name: &str, n: usize) -> f64 {
 fn the_badge_counts_the_must_scenarios_of_the_run_and_renders_in_a_headless_browser() {
     let sb = Sandbox::new();
     let dir = sb.dir.path();
-    let json = dir.join("report.json");
     // A testee that answers under the wrong request id: FAILs (red), with MUST scenarios passing.
-    let testee = format!("{EXE} testee --misbehave wrong-rid");
-    let o = sb
-        .cmd()
-        .args(["--testee", &testee, "--only", "calls.*", "--only", "conn.socket-*"])
-        .arg("--badge")
-        .arg(dir.join("red.svg"))
-        .arg("--badge")
-        .arg(dir.join("endpoint.json"))
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
+    let (red_svg, endpoint_json) = (dir.join("red.svg"), dir.join("endpoint.json"));
+    let (o, report) = wrong_rid_run(
+        &sb,
+        &["calls.*", "conn.socket-*"],
+        &["--badge".as_ref(), red_svg.as_ref(), "--badge".as_ref(), endpoint_json.as_ref()],
+    );
     assert_eq!(code(&o), 1, "{}", text(&o));
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let must: Vec<&Value> =
         report["cases"].as_array().unwrap().iter().filter(|c| c["level"] == "MUST" && c["verdict"] != "SKIP").collect();
     let held = must.iter().filter(|c| matches!(c["verdict"].as_str(), Some("PASS" | "WARN" | "XPASS"))).count();

@@ -7,9 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
-
-use crate::common::{EXE, Sandbox, code, text};
+use crate::common::{EXE, Sandbox, code, text, wrong_rid_run};
 
 /// The browser, or `None` after saying why `what` is skipped; in CI a missing browser panics.
 pub(crate) fn chromium_or_skip(what: &str) -> Option<PathBuf> {
@@ -73,21 +71,12 @@ fn the_html_report_of_a_run_shows_its_counts_in_a_headless_browser() {
     let Some(browser) = chromium_or_skip("the HTML report's rendering") else { return };
     let sb = Sandbox::new();
     let html = sb.dir.path().join("report.html");
-    let json = sb.dir.path().join("report.json");
     // A testee that answers under the wrong request id: FAIL, WARN and PASS; the bridge scenario
     // is skipped.
     let testee = format!("{EXE} testee --misbehave wrong-rid");
-    let o = sb
-        .cmd()
-        .args(["--testee", &testee, "--only", "calls.*", "--only", "bridge.mcp.ping-before-initialize"])
-        .arg("--html")
-        .arg(&html)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
+    let (o, report) =
+        wrong_rid_run(&sb, &["calls.*", "bridge.mcp.ping-before-initialize"], &["--html".as_ref(), html.as_ref()]);
     assert_eq!(code(&o), 1, "{}", text(&o));
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let file = std::fs::read_to_string(&html).unwrap();
     let failing_rows = file.lines().filter(|l| l.starts_with("<tr id=\"req-") && l.contains("FAIL")).count();
     let all_rows = file.lines().filter(|l| l.starts_with("<tr id=\"req-")).count();

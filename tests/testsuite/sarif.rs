@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::common::{EXE, Sandbox, code, text};
+use crate::common::{Sandbox, code, text, wrong_rid_run};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -58,26 +58,17 @@ fn invalid(validator: &jsonschema::Validator, v: &Value) -> Vec<String> {
 fn the_sarif_report_of_a_run_validates_and_has_a_result_per_broken_requirement_at_its_step() {
     let sb = Sandbox::new();
     let sarif = sb.dir.path().join("report.sarif");
-    let json = sb.dir.path().join("report.json");
     // A testee that answers under the wrong request id: FAIL, WARN and PASS; calls.echo a known
     // failure (XFAIL); the bridge scenario is skipped.
     let kf = sb
         .file("kf.yaml", "calls.echo: {requirement: [TP-CALL-01, TP-CALL-03], reason: answers under the wrong rid}\n");
-    let testee = format!("{EXE} testee --misbehave wrong-rid");
-    let o = sb
-        .cmd()
-        .args(["--testee", &testee, "--only", "calls.*", "--only", "bridge.mcp.ping-before-initialize"])
-        .arg("--known-failures")
-        .arg(&kf)
-        .arg("--sarif")
-        .arg(&sarif)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
+    let (o, report) = wrong_rid_run(
+        &sb,
+        &["calls.*", "bridge.mcp.ping-before-initialize"],
+        &["--known-failures".as_ref(), kf.as_ref(), "--sarif".as_ref(), sarif.as_ref()],
+    );
     assert_eq!(code(&o), 1, "{}", text(&o));
     let log: Value = serde_json::from_str(&std::fs::read_to_string(&sarif).unwrap()).unwrap();
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
 
     let validator = jsonschema::validator_for(&sarif_schema()).unwrap();
     let errors = invalid(&validator, &log);
