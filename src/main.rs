@@ -60,9 +60,10 @@ enum Command {
     ///
     /// Exit status: the worst of the targets' run statuses (0 when every run is clean).
     Matrix(matrix::MatrixArgs),
-    /// Show one scenario, the texts of the requirements it checks, and how to re-run just it.
+    /// Show one scenario, the texts of the requirements it checks, and how to re-run just it;
+    /// or, given a requirement ID (TP-CALL-01), its text and the scenarios that check it.
     Explain {
-        /// The scenario id.
+        /// The scenario id, or a requirement ID.
         id: String,
         #[command(flatten)]
         sel: run::Selection,

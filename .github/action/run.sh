@@ -5,9 +5,10 @@
 #   run.sh install   installs the binary: from INPUT_VERSION (a git tag or commit of
 #                    INPUT_REPOSITORY) when set, else from the action's own checkout
 #                    (GITHUB_ACTION_PATH); into CARGO_HOME/bin.
-#   run.sh run       runs protomcp-conform against the target the inputs name, writes JSON, JUnit
-#                    and HTML into OUT_DIR, a job summary (counts, then the unexpected cases) to
-#                    GITHUB_STEP_SUMMARY and outputs to GITHUB_OUTPUT; with INPUT_COMPARE_TO, the
+#   run.sh run       runs protomcp-conform against the target the inputs name, writes JSON, JUnit,
+#                    HTML and the badge (SVG and shields.io endpoint JSON) into OUT_DIR, with
+#                    INPUT_SARIF=true SARIF too, a job summary (counts, then the unexpected cases)
+#                    to GITHUB_STEP_SUMMARY and outputs to GITHUB_OUTPUT; with INPUT_COMPARE_TO, the
 #                    diff against that earlier report (markdown) after the summary and in
 #                    OUT_DIR/diff.md; exits with the run's status (2 when INPUT_COMPARE_TO exists
 #                    but is not a report).
@@ -16,6 +17,7 @@
 # command line), INPUT_BRIDGE (a command line or a manifest directory), none of them: the default
 # run (both sides, reference testee and reference bridge); INPUT_KNOWN_FAILURES (a file);
 # INPUT_GOLDEN (a directory of golden transcripts: --golden; never written here, CI is set);
+# INPUT_SARIF (true: --sarif OUT_DIR/report.sarif, which action.yml uploads for code scanning);
 # INPUT_ARGS (more arguments, split on whitespace); INPUT_COMPARE_TO (a JSON report of an earlier
 # run, e.g. the base branch's; missing: a note, no diff); PROTOMCP_CONFORM_BIN (the binary; default
 # protomcp-conform on PATH); OUT_DIR (default RUNNER_TEMP/protomcp-conform).
@@ -47,7 +49,8 @@ run() {
   command -v "$bin" >/dev/null || fail "no binary $bin (the install step installs it)"
   local out=${OUT_DIR:-${RUNNER_TEMP:-/tmp}/protomcp-conform}
   mkdir -p "$out"
-  local json=$out/report.json junit=$out/report.xml html=$out/report.html
+  local json=$out/report.json junit=$out/report.xml html=$out/report.html sarif=$out/report.sarif
+  local badge=$out/badge.svg badge_json=$out/badge.json
   local argv=()
   local targets=0
   if [ -n "${INPUT_SDK:-}" ]; then argv+=(--sdk "$INPUT_SDK"); targets=$((targets + 1)); fi
@@ -56,11 +59,17 @@ run() {
   [ "$targets" -le 1 ] || fail "give at most one of sdk, testee, bridge"
   if [ -n "${INPUT_KNOWN_FAILURES:-}" ]; then argv+=(--known-failures "$INPUT_KNOWN_FAILURES"); fi
   if [ -n "${INPUT_GOLDEN:-}" ]; then argv+=(--golden "$INPUT_GOLDEN"); fi
+  local reports=(--json "$json" --junit "$junit" --html "$html" --badge "$badge" --badge "$badge_json")
+  case ${INPUT_SARIF:-false} in
+    true) reports+=(--sarif "$sarif") ;;
+    false | "") ;;
+    *) fail "sarif must be true or false, not '$INPUT_SARIF'" ;;
+  esac
   # shellcheck disable=SC2206 # split on whitespace, as documented
   if [ -n "${INPUT_ARGS:-}" ]; then argv+=($INPUT_ARGS); fi
-  rm -f "$json" "$junit" "$html" "$out/diff.md"
+  rm -f "$json" "$junit" "$html" "$sarif" "$badge" "$badge_json" "$out/diff.md"
   local status=0
-  "$bin" "${argv[@]}" --json "$json" --junit "$junit" --html "$html" || status=$?
+  "$bin" "${argv[@]}" "${reports[@]}" || status=$?
   local cmd
   cmd=$(printf '%q ' protomcp-conform "${argv[@]}")
   summary "$json" "$status" "${cmd% }"
@@ -76,6 +85,9 @@ run() {
       if [ -f "$junit" ]; then echo "junit=$junit"; fi
       if [ -f "$html" ]; then echo "html=$html"; fi
       if [ -n "$diff_worse" ]; then echo "diff=$out/diff.md"; echo "diff-worse=$diff_worse"; fi
+      if [ -f "$sarif" ]; then echo "sarif=$sarif"; fi
+      if [ -f "$badge" ]; then echo "badge=$badge"; fi
+      if [ -f "$badge_json" ]; then echo "badge-json=$badge_json"; fi
       if [ -f "$json" ]; then
         jq -r '.summary | to_entries[] | "\(.key)=\(.value)"' "$json"
       fi

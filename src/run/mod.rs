@@ -456,7 +456,10 @@ pub fn explain(sel: &Selection, id: &str) -> Result<ExitCode> {
         Err(code) => return Ok(code),
     };
     let Some((s, text)) = selected.iter().find(|(s, _)| s.id == id) else {
-        return Ok(usage(format!("no scenario `{id}` (see `protomcp-conform list`)")));
+        if let Some(req) = protomcp_harness::requirements::any(id) {
+            return explain_requirement(&selected, req);
+        }
+        return Ok(usage(format!("no scenario or requirement `{id}` (see `protomcp-conform list`)")));
     };
     let mut out = std::io::stdout().lock();
     writeln!(out, "{} — {}\n{} · {:?} · file {}", s.id, s.title, s.level, s.role, s.file.display())?;
@@ -484,6 +487,36 @@ pub fn explain(sel: &Selection, id: &str) -> Result<ExitCode> {
         rerun.push_str(&format!(" --scenarios {}", shell_quote(&p.display().to_string())));
     }
     writeln!(out, "\nRe-run just this scenario:\n  {rerun} --only {}", shell_quote(id))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A requirement's text, and every scenario that cites it or has a step that checks it, with
+/// that step's place (what a SARIF rule's help points at).
+fn explain_requirement(
+    selected: &[(Scenario, String)],
+    req: &protomcp_harness::requirements::Requirement,
+) -> Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{req}")?;
+    let mut n = 0;
+    for (s, _) in selected {
+        let cited = s.requirements.iter().any(|r| r.id == req.id);
+        let steps: Vec<_> = s.steps.iter().filter(|st| st.checks.iter().any(|r| r.id == req.id)).collect();
+        if !cited && steps.is_empty() {
+            continue;
+        }
+        if n == 0 {
+            writeln!(out, "\nScenarios that check it (`protomcp-conform explain <scenario>` shows one):")?;
+        }
+        n += 1;
+        writeln!(out, "  {} [{}] {} ({})", s.id, s.level, s.title, s.file.display())?;
+        for st in steps {
+            writeln!(out, "    {}:{} {}", s.file.display(), st.loc.line, st.keyword())?;
+        }
+    }
+    if n == 0 {
+        writeln!(out, "\nNo scenario of this catalogue checks it.")?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -145,6 +145,17 @@ pub(crate) struct ReportFiles {
     /// Write a JUnit XML report here.
     #[arg(long, value_name = "FILE")]
     pub(crate) junit: Option<PathBuf>,
+    /// Write a SARIF 2.1.0 report here, for code scanning: a rule per requirement, a result per
+    /// requirement a scenario broke at the scenario file and the failing step's line, known
+    /// failures as suppressed results (docs/ci.md).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) sarif: Option<PathBuf>,
+    /// Write a badge here: "protomcp conformance | N/M MUST" (MUST scenarios without a MUST
+    /// broken over those executed; green, yellow with a WARN or XFAIL, red when the run fails),
+    /// a flat SVG, or shields.io's endpoint JSON ({schemaVersion, label, message, color}) when
+    /// FILE ends in .json. Repeatable (e.g. --badge b.svg --badge b.json).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) badge: Vec<PathBuf>,
     /// Write an HTML report here: one self-contained file (summary, per-area bars, requirement ×
     /// verdict filterable by verdict, level and area, every scenario not passing with its
     /// transcript).
@@ -171,6 +182,20 @@ pub(crate) fn write_report_files(
         let xml = report::junit_report_sides(sides)?;
         std::fs::write(p, xml).with_context(|| format!("writing {}", p.display()))?;
     }
+    if let Some(p) = &files.sarif {
+        let v = runner::sarif::report(sides);
+        std::fs::write(p, serde_json::to_string_pretty(&v)? + "\n")
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    let badge = runner::badge::Badge::of(sides.iter().flat_map(|(_, r)| r.iter()));
+    for p in &files.badge {
+        let text = if p.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")) {
+            serde_json::to_string_pretty(&badge.endpoint_json())? + "\n"
+        } else {
+            badge.svg()
+        };
+        std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
+    }
     if let Some(p) = &files.html {
         let v: Vec<runner::html::Side<'_>> =
             sides.iter().map(|(target, results)| runner::html::Side { target, results }).collect();
@@ -178,8 +203,6 @@ pub(crate) fn write_report_files(
         std::fs::write(p, runner::html::report(&names.join(" + "), &v))
             .with_context(|| format!("writing {}", p.display()))?;
     }
-    // SARIF (--sarif, another change): its field goes into `ReportFiles` and its file is
-    // written here, from `sides` like the three above, so that runs and `merge` both write it.
     Ok(())
 }
 

@@ -125,3 +125,18 @@ pub async fn wait_listening(addr: std::net::SocketAddr, within: Duration) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A run of the testee that answers under the wrong request id (`testee --misbehave wrong-rid`:
+/// FAILs and WARNs beside PASSes) on the scenarios the `--only` globs select, with `args` added
+/// (report flags) and its JSON report read back: (the run, the report).
+pub fn wrong_rid_run(sb: &Sandbox, only: &[&str], args: &[&std::ffi::OsStr]) -> (Output, serde_json::Value) {
+    let json = sb.dir.path().join("wrong-rid-report.json");
+    let mut c = sb.cmd();
+    c.args(["--testee", &format!("{EXE} testee --misbehave wrong-rid")]);
+    for g in only {
+        c.args(["--only", g]);
+    }
+    let o = c.args(args).arg("--json").arg(&json).output().unwrap();
+    let report = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{}: {e}\n{}", json.display(), text(&o)));
+    (o, serde_json::from_str(&report).unwrap())
+}

@@ -60,14 +60,25 @@ fn the_action_script_writes_a_summary_and_outputs_and_passes_the_exit_status_on(
     assert!(a.summary.contains("No unexpected case."), "{}", a.summary);
     assert_eq!(a.outputs["exit-code"], "0");
     assert_eq!(a.outputs["pass"], "2");
-    for key in ["json", "junit", "html"] {
+    for key in ["json", "junit", "html", "badge", "badge-json"] {
         let p = PathBuf::from(&a.outputs[key]);
         assert!(p.starts_with(a.dir.join("reports")) && p.is_file(), "{key}: {}", p.display());
     }
+    assert!(!a.outputs.contains_key("sarif"), "SARIF without sarif: true");
+    let badge: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&a.outputs["badge-json"]).unwrap()).unwrap();
+    assert_eq!(
+        (badge["message"].as_str(), badge["color"].as_str()),
+        (Some("2/2 MUST"), Some("brightgreen")),
+        "{badge}"
+    );
     // A testee that breaks rules: exit status 1, the unexpected cases listed with what they broke.
     let testee = format!("{EXE} testee --misbehave wrong-rid");
-    let a =
-        run_action(&sb, "failing", &[("INPUT_TESTEE", &testee), ("INPUT_ARGS", "--only calls.echo --only calls.add")]);
+    let a = run_action(
+        &sb,
+        "failing",
+        &[("INPUT_TESTEE", &testee), ("INPUT_ARGS", "--only calls.echo --only calls.add"), ("INPUT_SARIF", "true")],
+    );
     assert_eq!(a.out.status.code(), Some(1), "{}", text(&a.out));
     assert!(a.summary.starts_with("## protomcp-conform: FAILED\n"), "{}", a.summary);
     assert!(a.summary.contains("### Unexpected (2)"), "{}", a.summary);
@@ -81,25 +92,28 @@ fn the_action_script_writes_a_summary_and_outputs_and_passes_the_exit_status_on(
     assert_eq!(a.outputs["fail"], "2");
     // A testee that never connects: one root cause with the count of cases it blocked, no
     // unexpected case.
-    let a = run_action(
+    let blk = run_action(
         &sb,
         "blocked",
         &[("INPUT_TESTEE", "/bin/false"), ("INPUT_ARGS", "--only calls.echo --only calls.add")],
     );
-    assert_eq!(a.out.status.code(), Some(1), "{}", text(&a.out));
-    assert!(a.summary.contains("| 0 | 0 | 2 |\n"), "the blocked column: {}", a.summary);
-    assert!(a.summary.contains("### Root causes (1)"), "{}", a.summary);
+    assert_eq!(blk.out.status.code(), Some(1), "{}", text(&blk.out));
+    assert!(blk.summary.contains("| 0 | 0 | 2 |\n"), "the blocked column: {}", blk.summary);
+    assert!(blk.summary.contains("### Root causes (1)"), "{}", blk.summary);
     assert!(
-        a.summary
+        blk.summary
             .contains("- **ROOT CAUSE** TP-CONN-01 at `connect`: blocked 2 case(s), not reached: scenarios/calls/"),
         "{}",
-        a.summary
+        blk.summary
     );
-    assert!(a.summary.contains("No unexpected case."), "{}", a.summary);
-    assert_eq!(a.outputs["blocked"], "2");
+    assert!(blk.summary.contains("No unexpected case."), "{}", blk.summary);
+    assert_eq!(blk.outputs["blocked"], "2");
     // compare-to that report: calls.echo is now a known failure (FAIL → XFAIL, changed, not
     // worse), calls.add fails as before; the diff follows the summary and is in diff.md.
-    let kf = sb.file("kf-echo.yaml", "calls.echo: answers under the wrong rid\n");
+    let kf = sb.file(
+        "kf-echo.yaml",
+        "calls.echo: {requirement: [TP-CALL-01, TP-CALL-03], check: step 3, reason: answers under the wrong rid}\n",
+    );
     let before = a.outputs["json"].clone();
     let c = run_action(
         &sb,
@@ -150,6 +164,12 @@ fn the_action_script_writes_a_summary_and_outputs_and_passes_the_exit_status_on(
     );
     assert_eq!(c4.out.status.code(), Some(2), "{}", text(&c4.out));
     assert!(String::from_utf8_lossy(&c4.out.stderr).contains("junk.json:1:"), "{}", text(&c4.out));
+    // sarif: true: the SARIF report, with the results the failures broke, for the upload step.
+    let sarif: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&a.outputs["sarif"]).unwrap()).unwrap();
+    let rules: Vec<&str> =
+        sarif["runs"][0]["results"].as_array().unwrap().iter().map(|r| r["ruleId"].as_str().unwrap()).collect();
+    assert!(rules.contains(&"TP-CALL-01") && rules.contains(&"TP-CALL-03"), "{rules:?}");
     // Golden transcripts: written locally, then one edited as if the target had sent another
     // result before; the action (CI set) shows it with its diff and writes nothing.
     let golden = sb.dir.path().join("golden");
@@ -176,6 +196,10 @@ fn the_action_script_writes_a_summary_and_outputs_and_passes_the_exit_status_on(
     assert!(a.summary.contains("<b>CHANGED</b> <code>calls.echo</code> (verdict PASS)"), "{}", a.summary);
     assert!(a.summary.contains("```diff\n--- golden\n+++ this run\n"), "{}", a.summary);
     assert!(!golden.join("calls.echo.snap.new").exists(), "CI wrote a pending file");
+    // A sarif input that is neither true nor false is a usage error.
+    let a = run_action(&sb, "sarif-usage", &[("INPUT_SARIF", "yes")]);
+    assert_eq!(a.out.status.code(), Some(2), "{}", text(&a.out));
+    assert!(String::from_utf8_lossy(&a.out.stderr).contains("sarif must be true or false"));
     // Two targets at once is a usage error of the action, before anything runs.
     let a = run_action(&sb, "usage", &[("INPUT_TESTEE", &testee), ("INPUT_SDK", ".")]);
     assert_eq!(a.out.status.code(), Some(2), "{}", text(&a.out));
@@ -203,10 +227,18 @@ fn action_yml_and_the_workflows_and_manifests_of_docs_ci_md_parse() {
         serde_saphyr::from_str(&std::fs::read_to_string(root().join("action.yml")).unwrap()).unwrap();
     assert_eq!(action["runs"]["using"], "composite");
     let inputs: Vec<&str> = action["inputs"].as_object().unwrap().keys().map(String::as_str).collect();
-    for i in ["sdk", "testee", "bridge", "known-failures", "compare-to", "args", "version"] {
+    for i in ["sdk", "testee", "bridge", "known-failures", "compare-to", "args", "version", "sarif", "sarif-category"] {
         assert!(inputs.contains(&i), "input {i}");
     }
     let steps = action["runs"]["steps"].as_array().unwrap();
+    // sarif: true uploads the run's SARIF file for code scanning, in its category.
+    let upload = steps
+        .iter()
+        .find(|s| s["uses"].as_str().is_some_and(|u| u.starts_with("github/codeql-action/upload-sarif@")))
+        .expect("an upload-sarif step");
+    assert_eq!(upload["with"]["sarif_file"], "${{ steps.run.outputs.sarif }}");
+    assert_eq!(upload["with"]["category"], "${{ inputs.sarif-category }}");
+    assert!(upload["if"].as_str().unwrap().contains("inputs.sarif == 'true'"), "{upload}");
     assert!(steps.iter().any(|s| s["run"].as_str().is_some_and(|r| r.contains(".github/action/run.sh\" run"))));
     let md = std::fs::read_to_string(root().join("docs/ci.md")).unwrap();
     let workflows = blocks(&md, "yaml");

@@ -82,6 +82,14 @@ fn the_default_catalogue_is_embedded_and_listed() {
     assert!(out.contains("TP-CALL-01 [MUST]"), "{out}");
     assert!(out.contains("--only calls.echo"), "{out}");
     assert!(out.contains("handshake"), "{out}");
+    // A requirement ID (a SARIF rule's help names this command): its text and the scenarios.
+    let o = Command::new(EXE).args(["explain", "TP-CALL-01"]).current_dir(dir.path()).output().unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with("TP-CALL-01 [MUST]"), "{out}");
+    assert!(out.contains("\n  calls.echo [MUST] "), "{out}");
+    let o = Command::new(EXE).args(["explain", "TP-NOPE-99"]).current_dir(dir.path()).output().unwrap();
+    assert_eq!(code(&o), 2, "{}", text(&o));
 }
 
 #[test]

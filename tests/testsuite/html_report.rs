@@ -1,14 +1,26 @@
 //! The HTML report (`--html FILE`) of a real run, loaded in a real headless browser (Debian's
 //! `chromium`): the rendered DOM shows the run's counts, the filter script ran, and a screenshot
 //! is taken (under the cargo target dir, never committed). Without a chromium binary the test
-//! says so and passes without checking (PROTOMCP_CONFORM_CHROMIUM names another binary).
+//! says so and passes without checking (PROTOMCP_CONFORM_CHROMIUM names another binary), but
+//! not in CI (CI=true), where .ci/run installs it: there a missing browser fails the test.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
+use crate::common::{EXE, Sandbox, code, text, wrong_rid_run};
 
-use crate::common::{EXE, Sandbox, code, text};
+/// The browser, or `None` after saying why `what` is skipped; in CI a missing browser panics.
+pub(crate) fn chromium_or_skip(what: &str) -> Option<PathBuf> {
+    let found = chromium();
+    if found.is_none() {
+        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
+        assert!(!ci, "no chromium binary found, and CI is set: .ci/run installs Debian's chromium");
+        eprintln!(
+            "SKIPPED {what}: no chromium binary found (install Debian's `chromium`, or set PROTOMCP_CONFORM_CHROMIUM)"
+        );
+    }
+    found
+}
 
 fn chromium() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("PROTOMCP_CONFORM_CHROMIUM") {
@@ -28,8 +40,14 @@ fn chromium() -> Option<PathBuf> {
 
 /// The page after its scripts ran, as `--dump-dom` prints it; a screenshot to `png`.
 fn render(browser: &Path, url: &str, png: &Path, profile: &Path) -> String {
+    render_sized(browser, url, png, profile, (1280, 2400))
+}
+
+/// [`render`] in a window of `size` (width, height) pixels.
+pub(crate) fn render_sized(browser: &Path, url: &str, png: &Path, profile: &Path, size: (u32, u32)) -> String {
     let o = Command::new(browser)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1280,2400"])
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
+        .arg(format!("--window-size={},{}", size.0, size.1))
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(format!("--screenshot={}", png.display()))
         .arg("--dump-dom")
@@ -50,27 +68,15 @@ fn count(dom: &str, target: &str, verdict: &str) -> u64 {
 
 #[test]
 fn the_html_report_of_a_run_shows_its_counts_in_a_headless_browser() {
-    let Some(browser) = chromium() else {
-        eprintln!("SKIPPED: no chromium binary found (install Debian's `chromium`, or set PROTOMCP_CONFORM_CHROMIUM)");
-        return;
-    };
+    let Some(browser) = chromium_or_skip("the HTML report's rendering") else { return };
     let sb = Sandbox::new();
     let html = sb.dir.path().join("report.html");
-    let json = sb.dir.path().join("report.json");
     // A testee that answers under the wrong request id: FAIL, WARN and PASS; the bridge scenario
     // is skipped.
     let testee = format!("{EXE} testee --misbehave wrong-rid");
-    let o = sb
-        .cmd()
-        .args(["--testee", &testee, "--only", "calls.*", "--only", "bridge.mcp.ping-before-initialize"])
-        .arg("--html")
-        .arg(&html)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
+    let (o, report) =
+        wrong_rid_run(&sb, &["calls.*", "bridge.mcp.ping-before-initialize"], &["--html".as_ref(), html.as_ref()]);
     assert_eq!(code(&o), 1, "{}", text(&o));
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let file = std::fs::read_to_string(&html).unwrap();
     let failing_rows = file.lines().filter(|l| l.starts_with("<tr id=\"req-") && l.contains("FAIL")).count();
     let all_rows = file.lines().filter(|l| l.starts_with("<tr id=\"req-")).count();

@@ -7,6 +7,7 @@
 mod common;
 
 mod action_script;
+mod badge;
 mod bridge_bench;
 mod bridge_http;
 mod bridge_http_nodelay;
@@ -30,6 +31,7 @@ mod explore_bridge;
 mod html_report;
 mod proto_mcp;
 mod root_cause;
+mod sarif;
 mod sdk_checkouts;
 mod soak;
 mod verdict_party_level;

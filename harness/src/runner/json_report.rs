@@ -112,6 +112,8 @@ struct CaseJson {
     #[serde(default)]
     broken: Vec<String>,
     #[serde(default)]
+    step_line: Option<u32>,
+    #[serde(default)]
     check: Option<String>,
     #[serde(default)]
     root_cause: Option<String>,
@@ -198,6 +200,7 @@ impl CaseJson {
             file: self.file,
             requirements: self.requirements,
             broken: self.broken,
+            step_line: self.step_line,
             check: self.check.and_then(|c| c.parse().ok()),
             root_cause: self.root_cause,
             held: self.held,

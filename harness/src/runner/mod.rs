@@ -7,6 +7,7 @@
 //! to the group, a grace period, SIGKILL to the group, and every member reaped. The verdict is
 //! computed by [`verdict::judge`] from the outcome, the scenario's level and the known failures.
 
+pub mod badge;
 pub mod bridge;
 pub mod bridge_manifest;
 pub mod checkout;
@@ -19,6 +20,7 @@ pub mod html;
 pub mod json_report;
 pub mod process;
 pub mod report;
+pub mod sarif;
 pub mod schedule;
 pub mod shard;
 pub mod soak;
@@ -129,6 +131,10 @@ pub struct CaseResult {
     /// BLOCKED: the precondition that broke (`connect`, or the failing step's keyword, e.g.
     /// `handshake`); with `broken` it names the root cause the run reports once.
     pub root_cause: Option<String>,
+    /// When the scenario did not pass because the target broke something: the line in `file` of
+    /// the step that failed (or of the soak step that found a leak); `None` otherwise, or when no
+    /// step was running (a flood noticed after the last one).
+    pub step_line: Option<u32>,
     pub level: Level,
     pub verdict: Verdict,
     pub message: String,
@@ -213,6 +219,7 @@ impl CaseResult {
             held: Vec::new(),
             check: None,
             root_cause: None,
+            step_line: None,
             level: crate::requirements::Level::Must,
             verdict: Verdict::Pass,
             message: String::new(),
@@ -325,6 +332,7 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
         res.broken.clear();
         res.held.clear();
         res.check = None;
+        res.step_line = None;
     }
     let outcome = blocked(s, outcome, &mut res);
     let known = target.known(&s.id);
@@ -334,6 +342,7 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
         res.broken.clear();
         res.held.clear();
         res.check = None;
+        res.step_line = None;
     }
     if verdict != Verdict::Blocked {
         res.root_cause = None;
@@ -499,6 +508,7 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
     res.broken = ex.broken();
     res.held = ex.held();
     res.check = Some(ex.check());
+    res.step_line = ex.step_line();
     res.transcript_tail = ex.transcript_tail();
     res.transcript = std::mem::take(&mut ex.transcript);
     let outcome = match &mut ex.proc {

@@ -112,6 +112,7 @@ pub fn json_case(r: &CaseResult) -> serde_json::Value {
         "id": r.id,
         "title": r.title,
         "file": r.file,
+        "step_line": r.step_line,
         "requirements": r.requirements,
         "broken": r.broken,
         "check": r.check.as_ref().map(ToString::to_string),

@@ -234,11 +234,13 @@ pub fn run_scenario(sc: &Scenario, target: &Target, features: &BTreeSet<String>,
     let mut broken = Vec::new();
     let mut level = sc.level;
     let mut check = None;
+    let mut step_line = None;
     if let Some(e) = error {
         outcome = Outcome::Error(e);
     } else if let Some((i, f)) = failure {
         broken = f.broken;
         dedup(&mut broken);
+        step_line = sc.steps.get(i).map(|st| st.loc.line);
         level = failure_level(sc.level, &broken);
         check = Some(crate::runner::Check::Step(i + 1));
         outcome = Outcome::Failed(format!("step {}: {}", i + 1, f.message));
@@ -262,6 +264,7 @@ pub fn run_scenario(sc: &Scenario, target: &Target, features: &BTreeSet<String>,
     if matches!(r.verdict, Verdict::Fail | Verdict::Warn | Verdict::Xfail) {
         r.broken = broken;
         r.check = check;
+        r.step_line = step_line;
         dedup(&mut ctx.held);
         r.held = ctx.held.into_iter().filter(|h| !r.broken.contains(h)).collect();
     }

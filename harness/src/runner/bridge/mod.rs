@@ -598,6 +598,7 @@ pub(crate) async fn execute(
     res.broken = run.ex.broken();
     res.held = run.ex.held();
     res.check = Some(run.ex.check());
+    res.step_line = run.ex.step_line();
     res.transcript_tail = run.ex.transcript_tail();
     res.transcript = std::mem::take(&mut run.ex.transcript);
     stderr.drained(Duration::from_millis(500)).await;

@@ -386,6 +386,11 @@ impl<'a> Exec<'a> {
         }
     }
 
+    /// The line of the step running (after a failure: the step that failed) in the scenario's file.
+    pub fn step_line(&self) -> Option<u32> {
+        self.current.and_then(|i| self.scenario.steps.get(i)).map(|st| st.loc.line)
+    }
+
     /// The requirements steps before the failing one showed to hold (see
     /// [`Scenario::held_before`]).
     pub fn held(&self) -> Vec<String> {
