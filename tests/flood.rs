@@ -91,9 +91,13 @@ fn measure(mut cmd: Command) -> Measured {
             protomcp_harness::os::signal_process(pid as i32, libc::SIGKILL);
         }
         let mut st = 0;
-        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: plain wait4 on our own child, with valid out-pointers.
-        let r = unsafe { libc::wait4(pid as i32, &mut st, libc::WNOHANG, &mut ru) };
+        // SAFETY: nothing safe gives one child's rusage (std's wait has none; rustix 1.1 has no
+        // wait4 or getrusage). A zeroed rusage is a valid value (integers only), and wait4 on our
+        // own child writes its status and usage through the two pointers, valid for the call.
+        let (r, ru) = unsafe {
+            let mut ru: libc::rusage = std::mem::zeroed();
+            (libc::wait4(pid as i32, &mut st, libc::WNOHANG, &mut ru), ru)
+        };
         if r == pid as i32 {
             break (st, ru.ru_maxrss as u64);
         }
@@ -240,7 +244,7 @@ fn the_reference_bridge_keeps_what_it_queues_for_a_host_that_does_not_read_bound
     writeln!(stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
     // The host reads nothing while the bridge spends 4 s of CPU time (it takes in the flood all
     // along): work done, not time passed, so a slow machine waits longer.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    let ticks = rustix::param::clock_ticks_per_second();
     let cpu = || -> u64 {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         let rest = stat.rfind(')').map(|i| &stat[i + 1..]).unwrap_or("");

@@ -1,24 +1,39 @@
-//! The operating system calls the harness makes through libc, each behind a safe function: the
-//! only `unsafe` of this crate (`lib.rs` denies it everywhere else). Signals to processes and
-//! process groups, reaping a group's orphans, the subreaper and parent-death settings, the user
-//! id, socket shutdown and linger, the descriptor limit, and a pipe's hang-up.
+//! The operating system calls the harness makes that the standard library does not offer:
+//! signals to processes and process groups, reaping a group's orphans, the subreaper and
+//! parent-death settings, the user id, socket shutdown and linger, the descriptor limit, and a
+//! pipe's hang-up. Each goes through rustix's safe wrappers, so this crate has no `unsafe` (`lib.rs`
+//! denies it). Signals are the `libc::SIG*` numbers the callers name.
 
-#![allow(unsafe_code)]
+use std::os::fd::AsFd;
 
-use std::os::fd::RawFd;
+use rustix::process::{Pid, Signal, WaitOptions};
+
+/// `raw` as a process or group id, if it is one: above 0 (rustix's `Pid::from_raw` asserts that
+/// in debug builds only, and a negative id names a group, or every process).
+fn positive(raw: i32) -> Option<Pid> {
+    if raw > 0 { Pid::from_raw(raw) } else { None }
+}
 
 /// Sends `sig` to every process of group `pgid`; false when no process received it. A `pgid`
-/// of 0 or less is refused (it would name this process's own group, or every process).
+/// of 0 or less is refused (it would name this process's own group, or every process), and so
+/// is a signal without a name (real-time signals). A `sig` of 0 only checks.
 pub fn signal_group(pgid: i32, sig: i32) -> bool {
-    // SAFETY: killpg takes integers only and has no memory-safety preconditions.
-    pgid > 0 && unsafe { libc::killpg(pgid, sig) } == 0
+    let Some(pgid) = positive(pgid) else { return false };
+    if sig == 0 {
+        return rustix::process::test_kill_process_group(pgid).is_ok();
+    }
+    Signal::from_named_raw(sig).is_some_and(|sig| rustix::process::kill_process_group(pgid, sig).is_ok())
 }
 
 /// Sends `sig` to process `pid`; false when it did not arrive. A `pid` of 0 or less is refused
-/// (0 and negatives name process groups: use [`signal_group`]).
+/// (0 and negatives name process groups: use [`signal_group`]), and so is a signal without a
+/// name. A `sig` of 0 only checks.
 pub fn signal_process(pid: i32, sig: i32) -> bool {
-    // SAFETY: kill takes integers only and has no memory-safety preconditions.
-    pid > 0 && unsafe { libc::kill(pid, sig) } == 0
+    let Some(pid) = positive(pid) else { return false };
+    if sig == 0 {
+        return rustix::process::test_kill_process(pid).is_ok();
+    }
+    Signal::from_named_raw(sig).is_some_and(|sig| rustix::process::kill_process(pid, sig).is_ok())
 }
 
 /// Whether group `pgid` has a member, zombies included (signal 0 only checks).
@@ -29,13 +44,9 @@ pub fn group_exists(pgid: i32) -> bool {
 /// Reaps every member of group `pgid` that has exited and is this process's child (orphans
 /// reparented to this process as their subreaper); returns how many were reaped.
 pub fn reap_group(pgid: i32) -> usize {
-    if pgid <= 0 {
-        return 0;
-    }
+    let Some(pgid) = positive(pgid) else { return 0 };
     let mut n = 0;
-    let mut status = 0;
-    // SAFETY: waitpid writes the status into the integer we pass; WNOHANG never blocks.
-    while unsafe { libc::waitpid(-pgid, &mut status, libc::WNOHANG) } > 0 {
+    while let Ok(Some(_)) = rustix::process::waitpgid(pgid, WaitOptions::NOHANG) {
         n += 1;
     }
     n
@@ -44,9 +55,8 @@ pub fn reap_group(pgid: i32) -> usize {
 /// Reaps process `pid` if it is an exited child of this process; true when it was. A pid that
 /// is not our child (ECHILD) or still runs changes nothing.
 pub fn reap(pid: i32) -> bool {
-    let mut status = 0;
-    // SAFETY: waitpid writes the status into the integer we pass; WNOHANG never blocks.
-    pid > 0 && unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid
+    let Some(pid) = positive(pid) else { return false };
+    matches!(rustix::process::waitpid(Some(pid), WaitOptions::NOHANG), Ok(Some((p, _))) if p == pid)
 }
 
 /// Makes this process the reaper of orphaned descendants (Linux), so that leftovers of a
@@ -54,82 +64,60 @@ pub fn reap(pid: i32) -> bool {
 /// Harmless elsewhere.
 pub fn become_subreaper() {
     #[cfg(target_os = "linux")]
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes integer arguments only.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    }
+    let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
 }
 
 /// This process gets SIGKILL when its parent dies (Linux; nothing elsewhere).
 pub fn die_with_parent() {
     #[cfg(target_os = "linux")]
-    // SAFETY: prctl with PR_SET_PDEATHSIG takes integer arguments only.
-    unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-    }
+    let _ = rustix::process::set_parent_process_death_signal(Some(Signal::KILL));
 }
 
 /// The real user id of this process.
 pub fn uid() -> u32 {
-    // SAFETY: getuid cannot fail and touches no memory of ours.
-    unsafe { libc::getuid() }
+    rustix::process::getuid().as_raw()
 }
 
-/// shutdown(2) of an open socket: `how` is `libc::SHUT_RD`, `SHUT_WR` or `SHUT_RDWR`. The caller
-/// keeps owning `fd`.
-pub fn shutdown(fd: RawFd, how: i32) -> std::io::Result<()> {
-    // SAFETY: shutdown takes integers only; on a descriptor that is not a socket it fails.
-    match unsafe { libc::shutdown(fd, how) } {
-        0 => Ok(()),
-        _ => Err(std::io::Error::last_os_error()),
-    }
+/// shutdown(2) of an open socket: `how` is `libc::SHUT_RD`, `SHUT_WR` or `SHUT_RDWR` (anything
+/// else is `InvalidInput`).
+pub fn shutdown(fd: impl AsFd, how: i32) -> std::io::Result<()> {
+    use rustix::net::Shutdown;
+    let how = match how {
+        libc::SHUT_RD => Shutdown::Read,
+        libc::SHUT_WR => Shutdown::Write,
+        libc::SHUT_RDWR => Shutdown::Both,
+        _ => return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("shutdown how {how}"))),
+    };
+    Ok(rustix::net::shutdown(fd, how)?)
 }
 
 /// SO_LINGER with a zero timeout on an open socket: its close then sends a reset instead of a
-/// FIN (an abortive close). The caller keeps owning `fd`.
-pub fn linger_zero(fd: RawFd) -> std::io::Result<()> {
-    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
-    // SAFETY: setsockopt reads `size_of::<linger>()` bytes from a valid `linger` on our stack.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&raw const linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+/// FIN (an abortive close).
+pub fn linger_zero(fd: impl AsFd) -> std::io::Result<()> {
+    Ok(rustix::net::sockopt::set_socket_linger(fd, Some(std::time::Duration::ZERO))?)
 }
 
-/// The soft limit of open file descriptors of this process; `None` when it cannot be read.
+/// The soft limit of open file descriptors of this process; `None` when there is none
+/// (`RLIM_INFINITY`).
 pub fn open_file_limit() -> Option<usize> {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit writes into the struct we pass and reads nothing else.
-    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0)
-        .then(|| usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX))
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    limit.current.map(|n| usize::try_from(n).unwrap_or(usize::MAX))
 }
 
-/// Waits up to `timeout_ms` for descriptor `fd` to hang up (`POLLHUP` or `POLLERR`: a pipe whose
-/// writer is gone), without reading from it. `None` when it did not within the time; else
-/// whether nothing is left to read in it (`FIONREAD` of 0).
-pub fn hung_up(fd: RawFd, timeout_ms: i32) -> Option<bool> {
-    let mut p = libc::pollfd { fd, events: 0, revents: 0 };
-    // SAFETY: one valid pollfd, for the length given.
-    let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
-    if n <= 0 || p.revents & (libc::POLLHUP | libc::POLLERR) == 0 {
+/// Waits up to `timeout_ms` (negative: without end) for descriptor `fd` to hang up (`POLLHUP`
+/// or `POLLERR`: a pipe whose writer is gone), without reading from it. `None` when it did not
+/// within the time; else whether nothing is left to read in it (`FIONREAD` of 0).
+pub fn hung_up(fd: impl AsFd, timeout_ms: i32) -> Option<bool> {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let timeout = u32::try_from(timeout_ms)
+        .ok()
+        .map(|ms| Timespec { tv_sec: i64::from(ms / 1000), tv_nsec: i64::from(ms % 1000) * 1_000_000 });
+    let mut fds = [PollFd::new(&fd, PollFlags::empty())];
+    let n = rustix::event::poll(&mut fds, timeout.as_ref()).unwrap_or(0);
+    if n == 0 || !fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR) {
         return None;
     }
-    let mut pending: libc::c_int = 0;
-    // SAFETY: FIONREAD writes one int through the pointer given, which outlives the call.
-    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut pending) };
-    Some(r == 0 && pending == 0)
-}
-
-/// Lets any other runnable thread of this CPU run before this one goes on (`sched_yield`).
-pub fn yield_cpu() {
-    // SAFETY: no arguments; its only failure mode is documented as none on Linux.
-    unsafe { libc::sched_yield() };
+    Some(rustix::io::ioctl_fionread(&fd).is_ok_and(|pending| pending == 0))
 }
 
 #[cfg(test)]
@@ -160,20 +148,23 @@ mod tests {
         let status = std::fs::read_to_string("/proc/self/status").unwrap();
         let real = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|l| l.split_whitespace().next());
         assert_eq!(real, Some(uid().to_string().as_str()));
-        assert!(open_file_limit().is_some_and(|n| n > 0));
+        // The soft limit as the kernel shows it: a number, or "unlimited".
+        let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+        let soft =
+            limits.lines().find_map(|l| l.strip_prefix("Max open files")).and_then(|l| l.split_whitespace().next());
+        assert_eq!(open_file_limit().map(|n| n.to_string()).as_deref().unwrap_or("unlimited"), soft.unwrap());
     }
 
     #[test]
     fn a_pipe_hangs_up_when_its_writer_is_gone_and_says_whether_bytes_are_left() {
         use std::io::Write;
-        use std::os::fd::AsRawFd;
         let (r, mut w) = std::io::pipe().unwrap();
-        assert_eq!(super::hung_up(r.as_raw_fd(), 50), None, "the writer is still open");
+        assert_eq!(super::hung_up(&r, 50), None, "the writer is still open");
         w.write_all(b"x").unwrap();
         drop(w);
-        assert_eq!(super::hung_up(r.as_raw_fd(), 50), Some(false), "a byte is left to read");
+        assert_eq!(super::hung_up(&r, 50), Some(false), "a byte is left to read");
         let (r, w) = std::io::pipe().unwrap();
         drop(w);
-        assert_eq!(super::hung_up(r.as_raw_fd(), 50), Some(true));
+        assert_eq!(super::hung_up(&r, 50), Some(true));
     }
 }

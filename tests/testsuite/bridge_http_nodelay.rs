@@ -8,7 +8,7 @@
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::os::fd::RawFd;
+use std::os::fd::{BorrowedFd, RawFd};
 use std::time::Duration;
 
 use protomcp_harness::bridge::{self, Bridge, Config, http::Guard};
@@ -17,23 +17,26 @@ fn bin() -> String {
     env!("CARGO_BIN_EXE_protomcp-conform").to_owned()
 }
 
-/// The address of a socket descriptor (`getsockname` or `getpeername`), if it is an IPv4 one.
+/// Runs `query` on descriptor `fd` of this process, borrowed for that call only.
+fn on_fd<T>(fd: RawFd, query: impl FnOnce(BorrowedFd<'_>) -> T) -> T {
+    // SAFETY: nothing safe reaches a descriptor this test does not own: the bridge's end of the
+    // connection is known only by its number in /proc/self/fd. `query` makes read-only socket
+    // queries (getsockname, getpeername, getsockopt) and keeps no copy; should the bridge close
+    // the number meanwhile, the call fails with EBADF, or asks whatever the number names by
+    // then, which the address comparison rejects.
+    query(unsafe { BorrowedFd::borrow_raw(fd) })
+}
+
+/// The address of a socket descriptor (`getsockname` or `getpeername`), if it is an IP one.
 fn addr_of(fd: RawFd, peer: bool) -> Option<SocketAddr> {
-    // SAFETY: a zeroed sockaddr_in is a valid value; the calls write at most `len` bytes into it.
-    let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    let rc = unsafe {
-        if peer {
-            libc::getpeername(fd, (&raw mut sa).cast(), &mut len)
-        } else {
-            libc::getsockname(fd, (&raw mut sa).cast(), &mut len)
-        }
-    };
-    if rc != 0 || i32::from(sa.sin_family) != libc::AF_INET {
-        return None;
-    }
-    let ip = std::net::Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr));
-    Some(SocketAddr::from((ip, u16::from_be(sa.sin_port))))
+    let addr =
+        on_fd(
+            fd,
+            |fd| {
+                if peer { rustix::net::getpeername(fd).ok().flatten() } else { rustix::net::getsockname(fd).ok() }
+            },
+        )?;
+    SocketAddr::try_from(addr).ok()
 }
 
 /// The descriptor of this process whose local and peer addresses are `local` and `peer`.
@@ -45,12 +48,8 @@ fn socket_between(local: SocketAddr, peer: SocketAddr) -> Option<RawFd> {
 }
 
 fn nodelay(fd: RawFd) -> bool {
-    let mut v: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `v`.
-    let rc = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, (&raw mut v).cast(), &mut len) };
-    assert_eq!(rc, 0, "getsockopt(TCP_NODELAY) on fd {fd}");
-    v != 0
+    on_fd(fd, |fd| rustix::net::sockopt::tcp_nodelay(fd))
+        .unwrap_or_else(|e| panic!("getsockopt(TCP_NODELAY) on fd {fd}: {e}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -245,8 +245,7 @@ fn sigint_kills_every_testee_and_removes_every_temp_dir() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(sb.temp_dirs_left().len(), 2);
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc_kill(child.id() as i32, 2) };
+    assert!(protomcp_harness::os::signal_process(child.id() as i32, libc::SIGINT));
     let t = Instant::now();
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -259,11 +258,6 @@ fn sigint_kills_every_testee_and_removes_every_temp_dir() {
     assert_eq!(status.code(), Some(130), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("interrupted"), "{}", text(&o));
     sb.assert_clean();
-}
-
-unsafe extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
 }
 
 #[test]

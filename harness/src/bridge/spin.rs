@@ -5,8 +5,8 @@
 //! virtual machine, waking a sleeping vCPU costs as much as the bridge's whole work for a
 //! message; a peer that answers within the window finds the bridge awake. A bridge whose peers
 //! are slow or idle sleeps as before (after one fruitless window when the traffic stops), and
-//! while it polls it lets any other runnable thread of its CPU go first (`sched_yield`), so it
-//! never takes a core from its peers.
+//! while it polls it lets any other runnable thread of its CPU go first
+//! (`std::thread::yield_now`: `sched_yield`), so it never takes a core from its peers.
 //!
 //! The poller is a task of the bridge's runtime, which must be tokio's current-thread one: a
 //! task that yields there makes the scheduler poll its I/O driver with a zero timeout before
@@ -117,7 +117,7 @@ impl Spin {
                     break;
                 }
                 tokio::task::yield_now().await;
-                crate::os::yield_cpu();
+                std::thread::yield_now();
             }
         }
     }

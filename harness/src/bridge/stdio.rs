@@ -43,7 +43,7 @@ pub fn stdout() -> Pin<Box<dyn AsyncWrite + Send>> {
 /// end-of-file. Polled on the blocking pool, every 200 ms at most while it waits.
 pub async fn hung_up() {
     loop {
-        let hup = tokio::task::spawn_blocking(|| crate::os::hung_up(0, 200)).await;
+        let hup = tokio::task::spawn_blocking(|| crate::os::hung_up(std::io::stdin(), 200)).await;
         match hup {
             Ok(Some(true)) => return,
             Ok(Some(false)) | Err(_) => return std::future::pending().await,

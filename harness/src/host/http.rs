@@ -322,8 +322,7 @@ mod tests {
                     )
                     .await;
                 if let Ending::Linger0 = ending {
-                    use std::os::fd::AsRawFd;
-                    crate::os::linger_zero(s.as_raw_fd()).unwrap();
+                    crate::os::linger_zero(&s).unwrap();
                 }
                 drop(s);
             }

@@ -49,12 +49,15 @@ impl CountingAlloc {
 }
 
 #[allow(unsafe_code)]
-// SAFETY: every call is forwarded to `System` unchanged; only counters are added.
+// SAFETY: nothing safe exists: a global allocator is an `unsafe trait` of std, the only way to see
+// every allocation of the process. Every call is forwarded to `System` unchanged (or refused with
+// a null pointer, which the trait allows); only counters are added.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if self.refuses(layout.size()) {
             return std::ptr::null_mut();
         }
+        // SAFETY: our caller's `alloc` contract (a non-zero-size layout), passed on unchanged.
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
             self.grew(layout.size());
@@ -66,6 +69,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         if self.refuses(layout.size()) {
             return std::ptr::null_mut();
         }
+        // SAFETY: as `alloc`: the caller's layout, passed on unchanged.
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
             self.grew(layout.size());
@@ -74,6 +78,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System` through this allocator with this `layout`.
         unsafe { System.dealloc(ptr, layout) };
         self.live.fetch_sub(layout.size(), Ordering::Relaxed);
     }
@@ -82,6 +87,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         if self.refuses(new_size) {
             return std::ptr::null_mut();
         }
+        // SAFETY: `ptr` came from `System` with `layout`; the caller's `new_size` contract holds.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
             self.live.fetch_sub(layout.size(), Ordering::Relaxed);

@@ -2,7 +2,7 @@
 //! protocol decisions are the scenario module's (matching) and `verdict`'s (levels); this file
 //! only moves bytes, keeps time and records the transcript.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -524,10 +524,7 @@ impl<'a> Exec<'a> {
 
     fn shutdown(&mut self, how: i32) {
         if let Some(c) = &self.conn {
-            let fd =
-                c.tx.as_ref()
-                    .map(|t| t.as_ref().as_raw_fd())
-                    .or(c.rx.as_ref().map(|r| r.get_ref().as_ref().as_raw_fd()));
+            let fd = c.tx.as_ref().map(|t| t.as_ref().as_fd()).or(c.rx.as_ref().map(|r| r.get_ref().as_ref().as_fd()));
             if let Some(fd) = fd {
                 let _ = crate::os::shutdown(fd, how);
             }
