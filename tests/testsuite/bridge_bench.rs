@@ -554,9 +554,7 @@ async fn bridge_latency_benchmark() {
         added_goal(&format!("reference {t} added p50 / relay added p50"), r, relay, 1.5);
     }
     if pmcp.is_none() {
-        println!(
-            "pmcp: not run (set PMCP_BIN to a pmcp v0.3.0 binary)"
-        );
+        println!("pmcp: not run (set PMCP_BIN to a pmcp v0.3.0 binary)");
         return;
     }
     for t in ["stdio", "HTTP"] {

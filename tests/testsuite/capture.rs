@@ -230,12 +230,10 @@ fn a_captured_session_of_pmcp_with_the_python_sdk_replays_pass_against_pmcp_and_
     let venv = python_venv();
     let missing = match (&venv, pmcp.is_file()) {
         (Err(e), _) => Some(e.clone()),
-        (_, false) => {
-            Some(format!(
-                "no pmcp at {} (set PMCP_BIN, or harness/bridges/pmcp/install.sh installs it where the module proxy serves it)",
-                pmcp.display()
-            ))
-        }
+        (_, false) => Some(format!(
+            "no pmcp at {} (set PMCP_BIN, or harness/bridges/pmcp/install.sh installs it where the module proxy serves it)",
+            pmcp.display()
+        )),
         _ => None,
     };
     if let Some(reason) = missing {
