@@ -177,7 +177,7 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode> {
                         text.len()
                     );
                     status = ExitCode::from(1);
-                } else if let Err(e) = protomcp_harness::scenario::parse_str(&path, &text) {
+                } else if let Err(e) = protomcp_harness::scenario::parse_generated(&path, &text) {
                     eprintln!(
                         "protomcp-conform capture: {} was written but does not load (a bug of capture):\n{e}",
                         path.display()

@@ -38,7 +38,7 @@ pub mod template;
 pub mod yaml;
 
 pub use error::{ScenarioError, ScenarioErrors, SourceLoc};
-pub use load::{MAX_FILE_BYTES, load_dir, load_file, parse_str, scenario_files};
+pub use load::{MAX_FILE_BYTES, load_dir, load_file, parse_generated, parse_str, scenario_files};
 pub use misbehave::Misbehave;
 pub use model::*;
 pub use pattern::{Mismatch, Pattern, PatternError, match_any_order, match_envelope, match_value};

@@ -44,8 +44,14 @@ fn a_known_failure_removed_is_the_one_change_diff_shows_and_it_exits_1() {
         assert!(out.is_file(), "{}", text(&o));
         out
     };
-    let old = run("old", "calls.echo: answers under the wrong rid\ncalls.add: answers under the wrong rid\n");
-    let new = run("new", "calls.echo: answers under the wrong rid\n");
+    let old = run(
+        "old",
+        "calls.echo: {requirement: [TP-CALL-01, TP-CALL-03], check: step 3, reason: answers under the wrong rid}\ncalls.add: {requirement: [TP-CALL-01, TP-CALL-02, TP-CALL-03], check: step 3, reason: answers under the wrong rid}\n",
+    );
+    let new = run(
+        "new",
+        "calls.echo: {requirement: [TP-CALL-01, TP-CALL-03], check: step 3, reason: answers under the wrong rid}\n",
+    );
     let o = sb.cmd().arg("diff").arg(&old).arg(&new).output().unwrap();
     assert_eq!(code(&o), 1, "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
@@ -100,7 +106,7 @@ fn three_shards_merged_are_the_unsharded_run() {
     let sb = Sandbox::new();
     // Both sides of the default run; a stale known failure makes one XPASS (exit 1), a case
     // shown in detail with its transcript.
-    let kf = sb.file("kf.yaml", "calls.echo: stale\n");
+    let kf = sb.file("kf.yaml", "calls.echo: {requirement: [TP-CALL-01, TP-CALL-03], check: step 3, reason: stale}\n");
     let select = ["--only", "calls.*", "--only", "bridge.mcp.ping*"];
     let dir = sb.dir.path();
     let whole = sb

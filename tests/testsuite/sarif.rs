@@ -60,8 +60,10 @@ fn the_sarif_report_of_a_run_validates_and_has_a_result_per_broken_requirement_a
     let sarif = sb.dir.path().join("report.sarif");
     // A testee that answers under the wrong request id: FAIL, WARN and PASS; calls.echo a known
     // failure (XFAIL); the bridge scenario is skipped.
-    let kf = sb
-        .file("kf.yaml", "calls.echo: {requirement: [TP-CALL-01, TP-CALL-03], reason: answers under the wrong rid}\n");
+    let kf = sb.file(
+        "kf.yaml",
+        "calls.echo: {requirement: [TP-CALL-01, TP-CALL-03], check: step 3, reason: answers under the wrong rid}\n",
+    );
     let (o, report) = wrong_rid_run(
         &sb,
         &["calls.*", "bridge.mcp.ping-before-initialize"],

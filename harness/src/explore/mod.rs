@@ -126,7 +126,7 @@ fn scenario_of(plan: &Plan, id: &str) -> Result<crate::scenario::Scenario, Strin
 /// A generated scenario's text loaded as the runner's scenario; one that does not load is a bug
 /// of the generator, said so.
 fn load_generated(id: &str, text: &str) -> Result<crate::scenario::Scenario, String> {
-    crate::scenario::parse_str(Path::new(&format!("<{id}>.yaml")), text)
+    crate::scenario::parse_generated(Path::new(&format!("<{id}>.yaml")), text)
         .map_err(|e| format!("harness bug: a generated scenario does not load: {e}"))
 }
 

@@ -29,10 +29,19 @@ mod steps;
 /// Largest scenario file the loader reads.
 pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
-/// Loads one scenario file.
+/// Loads one scenario file the user names on its own (`--scenarios FILE`): a scenario `explore`
+/// shrank or `capture` wrote, say. It is checked as [`parse_str`] checks, but for the `checks:`
+/// lint: such a file cites the requirements of the session it replays as a whole. The catalogue
+/// and scenario directories ([`load_dir`]) are held to the lint.
 pub fn load_file(path: &Path) -> Result<Scenario, ScenarioErrors> {
     let text = read(path)?;
-    parse_str(path, &text)
+    parse(path, &text, false)
+}
+
+/// [`parse_str`] without the `checks:` lint, for scenarios written by a program (`explore`,
+/// `capture`) rather than by hand; see [`load_file`].
+pub fn parse_generated(file: &Path, text: &str) -> Result<Scenario, ScenarioErrors> {
+    parse(file, text, false)
 }
 
 fn read(path: &Path) -> Result<String, ScenarioError> {
@@ -122,6 +131,10 @@ pub fn load_dir(root: &Path) -> Result<Vec<Scenario>, ScenarioErrors> {
 /// Parses and checks one scenario. `file` is only used for error messages and
 /// [`Scenario::file`].
 pub fn parse_str(file: &Path, text: &str) -> Result<Scenario, ScenarioErrors> {
+    parse(file, text, true)
+}
+
+fn parse(file: &Path, text: &str, lint: bool) -> Result<Scenario, ScenarioErrors> {
     let raw: RawScenario = match serde_saphyr::from_str_with_options(text, super::yaml::options()) {
         Ok(r) => r,
         Err(e) => {
@@ -129,7 +142,7 @@ pub fn parse_str(file: &Path, text: &str) -> Result<Scenario, ScenarioErrors> {
             return Err(ScenarioError::new(file, loc, super::yaml::plain_message(&e)).into());
         }
     };
-    let mut c = Checker { file, errors: Vec::new(), profile: Profile::Protomcp };
+    let mut c = Checker { file, errors: Vec::new(), profile: Profile::Protomcp, lint };
     let scenario = c.scenario(raw);
     if c.errors.is_empty() {
         Ok(scenario)
@@ -162,6 +175,8 @@ struct Checker<'a> {
     errors: Vec<ScenarioError>,
     /// The scenario's profile, once its header is read.
     profile: Profile,
+    /// Whether the `checks:` lint applies (see [`load_file`]).
+    lint: bool,
 }
 
 /// What the steps so far did to the connection.

@@ -106,7 +106,7 @@ fn session() -> Session {
 }
 
 fn loads(text: &str) {
-    crate::scenario::parse_str(Path::new("captured.yaml"), text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    crate::scenario::parse_generated(Path::new("captured.yaml"), text).unwrap_or_else(|e| panic!("{e}\n{text}"));
 }
 
 #[test]
