@@ -50,7 +50,8 @@ async fn a_wrong_expectation_fails_at_its_step() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_should_scenario_that_fails_is_a_warning() {
-    let text = "id: calls.wrong\ntitle: w\nrequirements: [TP-CALL-03]\nlevel: MUST\nrole: tool-process\nsteps:\n  - handshake: {}\n  - expect: {within_ms: 50, envelope: {request_id: never}}\n";
+    // The level is that of the requirement that broke: TP-CALL-05 is a SHOULD.
+    let text = "id: calls.wrong\ntitle: w\nrequirements: [TP-CALL-05]\nlevel: SHOULD\nrole: tool-process\nsteps:\n  - handshake: {}\n  - expect: {within_ms: 50, envelope: {request_id: never}}\n";
     let s = protomcp_harness::scenario::parse_str(std::path::Path::new("w.yaml"), text).unwrap();
     let mut s2 = s.clone();
     s2.level = protomcp_harness::requirements::Level::Should;

@@ -545,7 +545,7 @@ fn host_http_requests_with_chosen_headers_over_http_only() {
 #[test]
 fn a_precondition_that_breaks_what_the_scenario_does_not_cite_blocks_it() {
     let ok = with_steps(
-        "  - handshake: {}\n  - send: {request_id: a, call_tool: {name: echo}}\n  - expect: {envelope: {request_id: a}}\n    checks: [TP-HANDSHAKE-14]\n  - expect: {envelope: {request_id: a}}\n",
+        "  - handshake: {}\n  - send: {request_id: a, call_tool: {name: echo}}\n  - expect: {envelope: {request_id: a}}\n    checks: [TP-HANDSHAKE-14]\n  - expect: {envelope: {request_id: a}}\n    checks: [TP-CALL-01]\n",
     );
     let s = parse(&ok).unwrap_or_else(|e| panic!("{}", e.first()));
     let v = |ids: &[&str]| ids.iter().map(|i| (*i).to_owned()).collect::<Vec<_>>();
