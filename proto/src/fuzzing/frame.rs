@@ -49,6 +49,15 @@ pub fn frame_decoder(data: &[u8]) {
                     assert_eq!(s.offset, at as u64, "the payload follows its header");
                     if let Ok(p) = &s.payload {
                         assert!(p.len() as u64 <= limits.max_decompressed.max(limits.max_sideband));
+                    } else if let Err(crate::sideband::SidebandError::Short { size, actual }) = &s.payload {
+                        // A frame begins inside the announced length: the payload ended there,
+                        // at a NUL (the first byte of every prefix), and the next frame follows.
+                        assert_eq!(*size, s.header.size);
+                        assert!(*actual < *size, "a short payload is shorter than announced");
+                        let end = at + *actual as usize;
+                        assert_eq!(stream[end], 0, "a short payload ends where a prefix begins");
+                        at = end;
+                        continue;
                     } else if s.header.size > limits.max_sideband {
                         // Reported before its bytes arrive, then skipped unread.
                         assert!(matches!(s.payload, Err(crate::sideband::SidebandError::TooLarge { .. })));
