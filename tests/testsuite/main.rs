@@ -29,6 +29,7 @@ mod cli_run;
 mod cli_testee;
 mod explore_bridge;
 mod html_report;
+mod observers;
 mod proto_mcp;
 mod root_cause;
 mod sarif;

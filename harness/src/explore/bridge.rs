@@ -15,14 +15,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use protomcp_proto::bridge_model::BridgeModel;
-use protomcp_proto::pb;
 use protomcp_proto::session::Finding;
 use serde_json::Value;
 
 use super::batch::{self, CaseKind};
 use super::bridge_gen::{self, BOp, BridgeCase};
 use super::{ExploreConfig, Failure, Progress, case_seed};
+use crate::runner::observe::check_bridge_transcript_split;
 use crate::runner::{self, CaseResult, Config, Target, Verdict};
 use crate::transcript::{Dir, Item};
 
@@ -60,156 +59,6 @@ fn scenario(case: &BridgeCase, id: &str) -> Result<crate::scenario::Scenario, St
         id,
         &case.scenario_yaml(id, "A generated host session is answered as the spec requires", BASE, ""),
     )
-}
-
-/// Reassembles what the tool process sent as results (sideband transfers, streams) for the model.
-#[derive(Default)]
-struct ToolSide {
-    /// A RawHeader waiting for its payload: (call rid, field, compression).
-    raw: Option<(String, String, String)>,
-    /// Open streams: rid → (field, bytes so far).
-    streams: BTreeMap<String, (String, Vec<u8>)>,
-}
-
-fn result_env(rid: &str, field: &str, text: String) -> pb::Envelope {
-    let mut r = pb::CallToolResponse::default();
-    if field == "structured_content_json" {
-        r.structured_content_json = text;
-    } else {
-        r.result_json = text;
-    }
-    pb::Envelope { request_id: rid.to_owned(), msg: Some(pb::envelope::Msg::CallResult(r)), ..Default::default() }
-}
-
-fn tree_env(tree: &Value) -> Option<pb::Envelope> {
-    let body = protomcp_proto::dynamic::encode(tree).ok()?;
-    prost::Message::decode(&body[..]).ok()
-}
-
-impl ToolSide {
-    /// What the tool process sent, as the Envelopes the model takes.
-    fn sent(&mut self, tree: Option<&Value>, hex: Option<&str>) -> Vec<pb::Envelope> {
-        if let Some(h) = hex {
-            let bytes = protomcp_proto::dynamic::hex_decode(&h.replace(' ', "")).unwrap_or_default();
-            if let Some((rid, field, compression)) = self.raw.take() {
-                let data = if compression == "zstd" { zstd::decode_all(&bytes[..]).unwrap_or_default() } else { bytes };
-                return vec![result_env(&rid, &field, String::from_utf8_lossy(&data).into_owned())];
-            }
-            let body = bytes.get(4..).unwrap_or(&[]);
-            return prost::Message::decode(body).ok().into_iter().collect();
-        }
-        let Some(env) = tree.and_then(tree_env) else { return Vec::new() };
-        match &env.msg {
-            Some(pb::envelope::Msg::RawHeader(h)) => {
-                if h.size == 0 {
-                    return vec![result_env(&h.request_id, &h.field_name, String::new())];
-                }
-                self.raw = Some((h.request_id.clone(), h.field_name.clone(), h.compression.clone()));
-                Vec::new()
-            }
-            Some(pb::envelope::Msg::StreamHeader(h)) => {
-                self.streams.insert(env.request_id.clone(), (h.field_name.clone(), Vec::new()));
-                Vec::new()
-            }
-            Some(pb::envelope::Msg::StreamChunk(c)) => {
-                let Some((_, data)) = self.streams.get_mut(&env.request_id) else { return Vec::new() };
-                data.extend_from_slice(&c.data);
-                if !c.r#final {
-                    return Vec::new();
-                }
-                let (field, data) = self.streams.remove(&env.request_id).expect("open");
-                vec![result_env(&env.request_id, &field, String::from_utf8_lossy(&data).into_owned())]
-            }
-            _ => vec![env],
-        }
-    }
-}
-
-/// A CallToolRequest the bridge must not have sent whatever the host asked: its arguments are
-/// not a JSON object (BR-CALL-03) or it names a tool the tool process never registered
-/// (BR-CALL-04). The model would only see a call no host request asks for.
-fn refused_call(env: &pb::Envelope, tools: &[String]) -> Option<Finding> {
-    let Some(pb::envelope::Msg::CallTool(c)) = &env.msg else { return None };
-    let object =
-        c.arguments_json.is_empty() || serde_json::from_str::<Value>(&c.arguments_json).is_ok_and(|v| v.is_object());
-    if !object {
-        return Some(Finding {
-            requirement: "BR-CALL-03",
-            message: format!(
-                "the bridge forwarded tools/call {} with arguments_json {} (not an object)",
-                c.name, c.arguments_json
-            ),
-        });
-    }
-    if !tools.is_empty() && !tools.contains(&c.name) {
-        return Some(Finding {
-            requirement: "BR-CALL-04",
-            message: format!(
-                "the bridge forwarded tools/call of {:?}, a tool the tool process never registered",
-                c.name
-            ),
-        });
-    }
-    None
-}
-
-/// The model's findings on a bridge scenario's transcript (one host session, `a`). Times are not
-/// known here: the runner's steps judge the deadlines (BR-LIFECYCLE-03's `T_PROMPT` included), the
-/// model judges what was answered, how, and how often.
-pub fn check_bridge_transcript(items: &[Item]) -> Vec<Finding> {
-    check_bridge_transcript_split(items).0
-}
-
-/// [`check_bridge_transcript`], and how many of the findings came before the end of the session
-/// (the rest are what the end found still owed: requests unanswered, changes unannounced).
-pub fn check_bridge_transcript_split(items: &[Item]) -> (Vec<Finding>, usize) {
-    let mut m = BridgeModel::new();
-    let mut tool = ToolSide::default();
-    let mut own = Vec::new();
-    // The tools the tool process registered (every ToolListResponse it sent).
-    let mut tools: Vec<String> = Vec::new();
-    for it in items {
-        match it {
-            Item::Host { dir: Dir::ToTestee, message, raw } => {
-                let v = match (message, raw) {
-                    (Some(v), _) => Some(v.clone()),
-                    (None, Some(line)) => serde_json::from_str::<Value>(line).ok(),
-                    _ => None,
-                };
-                // A batch's parts are not requests of their own (BR-MCP-21 answers the batch).
-                if let Some(v) = v.filter(Value::is_object) {
-                    m.host_sent("a", &v);
-                }
-            }
-            Item::Host { dir: Dir::FromTestee, message: Some(v), .. } => m.host_received("a", 0, v),
-            Item::Frame { dir: Dir::FromTestee, tree: Some(t), .. } => {
-                // Results reassembled by the runner are the tool side's, never the bridge's.
-                if t.get("via").is_none()
-                    && let Some(env) = tree_env(t)
-                {
-                    match refused_call(&env, &tools) {
-                        Some(f) => own.push(f),
-                        None => m.tool_received(&env),
-                    }
-                }
-            }
-            Item::Frame { dir: Dir::ToTestee, tree, hex, .. } => {
-                for env in tool.sent(tree.as_ref(), hex.as_deref()) {
-                    if let Some(pb::envelope::Msg::ToolList(l)) = &env.msg {
-                        tools.extend(l.tools.iter().map(|t| t.name.clone()));
-                    }
-                    m.tool_sent(&env);
-                }
-            }
-            Item::Shutdown { how } if how == "SHUT_RDWR" => m.tool_ended(0),
-            Item::Eof => m.tool_ended(0),
-            _ => {}
-        }
-    }
-    let streaming = own.len() + m.findings().len();
-    // Every deadline has passed: what is still owed is owed for good.
-    own.extend(m.finish(u64::MAX / 2));
-    (own, streaming)
 }
 
 /// What the host saw, normalized for comparing bridges: per request id (in the order sent), the

@@ -23,12 +23,12 @@ use std::time::{Duration, Instant};
 
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{RngAlgorithm, TestRng, TestRunner};
-use protomcp_proto::envelopes::{Arm, EnvelopeExt};
-use protomcp_proto::session::{self, Checker, Finding, Op, Plan};
+use protomcp_proto::session::{self, Finding, Op, Plan};
 use serde_json::Value;
 
+use crate::runner::observe::check_transcript;
 use crate::runner::{self, CaseResult, Config, Target, Verdict};
-use crate::transcript::{Dir, Item};
+
 use batch::CaseKind;
 
 /// Options of an exploration (of tool processes and of bridges alike).
@@ -128,60 +128,6 @@ fn scenario_of(plan: &Plan, id: &str) -> Result<crate::scenario::Scenario, Strin
 fn load_generated(id: &str, text: &str) -> Result<crate::scenario::Scenario, String> {
     crate::scenario::parse_generated(Path::new(&format!("<{id}>.yaml")), text)
         .map_err(|e| format!("harness bug: a generated scenario does not load: {e}"))
-}
-
-/// The requirement findings of a transcript: both directions through a [`Checker`].
-pub fn check_transcript(items: &[Item], include_unanswered: bool) -> Vec<Finding> {
-    let mut c = Checker::new();
-    for it in items {
-        let Item::Frame { dir, tree, hex, note } = it else { continue };
-        match dir {
-            Dir::ToTestee => {
-                let (rid, arm, token) = match (tree, hex) {
-                    (Some(t), _) => fields(t),
-                    (None, Some(h)) => {
-                        let bytes = protomcp_proto::dynamic::hex_decode(&h.replace(' ', "")).unwrap_or_default();
-                        let body = bytes.get(4..).unwrap_or(&[]);
-                        let e: protomcp_proto::Envelope = prost::Message::decode(body).unwrap_or_default();
-                        let token = match &e.msg {
-                            Some(protomcp_proto::pb::envelope::Msg::CallTool(c)) => c.progress_token.clone(),
-                            _ => String::new(),
-                        };
-                        (e.request_id.clone(), e.arm(), token)
-                    }
-                    _ => continue,
-                };
-                c.sent(&rid, arm, &token);
-                if let Some(call) = tree.as_ref().and_then(|t| t.get("cancel")).and_then(|x| x.get("request_id")) {
-                    c.cancel(call.as_str().unwrap_or(""));
-                }
-            }
-            Dir::FromTestee => {
-                let skip = note.as_deref().is_some_and(|n| n != "ignored");
-                if let (Some(t), false) = (tree, skip) {
-                    let (rid, arm, token) = fields(t);
-                    c.received(&rid, arm, &token);
-                }
-            }
-        }
-    }
-    let mut out = c.findings.clone();
-    if include_unanswered {
-        out.extend(c.unanswered());
-    }
-    out
-}
-
-fn fields(t: &Value) -> (String, Option<Arm>, String) {
-    let rid = t.get("request_id").and_then(Value::as_str).unwrap_or("").to_owned();
-    let arm = protomcp_proto::dynamic::arm_of(t).and_then(Arm::from_name);
-    let token = arm
-        .and_then(|a| t.get(a.name()))
-        .and_then(|m| m.get("progress_token"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
-    (rid, arm, token)
 }
 
 /// What the testee sent, for differential comparison: the normalized lines of each step,

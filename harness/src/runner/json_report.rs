@@ -118,6 +118,8 @@ struct CaseJson {
     #[serde(default)]
     root_cause: Option<String>,
     #[serde(default)]
+    findings: Vec<super::observe::Observed>,
+    #[serde(default)]
     held: Vec<String>,
     #[serde(deserialize_with = "level")]
     level: Level,
@@ -203,6 +205,7 @@ impl CaseJson {
             step_line: self.step_line,
             check: self.check.and_then(|c| c.parse().ok()),
             root_cause: self.root_cause,
+            findings: self.findings,
             held: self.held,
             level: self.level,
             verdict: self.verdict,

@@ -18,6 +18,7 @@ pub mod golden;
 pub mod host_http;
 pub mod html;
 pub mod json_report;
+pub mod observe;
 pub mod process;
 pub mod report;
 pub mod sarif;
@@ -131,6 +132,10 @@ pub struct CaseResult {
     /// BLOCKED: the precondition that broke (`connect`, or the failing step's keyword, e.g.
     /// `handshake`); with `broken` it names the root cause the run reports once.
     pub root_cause: Option<String>,
+    /// What the observers ([`observe`]) found in the run, whatever the scenario cites: each
+    /// judged like a failing check (`rule session-model`, `rule bridge-model`); the verdict is the
+    /// worst of the steps' and theirs.
+    pub findings: Vec<observe::Observed>,
     /// When the scenario did not pass because the target broke something: the line in `file` of
     /// the step that failed (or of the soak step that found a leak); `None` otherwise, or when no
     /// step was running (a flood noticed after the last one).
@@ -219,6 +224,7 @@ impl CaseResult {
             held: Vec::new(),
             check: None,
             root_cause: None,
+            findings: Vec::new(),
             step_line: None,
             level: crate::requirements::Level::Must,
             verdict: Verdict::Pass,
@@ -337,7 +343,16 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
     let outcome = blocked(s, outcome, &mut res);
     let known = target.known(&s.id);
     res.intermittent = known.iter().any(|k| k.intermittent);
-    let (verdict, message) = judge(&outcome, s.level, &res.broken, res.check.as_ref(), known);
+    // The steps answer for the entries that pin steps (or any check); the observers for all.
+    let step_known: Vec<KnownFailure> =
+        known.iter().filter(|k| !matches!(k.check, Some(Check::Rule(_)))).cloned().collect();
+    let (mut verdict, mut message) = judge(&outcome, s.level, &res.broken, res.check.as_ref(), &step_known);
+    if matches!(outcome, Outcome::Passed | Outcome::Failed(_) | Outcome::Leaked(_)) {
+        let bridge = matches!(target.kind, TargetKind::Bridge { .. });
+        res.findings = observe::observe(s, bridge, &res.transcript.to_vec());
+        let judged = observe::judge_findings(outcome == Outcome::Passed, s.level, &res.findings, known);
+        (verdict, message) = with_findings(s, &mut res, (verdict, message), judged);
+    }
     if verdict == Verdict::Pass {
         res.broken.clear();
         res.held.clear();
@@ -351,6 +366,44 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
     res.message = message;
     res.duration = started.elapsed();
     res
+}
+
+/// The verdict of a case whose steps were judged `steps`, with the observers' judgments: the
+/// worst of them all. The worst one's requirements and check become the case's (with the steps'
+/// own broken requirements when they failed too); the others are added to the message.
+fn with_findings(
+    s: &Scenario,
+    res: &mut CaseResult,
+    steps: (Verdict, String),
+    judged: Vec<observe::Judged>,
+) -> (Verdict, String) {
+    let (mut verdict, mut message) = steps;
+    let failing = |v: Verdict| !matches!(v, Verdict::Pass | Verdict::Skip);
+    let mut also = Vec::new();
+    for j in judged.into_iter().filter(|j| failing(j.verdict) || !j.message.is_empty()) {
+        if failing(j.verdict) {
+            for b in &j.broken {
+                if !res.broken.contains(b) {
+                    res.broken.push(b.clone());
+                }
+            }
+        }
+        if j.verdict.rank() > verdict.rank() {
+            if failing(verdict) && !message.is_empty() {
+                also.push(format!("{}: {}", verdict.name(), message));
+            }
+            res.check = Some(j.check.clone());
+            res.step_line = j.step.and_then(|n| s.steps.get(n - 1)).map(|st| st.loc.line);
+            (verdict, message) = (j.verdict, j.message);
+        } else {
+            also.push(format!("{}: {}", j.verdict.name(), j.message));
+        }
+    }
+    for a in also {
+        message.push_str(if message.is_empty() { "" } else { "\nalso " });
+        message.push_str(&a);
+    }
+    (verdict, message)
 }
 
 /// A failure of a precondition step (see [`Scenario::is_precondition_failure`]) becomes

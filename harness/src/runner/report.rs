@@ -117,6 +117,7 @@ pub fn json_case(r: &CaseResult) -> serde_json::Value {
         "broken": r.broken,
         "check": r.check.as_ref().map(ToString::to_string),
         "root_cause": r.root_cause,
+        "findings": r.findings,
         "held": r.held,
         "level": r.level.to_string(),
         "verdict": r.verdict.name(),

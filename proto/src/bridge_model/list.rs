@@ -79,7 +79,8 @@ impl BridgeModel {
         }
         match &env.msg {
             Some(Msg::ToolList(list)) if t.discovery.remove(&env.request_id) => {
-                let names = list.tools.iter().map(|d| d.name.clone()).collect();
+                // A definition that breaks TP-HANDSHAKE-04/05 is left out (BR-HANDSHAKE-12).
+                let names = list.tools.iter().filter(|d| valid_definition(d)).map(|d| d.name.clone()).collect();
                 if t.registered.is_none() {
                     // The first discovery: version 0 is the starting set, nothing to announce.
                     t.registered = Some(names);
@@ -108,4 +109,15 @@ impl BridgeModel {
         }
         self.tools_updated(before, now_ms);
     }
+}
+
+/// Whether a tool definition keeps TP-HANDSHAKE-04/05: a name, and schemas that are empty or JSON
+/// objects whose `type` is `"object"`.
+fn valid_definition(d: &pb::ToolDefinition) -> bool {
+    let object = |schema: &str| {
+        schema.is_empty()
+            || serde_json::from_str::<Value>(schema)
+                .is_ok_and(|v| v.get("type").and_then(Value::as_str) == Some("object"))
+    };
+    !d.name.is_empty() && object(&d.input_schema_json) && object(&d.output_schema_json)
 }

@@ -212,6 +212,12 @@ pub struct BridgeModel {
     tools: Tools,
     /// The host sessions' tool-list notifications.
     listeners: BTreeMap<SessionName, Listener>,
+    /// Requests the host sent again under an id still in flight (its own mistake): how many
+    /// answers more each id is owed (BR-MCP-20 lets the bridge answer the second with an error).
+    again: BTreeMap<(SessionName, String), usize>,
+    /// The tool process registered middleware: what a tools/call result shows may be what the
+    /// middleware made of it, so results are no longer compared with the tool's.
+    middleware: bool,
     findings: Vec<Finding>,
 }
 

@@ -151,7 +151,7 @@ fn reverse_requests_get_exactly_one_answer_under_their_rid() {
 /// The bridge's discovery: ListToolsRequest under `d1`, the tool process's list under it.
 fn discovered(m: &mut BridgeModel, names: &[&str]) {
     m.tool_received(&env::list_tools().with_rid("d1"));
-    m.tool_sent(&env::tool_list(names.iter().map(|n| env::tool(n, "", "{}"))).with_rid("d1"));
+    m.tool_sent(&env::tool_list(names.iter().map(|n| env::tool(n, "", r#"{"type":"object"}"#))).with_rid("d1"));
 }
 
 fn initialized(m: &mut BridgeModel, session: &str) {
@@ -339,7 +339,7 @@ fn a_session_without_an_event_stream_is_owed_no_list_changed_and_stray_tool_list
     m.host_unlistening("a");
     m.tool_sent(&env::disable_tools(["x"]));
     // A ToolListResponse under a rid the bridge never asked with is not a discovery.
-    m.tool_sent(&env::tool_list([env::tool("other", "", "{}")]).with_rid("stray"));
+    m.tool_sent(&env::tool_list([env::tool("other", "", r#"{"type":"object"}"#)]).with_rid("stray"));
     assert_eq!(active(&m), Vec::<String>::new());
     assert_eq!(m.finish(5000), vec![]);
 }
@@ -360,4 +360,32 @@ fn what_the_tool_process_disables_before_its_first_tool_list_is_in_effect_after_
     tools_list(&mut m, "a", 1, 10, &["x", "y"]);
     tools_list(&mut m, "a", 2, 20, &["y"]);
     assert_eq!(m.finish(5000), vec![]);
+}
+
+#[test]
+fn a_request_the_host_sent_again_under_an_id_in_flight_may_get_an_error_and_its_result() {
+    let mut m = BridgeModel::new();
+    m.host_sent("a", &call(2, "slow"));
+    m.host_sent("a", &call(2, "slow"));
+    m.host_received("a", 1, &json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32600, "message": "in flight"}}));
+    m.host_received("a", 2, &result(2, json!([])));
+    assert_eq!(m.findings(), &[] as &[Finding]);
+    // A third answer is one too many.
+    m.host_received("a", 3, &result(2, json!([])));
+    assert_eq!(reqs(m.findings()), ["BR-MCP-19"]);
+}
+
+#[test]
+fn once_middleware_is_registered_results_are_not_compared_with_the_tools() {
+    let mut m = BridgeModel::new();
+    m.tool_sent(&pb::Envelope {
+        msg: Some(Msg::RegisterMiddleware(pb::RegisterMiddlewareRequest { name: "mw".into(), priority: 1 })),
+        ..Default::default()
+    });
+    m.host_sent("a", &call(1, "echo"));
+    m.tool_received(&env::call_tool("echo", "{}").with_rid("r1"));
+    let r = pb::CallToolResponse { result_json: r#"[{"type":"text","text":"R0"}]"#.into(), ..Default::default() };
+    m.tool_sent(&pb::Envelope { request_id: "r1".into(), msg: Some(Msg::CallResult(r)), ..Default::default() });
+    m.host_received("a", 5, &result(1, json!([{"type": "text", "text": "R2"}])));
+    assert_eq!(m.finish(6), vec![]);
 }

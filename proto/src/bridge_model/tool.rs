@@ -105,6 +105,7 @@ impl BridgeModel {
                     }
                 }
             }
+            Some(Msg::RegisterMiddleware(_)) => self.middleware = true,
             Some(m @ (Msg::SamplingRequest(_) | Msg::ListRootsRequest(_))) if !rid.is_empty() => {
                 self.reverse.insert(rid, crate::Arm::of(m).name());
             }

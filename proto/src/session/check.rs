@@ -40,6 +40,9 @@ pub struct Checker {
     all_tokens: BTreeSet<String>,
     /// Calls the harness cancelled while they were outstanding.
     cancelled: BTreeSet<String>,
+    /// Rids the harness put on a request while another request under them was in flight: which
+    /// reply answers which is not knowable, so replies under them are never findings.
+    ambiguous: BTreeSet<String>,
     pub findings: Vec<Finding>,
 }
 
@@ -61,7 +64,13 @@ impl Checker {
     pub fn sent(&mut self, rid: &str, arm: Option<Arm>, progress_token: &str) {
         let reply = arm.and_then(reply_arm);
         match reply {
-            Some(reply) if !rid.is_empty() => {
+            // A request without a rid may be answered under the empty rid or not at all
+            // (TP-CALL-21): such answers are never findings.
+            Some(_) if rid.is_empty() => drop(self.ambiguous.insert(String::new())),
+            Some(reply) => {
+                if self.outstanding.contains_key(rid) {
+                    self.ambiguous.insert(rid.to_owned());
+                }
                 let requirement = if arm == Some(Arm::CallTool) { "TP-CALL-01" } else { "TP-CONCUR-01" };
                 self.answered.remove(rid);
                 self.outstanding
@@ -107,6 +116,12 @@ impl Checker {
         let is_reply =
             matches!(arm.kind(), crate::envelopes::Kind::Response | crate::envelopes::Kind::ResponseOrNotification);
         if !is_reply || (rid.is_empty() && arm.kind() == crate::envelopes::Kind::ResponseOrNotification) {
+            return;
+        }
+        if self.ambiguous.contains(rid) {
+            if self.outstanding.get(rid).is_some_and(|o| o.reply == arm) {
+                self.outstanding.remove(rid);
+            }
             return;
         }
         match self.outstanding.get(rid) {

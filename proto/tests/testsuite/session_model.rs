@@ -82,3 +82,22 @@ fn reused_rids_are_never_in_flight_twice() {
     assert_eq!(rids[0], rids[1], "the second call reuses the answered rid");
     assert_ne!(rids[1], rids[2], "the third may not reuse a rid in flight");
 }
+
+#[test]
+fn replies_under_a_rid_the_harness_reused_while_in_flight_or_left_empty_are_never_findings() {
+    let mut c = Checker::new();
+    // Two requests in flight under one rid: which reply answers which is not knowable.
+    c.sent("dup", Some(Arm::CallTool), "");
+    c.sent("dup", Some(Arm::ListTools), "");
+    c.received("dup", Some(Arm::ToolList), "");
+    c.received("dup", Some(Arm::CallResult), "");
+    c.received("dup", Some(Arm::CallResult), "");
+    // A request without a rid may be answered under the empty rid (TP-CALL-21).
+    c.sent("", Some(Arm::CallTool), "");
+    c.received("", Some(Arm::CallResult), "");
+    assert!(c.findings.is_empty(), "{:?}", c.findings);
+    // Other rids are still judged.
+    c.sent("b", Some(Arm::CallTool), "");
+    c.received("b", Some(Arm::ToolList), "");
+    assert_eq!(c.findings.len(), 1, "{:?}", c.findings);
+}
