@@ -8,6 +8,11 @@
 //! `${repeat:N:TEXT}` is generated text, not a capture: TEXT (up to the `}`, not empty) written
 //! N times, so that a scenario can send a payload larger than a scenario file may be (at most
 //! [`MAX_REPEAT`] bytes). Only sends take it; patterns refuse it.
+//!
+//! `${fill:N:C}` pads to an exact size: the one ASCII character C written as many times as it
+//! takes for the whole message around it to be exactly N bytes: the Envelope body (without the
+//! 4-byte prefix) of a `send` or `send_frame: {body}`, the compact JSON text (without a newline)
+//! of a `host_send: {message}`. One per message; anything else refuses it (the loader says so).
 
 use std::collections::BTreeMap;
 
@@ -28,6 +33,11 @@ pub enum Piece {
         count: usize,
         text: String,
     },
+    /// `${fill:N:C}`: `ch` written as often as makes the enclosing message `total` bytes.
+    Fill {
+        total: usize,
+        ch: char,
+    },
 }
 
 /// The most bytes one `${repeat:…}` may generate (64 MiB).
@@ -41,6 +51,32 @@ impl Piece {
             _ => None,
         }
     }
+}
+
+/// The largest message `${fill:…}` may size (64 MiB, as [`MAX_REPEAT`]).
+pub const MAX_FILL: usize = MAX_REPEAT;
+
+/// Why a `${fill:…}` stands where it does not size a whole message.
+pub const FILL_MISPLACED: &str = "`${fill:N:C}` sizes a whole message: only `send`, `send_frame: {body}` and `host_send: {message}` take it, once per message";
+
+/// `N:C` of `${fill:N:C}`.
+fn parse_fill(spec: &str) -> Result<Piece, String> {
+    let bad = || {
+        format!(
+            "`${{fill:{spec}}}`: write `${{fill:N:C}}` (N the size in bytes of the whole message, C one printable ASCII character other than `\"` and `\\`)"
+        )
+    };
+    let (n, c) = spec.split_once(':').ok_or_else(bad)?;
+    let total: usize = n.parse().map_err(|_| bad())?;
+    let mut chars = c.chars();
+    let (Some(ch), None) = (chars.next(), chars.next()) else { return Err(bad()) };
+    if !(ch == ' ' || ch.is_ascii_graphic()) || ch == '"' || ch == '\\' {
+        return Err(bad());
+    }
+    if total > MAX_FILL {
+        return Err(format!("`${{fill:{spec}}}` asks for a message of more than {MAX_FILL} bytes"));
+    }
+    Ok(Piece::Fill { total, ch })
 }
 
 /// `N:TEXT` of `${repeat:N:TEXT}`.
@@ -79,11 +115,18 @@ pub(crate) fn parse(s: &str) -> Result<Vec<Piece>, String> {
                     return Err(format!("unterminated placeholder `{}`", &s[i..]));
                 };
                 let name = &rest[..end];
-                if let Some(spec) = name.strip_prefix("repeat:") {
+                let generated = if let Some(spec) = name.strip_prefix("repeat:") {
+                    Some(parse_repeat(spec)?)
+                } else if let Some(spec) = name.strip_prefix("fill:") {
+                    Some(parse_fill(spec)?)
+                } else {
+                    None
+                };
+                if let Some(piece) = generated {
                     if !lit.is_empty() {
                         pieces.push(Piece::Lit(std::mem::take(&mut lit)));
                     }
-                    pieces.push(parse_repeat(spec)?);
+                    pieces.push(piece);
                     for _ in 0..name.chars().count() + 1 {
                         chars.next();
                     }
@@ -150,8 +193,14 @@ pub enum RenderError {
 }
 
 /// Fills in the placeholders of pieces: the captured value itself for a lone placeholder, text
-/// otherwise.
+/// otherwise. A `${fill:…}` is an error here: only a whole message is sized ([`substitute`],
+/// [`Template::render`]).
 pub fn fill(pieces: &[Piece], captures: &Captures) -> Result<Value, RenderError> {
+    fill_n(pieces, captures, None)
+}
+
+/// [`fill`] with `${fill:…}` written `fill` times (`None`: refused).
+fn fill_n(pieces: &[Piece], captures: &Captures, fill: Option<usize>) -> Result<Value, RenderError> {
     if let [Piece::Var(name)] = pieces {
         return captures.get(name).cloned().ok_or_else(|| RenderError::Unbound(name.clone()));
     }
@@ -163,6 +212,10 @@ pub fn fill(pieces: &[Piece], captures: &Captures) -> Result<Value, RenderError>
                 out.push_str(&text_of(captures.get(name).ok_or_else(|| RenderError::Unbound(name.clone()))?))
             }
             Piece::Repeat { count, text } => (0..*count).for_each(|_| out.push_str(text)),
+            Piece::Fill { ch, .. } => {
+                let n = fill.ok_or_else(|| RenderError::Malformed(FILL_MISPLACED.into()))?;
+                out.extend(std::iter::repeat_n(*ch, n));
+            }
         }
     }
     Ok(Value::String(out))
@@ -173,20 +226,104 @@ pub fn fill_text(pieces: &[Piece], captures: &Captures) -> Result<String, Render
     fill(pieces, captures).map(|v| text_of(&v))
 }
 
-/// Replaces the placeholders in every string of `v` (object keys are left alone).
+/// Replaces the placeholders in every string of `v` (object keys are left alone). A
+/// `${fill:N:C}` makes the compact JSON text of the whole result (`v.to_string()`, what a
+/// `host_send` writes) exactly N bytes.
 pub fn substitute(v: &Value, captures: &Captures) -> Result<Value, RenderError> {
+    sized(v, captures, |out| Ok(out.to_string().len())).map(|(out, _)| out)
+}
+
+/// [`substitute`] with every `${fill:…}` written `fill` times.
+fn substitute_n(v: &Value, captures: &Captures, fill: Option<usize>) -> Result<Value, RenderError> {
     Ok(match v {
-        Value::String(s) => fill(&parse(s).map_err(RenderError::Malformed)?, captures)?,
-        Value::Array(a) => Value::Array(a.iter().map(|x| substitute(x, captures)).collect::<Result<_, _>>()?),
+        Value::String(s) => fill_n(&parse(s).map_err(RenderError::Malformed)?, captures, fill)?,
+        Value::Array(a) => Value::Array(a.iter().map(|x| substitute_n(x, captures, fill)).collect::<Result<_, _>>()?),
         Value::Object(o) => {
             let mut m = serde_json::Map::new();
             for (k, x) in o {
-                m.insert(k.clone(), substitute(x, captures)?);
+                m.insert(k.clone(), substitute_n(x, captures, fill)?);
             }
             Value::Object(m)
         }
         other => other.clone(),
     })
+}
+
+/// The N of the first `${fill:N:C}` in the strings of `v`.
+pub fn fill_total(v: &Value) -> Option<usize> {
+    match v {
+        Value::String(s) => parse(s).ok()?.into_iter().find_map(|p| match p {
+            Piece::Fill { total, .. } => Some(total),
+            _ => None,
+        }),
+        Value::Array(a) => a.iter().find_map(fill_total),
+        Value::Object(o) => o.values().find_map(fill_total),
+        _ => None,
+    }
+}
+
+/// How many `${fill:…}` pieces the strings of `v` hold.
+pub fn fill_count(v: &Value) -> usize {
+    match v {
+        Value::String(s) => parse(s).map_or(0, |p| p.iter().filter(|p| matches!(p, Piece::Fill { .. })).count()),
+        Value::Array(a) => a.iter().map(fill_count).sum(),
+        Value::Object(o) => o.values().map(fill_count).sum(),
+        _ => 0,
+    }
+}
+
+/// What `v` measures with every `${fill:…}` empty: its encoded Envelope body (`envelope`) or
+/// its compact JSON text, so that a loader can refuse an N the message exceeds already.
+pub fn size_without_fill(v: &Value, captures: &Captures, envelope: bool) -> Result<usize, RenderError> {
+    let out = substitute_n(v, captures, Some(0))?;
+    Ok(if envelope { dynamic::encode(&out)?.len() } else { out.to_string().len() })
+}
+
+/// Substitutes `v` and, when it holds a `${fill:N:C}`, finds the fill length for which
+/// `measure` says N: the size grows by at least one byte per character (more where a length
+/// prefix inside the message gains a byte), so a few steps from the unpadded size reach it, or
+/// show that no length does. Returns the value and its measured size.
+fn sized(
+    v: &Value,
+    captures: &Captures,
+    measure: impl Fn(&Value) -> Result<usize, RenderError>,
+) -> Result<(Value, usize), RenderError> {
+    let Some(total) = fill_total(v) else {
+        let out = substitute_n(v, captures, None)?;
+        let size = measure(&out)?;
+        return Ok((out, size));
+    };
+    let mut k = 0usize;
+    let mut tried = std::collections::BTreeMap::new();
+    loop {
+        let out = substitute_n(v, captures, Some(k))?;
+        let size = measure(&out)?;
+        if size == total {
+            return Ok((out, size));
+        }
+        if k == 0 && size > total {
+            return Err(RenderError::Malformed(format!(
+                "`${{fill:{total}:…}}`: the message is {size} bytes without any fill, more than {total}"
+            )));
+        }
+        if tried.insert(k, size).is_some() || tried.len() > 16 {
+            let (below, above) = (
+                tried.iter().filter(|(_, s)| **s < total).map(|(_, s)| *s).max(),
+                tried.iter().filter(|(_, s)| **s > total).map(|(_, s)| *s).min(),
+            );
+            return Err(RenderError::Malformed(format!(
+                "`${{fill:{total}:…}}`: no fill length makes the message exactly {total} bytes (it goes from {} to {} there, where a length prefix gains a byte): choose another size or move the fill",
+                below.map_or("?".into(), |s| s.to_string()),
+                above.map_or("?".into(), |s| s.to_string()),
+            )));
+        }
+        k = if size > total { k - (size - total).min(k) } else { k + (total - size) };
+        if k > MAX_FILL {
+            return Err(RenderError::Malformed(format!(
+                "`${{fill:{total}:…}}` would write more than {MAX_FILL} bytes"
+            )));
+        }
+    }
 }
 
 /// Every placeholder name used in the strings of `v`.
@@ -219,9 +356,10 @@ impl Template {
         &self.tree
     }
 
-    /// The tree with the placeholders filled in.
+    /// The tree with the placeholders filled in; a `${fill:N:C}` makes the encoded Envelope
+    /// body exactly N bytes.
     pub fn render(&self, captures: &Captures) -> Result<Value, RenderError> {
-        substitute(&self.tree, captures)
+        sized(&self.tree, captures, |out| Ok(dynamic::encode(out)?.len())).map(|(out, _)| out)
     }
 
     /// The Envelope body.
@@ -302,5 +440,105 @@ mod tests {
         );
         let caps: Captures = [("rid".to_owned(), json!("r9")), ("n".to_owned(), json!("x"))].into();
         assert!(matches!(t.body(&caps), Err(RenderError::Encode(_))));
+    }
+    #[test]
+    fn a_fill_makes_the_envelope_body_exactly_the_size_asked_for() {
+        for n in [40usize, 127, 128, 129, 300, 16_383, 16_384, 16_385, 70_000] {
+            let t = Template::new(json!({"request_id": "f", "call_tool": {"name": "echo", "arguments_json": {"text": format!("<${{fill:{n}:x}}>")}}}))
+                .unwrap();
+            let body = t.body(&Captures::new()).unwrap();
+            assert_eq!(body.len(), n, "body of {n}");
+            assert_eq!(t.frame(&Captures::new()).unwrap().len(), n + 4);
+            let text = protomcp_proto::dynamic::decode(&body).unwrap()["call_tool"]["arguments_json"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            assert!(text.starts_with(r#"{"text":"<x"#) && text.ends_with(r#"x>"}"#), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_fill_reaches_max_frame_and_one_byte_more() {
+        for n in [10_485_760usize, 10_485_761] {
+            let t = Template::new(json!({"request_id": "m", "call_tool": {"name": "echo", "arguments_json": {"text": format!("${{fill:{n}:a}}")}}}))
+                .unwrap();
+            assert_eq!(t.body(&Captures::new()).unwrap().len(), n);
+        }
+    }
+
+    #[test]
+    fn a_fill_makes_the_json_text_of_a_host_message_exactly_the_size_asked_for() {
+        for n in [80usize, 1000, 65_536, 65_537] {
+            let v =
+                json!({"jsonrpc": "2.0", "id": "${id}", "params": {"arguments": {"text": format!("${{fill:{n}:z}}")}}});
+            let caps: Captures = [("id".to_owned(), json!(7))].into();
+            let out = substitute(&v, &caps).unwrap();
+            assert_eq!(out.to_string().len(), n);
+            assert_eq!(out["id"], json!(7));
+        }
+    }
+
+    #[test]
+    fn a_fill_counts_the_bytes_of_captures_and_other_text_around_it() {
+        let t = Template::new(json!({"request_id": "${rid}", "log": {"data_json": "\"${fill:500:-}\""}})).unwrap();
+        for rid in ["r", "a-much-longer-request-id-é"] {
+            let caps: Captures = [("rid".to_owned(), json!(rid))].into();
+            assert_eq!(t.body(&caps).unwrap().len(), 500);
+        }
+    }
+
+    #[test]
+    fn a_message_already_larger_than_the_fill_size_is_an_error_that_says_so() {
+        let t =
+            Template::new(json!({"request_id": "rid", "call_tool": {"name": "echo", "arguments_json": "${fill:5:x}"}}))
+                .unwrap();
+        let e = t.body(&Captures::new()).unwrap_err().to_string();
+        assert!(e.contains("without any fill, more than 5"), "{e}");
+        // An empty string is not written (proto3): arm and name (8 bytes), rid (5 bytes).
+        assert_eq!(size_without_fill(t.tree(), &Captures::new(), true).unwrap(), 13);
+    }
+
+    #[test]
+    fn a_size_that_a_growing_length_prefix_skips_is_an_error_not_a_near_miss() {
+        // The string field's length goes from 127 to 128 bytes, its prefix from 1 byte to 2,
+        // and the nested message's prefix as well: no fill length gives these sizes.
+        let t = Template::new(json!({"call_tool": {"name": "${fill:132:x}"}})).unwrap();
+        let sizes: Vec<usize> = (0..200)
+            .map(|k| {
+                protomcp_proto::dynamic::encode(&substitute_n(t.tree(), &Captures::new(), Some(k)).unwrap())
+                    .unwrap()
+                    .len()
+            })
+            .collect();
+        let skipped = (1..200).find(|n| !sizes.contains(n) && *n > sizes[0]).unwrap();
+        let t = Template::new(json!({"call_tool": {"name": format!("${{fill:{skipped}:x}}")}})).unwrap();
+        let e = t.body(&Captures::new()).unwrap_err().to_string();
+        assert!(e.contains(&format!("no fill length makes the message exactly {skipped} bytes")), "{e}");
+    }
+
+    #[test]
+    fn malformed_fills_are_refused_with_the_form_to_write() {
+        assert_eq!(parse("a${fill:10:x}b").unwrap()[1], Piece::Fill { total: 10, ch: 'x' });
+        for bad in [
+            "${fill:10}",
+            "${fill:10:}",
+            "${fill:10:xy}",
+            "${fill:x:a}",
+            "${fill:10:\"}",
+            "${fill:10:\\}",
+            "${fill:10:é}",
+            "${fill:10:\n}",
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains("${fill:N:C}"), "{bad}: {e}");
+        }
+        assert!(parse("${fill:67108865:a}").unwrap_err().contains("more than"));
+        assert!(!has_placeholders("${fill:9:a}"));
+    }
+
+    #[test]
+    fn a_fill_outside_a_whole_message_is_an_error_at_run_time_too() {
+        let e = fill(&parse("${fill:9:a}").unwrap(), &Captures::new()).unwrap_err().to_string();
+        assert!(e.contains("sizes a whole message"), "{e}");
     }
 }

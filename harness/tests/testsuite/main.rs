@@ -11,6 +11,7 @@ mod runner_process;
 mod scenario_dynamic;
 mod scenario_examples;
 mod scenario_loader;
+mod scenario_loader_fill;
 mod scenario_loader_hosts;
 mod scenario_loader_repeat;
 mod scenario_loader_soak;

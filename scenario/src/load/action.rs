@@ -280,23 +280,10 @@ impl Checker<'_> {
     fn host_send(&mut self, h: &raw::RawHostSend, compiler: &mut Compiler) -> Option<Action> {
         match (&h.message, &h.line) {
             (Some(m), None) => {
-                let mut ok = true;
-                walk_strings(m, &mut |s, at| match template::parse(s) {
-                    Ok(pieces) => {
-                        for p in pieces {
-                            if let template::Piece::Var(name) = p {
-                                compiler.used.push((name, at));
-                            }
-                        }
-                    }
-                    Err(msg) => {
-                        ok = false;
-                        self.errors.push(ScenarioError::new(self.file, at, msg));
-                    }
-                });
+                let fill = self.message_placeholders(m, compiler);
                 let v = m.to_value().map_err(|(at, msg)| self.error(at, msg)).ok()?;
-                if !ok {
-                    return None;
+                if let Some(at) = fill? {
+                    self.fill_fits(&v, at, false);
                 }
                 Some(Action::HostSend(HostLine::Json(v)))
             }
@@ -402,8 +389,13 @@ impl Checker<'_> {
             match template::parse(text) {
                 Ok(pieces) => {
                     for p in pieces {
-                        if let template::Piece::Var(name) = p {
-                            compiler.used.push((name, at));
+                        match p {
+                            template::Piece::Var(name) => compiler.used.push((name, at)),
+                            template::Piece::Fill { .. } => {
+                                self.error(at, format!("{}; `host_http` does not", template::FILL_MISPLACED));
+                                return None;
+                            }
+                            _ => {}
                         }
                     }
                 }

@@ -224,23 +224,7 @@ impl Checker<'_> {
     /// A send template: placeholders checked (and recorded as used), then the tree checked
     /// against the schema.
     fn template(&mut self, node: &Node, compiler: &mut Compiler) -> Option<Template> {
-        let mut ok = true;
-        walk_strings(node, &mut |s, at| match template::parse(s) {
-            Ok(pieces) => {
-                for p in pieces {
-                    if let template::Piece::Var(name) = p {
-                        compiler.used.push((name, at));
-                    }
-                }
-            }
-            Err(m) => {
-                ok = false;
-                self.errors.push(ScenarioError::new(self.file, at, m));
-            }
-        });
-        if !ok {
-            return None;
-        }
+        let fill = self.message_placeholders(node, compiler)?;
         let tree = match node.to_value() {
             Ok(t) => t,
             Err((at, m)) => {
@@ -249,7 +233,12 @@ impl Checker<'_> {
             }
         };
         match Template::new(tree) {
-            Ok(t) => Some(t),
+            Ok(t) => {
+                if let Some(at) = fill {
+                    self.fill_fits(&t.tree().clone(), at, true);
+                }
+                Some(t)
+            }
             Err(e) => {
                 // An unknown name is reported at the key; anything else at the value.
                 let at = match (&e.kind, e.path.split_last()) {
@@ -339,6 +328,62 @@ impl raw::RawSignal {
     /// The name without a `SIG` prefix.
     fn value_name(&self) -> &str {
         self.name.value.strip_prefix("SIG").unwrap_or(&self.name.value)
+    }
+}
+
+impl Checker<'_> {
+    /// The placeholders of a message to send: each `${name}` recorded as used, malformed ones
+    /// reported; at most one `${fill:…}`, whose place is returned. `None` when something is
+    /// wrong.
+    pub(super) fn message_placeholders(&mut self, node: &Node, compiler: &mut Compiler) -> Option<Option<Loc>> {
+        let mut ok = true;
+        let mut fill: Option<Loc> = None;
+        walk_strings(node, &mut |s, at| match template::parse(s) {
+            Ok(pieces) => {
+                for p in pieces {
+                    match p {
+                        template::Piece::Var(name) => compiler.used.push((name, at)),
+                        template::Piece::Fill { .. } if fill.is_some() => {
+                            ok = false;
+                            let first = fill.map(|l| format!("{}:{}", l.line, l.col)).unwrap_or_default();
+                            let m = format!(
+                                "a second `${{fill:…}}` in one message (the first is at {first}): one fill sizes the whole message"
+                            );
+                            self.errors.push(ScenarioError::new(self.file, at, m));
+                        }
+                        template::Piece::Fill { .. } => fill = Some(at),
+                        _ => {}
+                    }
+                }
+            }
+            Err(m) => {
+                ok = false;
+                self.errors.push(ScenarioError::new(self.file, at, m));
+            }
+        });
+        ok.then_some(fill)
+    }
+
+    /// A message whose `${fill:N:…}` is at `at`: when it uses no capture, N must be at least
+    /// its size without fill (an Envelope body, or the JSON text of a host message).
+    pub(super) fn fill_fits(&mut self, v: &serde_json::Value, at: Loc, envelope: bool) {
+        let mut names = Vec::new();
+        template::names_in(v, &mut names);
+        if !names.is_empty() {
+            return;
+        }
+        let (Some(total), Ok(size)) =
+            (template::fill_total(v), template::size_without_fill(v, &Default::default(), envelope))
+        else {
+            return;
+        };
+        if size > total {
+            let what = if envelope { "the Envelope body" } else { "the message's JSON text" };
+            self.error(
+                at,
+                format!("`${{fill:{total}:…}}`: {what} is {size} bytes without any fill, more than {total}"),
+            );
+        }
     }
 }
 

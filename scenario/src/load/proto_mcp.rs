@@ -132,7 +132,11 @@ impl Checker<'_> {
         walk_strings(node, &mut |s, at| match template::parse(s) {
             Ok(pieces) => {
                 for p in pieces {
-                    if let template::Piece::Var(name) = p
+                    if let template::Piece::Fill { .. } = p {
+                        ok = false;
+                        let m = format!("{}; proto-mcp messages do not", template::FILL_MISPLACED);
+                        self.errors.push(ScenarioError::new(self.file, at, m));
+                    } else if let template::Piece::Var(name) = p
                         && !pm::CONFIGURED.contains(&name.as_str())
                     {
                         compiler.used.push((name, at));

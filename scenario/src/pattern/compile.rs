@@ -31,6 +31,10 @@ impl Compiler {
                     let message = "`${repeat:…}` generates text to send; patterns do not take it".to_owned();
                     return Err(PatternError { loc, message });
                 }
+                Piece::Fill { .. } => {
+                    let message = format!("{}; patterns do not", template::FILL_MISPLACED);
+                    return Err(PatternError { loc, message });
+                }
                 Piece::Lit(_) => {}
             }
         }

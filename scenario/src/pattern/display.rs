@@ -9,6 +9,7 @@ fn pieces_text(pieces: &[Piece]) -> String {
             Piece::Lit(l) => l.replace('$', "$$"),
             Piece::Var(n) => format!("${{{n}}}"),
             Piece::Repeat { count, text } => format!("${{repeat:{count}:{text}}}"),
+            Piece::Fill { total, ch } => format!("${{fill:{total}:{ch}}}"),
         })
         .collect()
 }

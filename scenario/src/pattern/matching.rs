@@ -368,6 +368,9 @@ fn m_regex(
                         text.push_str(&regex::escape(&template::text_of(v)));
                     }
                     Piece::Repeat { .. } => text.push_str(&regex::escape(&piece.generated().unwrap_or_default())),
+                    Piece::Fill { .. } => {
+                        return Err(render_err(path, RenderError::Malformed(template::FILL_MISPLACED.into())));
+                    }
                 }
             }
             build_regex(&text).map_err(|e| render_err(path, RenderError::Malformed(e)))?.is_match(s)
