@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds every cargo-fuzz target of fuzz/ and scenario/fuzz/ into $OUT, each with its libFuzzer
+# Builds every cargo-fuzz target of fuzz/ into $OUT, each with its libFuzzer
 # dictionary (<target>.dict) and its committed seeds as a seed corpus (<target>_seed_corpus.zip):
 # the layout ClusterFuzzLite (and OSS-Fuzz) run from.
 #
@@ -36,7 +36,7 @@ host=$(rustc -vV | sed -n 's/^host: //p')
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 
-for crate in fuzz scenario/fuzz; do
+for crate in fuzz; do
   dir="$root/$crate"
   targets=$(cd "$dir" && cargo fuzz list)
   [ -n "$targets" ] || { echo "build.sh: cargo fuzz list names no target in $crate/" >&2; exit 1; }

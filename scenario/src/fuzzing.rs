@@ -1,4 +1,4 @@
-//! Body of the `scenario_parser` cargo-fuzz target (scenario/fuzz/fuzz_targets/scenario_parser.rs), also
+//! Body of the `scenario_parser` cargo-fuzz target (fuzz/fuzz_targets/scenario_parser.rs), also
 //! replayed over the committed seeds by `cargo test -p protomcp-scenario`.
 
 use std::path::Path;

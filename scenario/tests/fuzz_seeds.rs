@@ -1,11 +1,11 @@
 //! The scenario crate's integration tests: the committed seeds of the `scenario_parser` fuzz
-//! target (`scenario/fuzz/`) replayed through the function the target calls.
+//! target (`fuzz/`, seeds in `fuzz/seeds/scenario_parser/`) replayed through the function the target calls.
 
 use std::path::PathBuf;
 
 fn replay(target: &str, body: fn(&[u8])) {
     protomcp_proto::fuzzing::replay_seeds(
-        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds").join(target),
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds").join(target),
         body,
     );
 }

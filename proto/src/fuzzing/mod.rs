@@ -105,7 +105,7 @@ pub fn raw_header(call_rid: &str, size: u64, compression: &str, uncompressed_siz
 
 /// Replays every file of a committed seed corpus (`dir`, at least five files) through a target's
 /// body, naming the file whose input broke an invariant. `cargo test` calls it for every target
-/// of both cargo-fuzz crates (`fuzz/`, `scenario/fuzz/`).
+/// of the cargo-fuzz crate (`fuzz/`).
 pub fn replay_seeds(dir: &std::path::Path, body: fn(&[u8])) {
     let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
