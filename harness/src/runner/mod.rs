@@ -350,6 +350,13 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
     if matches!(outcome, Outcome::Passed | Outcome::Failed(_) | Outcome::Leaked(_)) {
         let bridge = matches!(target.kind, TargetKind::Bridge { .. });
         res.findings = observe::observe(s, bridge, &res.transcript.to_vec());
+        // The step that failed judged what it saw itself (and the run stopped there): what an
+        // observer found during it is the same event, not a second failure.
+        if let Some(Check::Step(n)) = &res.check
+            && !matches!(outcome, Outcome::Passed)
+        {
+            res.findings.retain(|f| f.step.is_none_or(|k| k < *n));
+        }
         let judged = observe::judge_findings(outcome == Outcome::Passed, s.level, &res.findings, known);
         (verdict, message) = with_findings(s, &mut res, (verdict, message), judged);
     }

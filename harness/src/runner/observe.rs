@@ -73,7 +73,7 @@ impl std::fmt::Display for Observed {
         let at = self.step.map_or_else(|| format!("item {}", self.item), |s| format!("step {s}, item {}", self.item));
         write!(
             f,
-            "{} [{}] rule {} ({at}): the {} {}",
+            "{} [{}] rule {} ({at}), the {}: {}",
             self.requirement, self.level, self.rule, self.party, self.message
         )
     }
@@ -311,9 +311,18 @@ fn bridge_findings(items: &[Item]) -> (Vec<(usize, Option<usize>, Finding)>, usi
     let mut step = None;
     // The tools the tool process registered (every ToolListResponse it sent).
     let mut tools: Vec<String> = Vec::new();
+    // The harness follows `nextCursor` itself and then shows the pages put together as one
+    // response under the request's id: that line is the harness's, not the bridge's.
+    let mut assembled = false;
     for (i, it) in items.iter().enumerate() {
         match it {
             Item::Step { index, .. } => step = Some(*index),
+            Item::Host { dir: Dir::FromTestee, raw: Some(line), .. }
+                if line.contains("put together by the harness") =>
+            {
+                assembled = true;
+            }
+            Item::Host { dir: Dir::FromTestee, message: Some(_), .. } if assembled => assembled = false,
             Item::Host { dir: Dir::ToTestee, message, raw } => {
                 let v = match (message, raw) {
                     (Some(v), _) => Some(v.clone()),

@@ -12,6 +12,12 @@ impl BridgeModel {
                 self.tools.discovery.insert(rid);
                 return;
             }
+            // A reloaded tool process registers anew with a tool list under the empty rid
+            // (§ reload): that list is a discovery like any other.
+            Msg::Reload(_) => {
+                self.tools.discovery.insert(String::new());
+                return;
+            }
             Msg::CallTool(c) => ("tools/call", Some(c.name.clone())),
             Msg::ReadResourceRequest(_) => ("resources/read", None),
             Msg::GetPromptRequest(_) => ("prompts/get", None),
