@@ -389,3 +389,42 @@ fn once_middleware_is_registered_results_are_not_compared_with_the_tools() {
     m.host_received("a", 5, &result(1, json!([{"type": "text", "text": "R2"}])));
     assert_eq!(m.finish(6), vec![]);
 }
+
+fn call_with(id: u64, name: &str, arguments: Value, token: Option<&str>) -> Value {
+    let mut params = json!({"name": name, "arguments": arguments});
+    if let Some(t) = token {
+        params["_meta"] = json!({"progressToken": t});
+    }
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+}
+
+fn forwarded(rid: &str, name: &str, arguments_json: &str, token: &str) -> pb::Envelope {
+    let c =
+        pb::CallToolRequest { name: name.into(), arguments_json: arguments_json.into(), progress_token: token.into() };
+    pb::Envelope { request_id: rid.into(), msg: Some(Msg::CallTool(c)), ..Default::default() }
+}
+
+#[test]
+fn the_copied_arguments_and_progress_token_are_compared_with_the_hosts_request() {
+    let mut m = BridgeModel::new();
+    m.host_sent("a", &call_with(1, "add", json!({"a": 1, "b": 2.0}), None));
+    // Another order of members and 2.0 written as 2 are the same arguments.
+    m.tool_received(&forwarded("r1", "add", r#"{"b":2,"a":1.0}"#, ""));
+    assert_eq!(m.findings(), &[] as &[Finding]);
+    m.host_sent("a", &call_with(2, "add", json!({"a": 1}), None));
+    m.tool_received(&forwarded("r2", "add", r#"{"a":2}"#, ""));
+    assert_eq!(reqs(m.findings()), ["BR-CALL-02"]);
+    m.host_sent("a", &call_with(3, "add", json!(null), Some("t")));
+    m.tool_received(&forwarded("r3", "add", "{}", ""));
+    assert_eq!(reqs(m.findings()), ["BR-CALL-02", "BR-PROGRESS-01"]);
+}
+
+#[test]
+fn concurrent_calls_of_one_tool_may_be_forwarded_in_any_order() {
+    let mut m = BridgeModel::new();
+    m.host_sent("a", &call_with(1, "echo", json!({"text": "one"}), None));
+    m.host_sent("a", &call_with(2, "echo", json!({"text": "two"}), None));
+    m.tool_received(&forwarded("r2", "echo", r#"{"text":"two"}"#, ""));
+    m.tool_received(&forwarded("r1", "echo", r#"{"text":"one"}"#, ""));
+    assert_eq!(m.findings(), &[] as &[Finding]);
+}

@@ -35,19 +35,37 @@ impl BridgeModel {
             }
             _ => return,
         };
-        // The oldest request of that method (and tool name) without an Envelope yet.
-        let candidate = self
+        // The host request it stands for: of that method (and tool name), without an Envelope
+        // yet; the one whose copied fields it carries, else the oldest.
+        let candidates: Vec<(SessionName, String)> = self
             .requests
-            .iter_mut()
-            .find(|(_, r)| {
+            .iter()
+            .filter(|(_, r)| {
                 r.method == method
                     && r.rid.is_none()
                     && !r.cancelled
                     && what.as_ref().is_none_or(|n| r.params.get("name").and_then(Value::as_str) == Some(n))
             })
-            .map(|(k, r)| (k.clone(), r));
-        match candidate {
-            Some((k, r)) => {
+            .map(|(k, _)| k.clone())
+            .collect();
+        // Middleware may rewrite a request before it is forwarded: then nothing is compared.
+        let faithful = if self.middleware {
+            None
+        } else {
+            candidates.iter().find(|k| copy_mismatch(msg, &self.requests[*k].params).is_none())
+        };
+        // A mismatch is certain only when no other request could be the one the Envelope is for.
+        let mismatch = match (faithful, candidates.as_slice()) {
+            (None, [only]) if !self.middleware => copy_mismatch(msg, &self.requests[only].params),
+            _ => None,
+        };
+        let chosen = faithful.or(candidates.first()).cloned();
+        if let Some((requirement, why)) = mismatch {
+            self.find(requirement, format!("{} (rid {rid:?}): {why}", crate::Arm::of(msg).name()));
+        }
+        match chosen {
+            Some(k) => {
+                let r = self.requests.get_mut(&k).expect("a candidate is a request in flight");
                 r.rid = Some(rid.clone());
                 if let Msg::CallTool(c) = msg
                     && !c.progress_token.is_empty()
@@ -136,5 +154,60 @@ impl BridgeModel {
         self.tools.fresh = false;
         self.tools.discovery.clear();
         self.tools_updated(before, Some(now_ms));
+    }
+}
+
+/// The first field of request Envelope `msg` that is not a faithful copy of the host request's
+/// `params`: tools/call arguments (BR-CALL-02) and whether a progress token was asked for
+/// (BR-PROGRESS-01), the resource URI (BR-RESOURCE-03), the prompt's name and arguments
+/// (BR-PROMPT-04). JSON is compared by value (numbers by value too, `1` and `1.0` alike); text that
+/// does not parse here (e.g. nested deeper than this parser goes) is not judged.
+fn copy_mismatch(msg: &Msg, params: &Value) -> Option<(&'static str, String)> {
+    let arguments = |json: &str, requirement: &'static str| {
+        let want = match params.get("arguments") {
+            None | Some(Value::Null) => serde_json::json!({}),
+            Some(v) => v.clone(),
+        };
+        let got = serde_json::from_str::<Value>(json).ok()?;
+        (!same_json(&got, &want))
+            .then(|| (requirement, format!("arguments_json {json} is not the host's arguments {want}")))
+    };
+    match msg {
+        Msg::CallTool(c) => {
+            let asked = params.pointer("/_meta/progressToken").is_some_and(|t| !t.is_null());
+            if asked == c.progress_token.is_empty() {
+                let why = if asked {
+                    "progress_token is empty though the host's tools/call carries _meta.progressToken"
+                } else {
+                    "progress_token is set though the host's tools/call carries no _meta.progressToken"
+                };
+                return Some(("BR-PROGRESS-01", why.to_owned()));
+            }
+            arguments(&c.arguments_json, "BR-CALL-02")
+        }
+        Msg::ReadResourceRequest(r) => {
+            let want = params.get("uri").and_then(Value::as_str)?;
+            (r.uri != want).then(|| ("BR-RESOURCE-03", format!("uri {:?} is not the requested {want:?}", r.uri)))
+        }
+        Msg::GetPromptRequest(g) => {
+            let want = params.get("name").and_then(Value::as_str)?;
+            if g.name != want {
+                return Some(("BR-PROMPT-04", format!("name {:?} is not the requested {want:?}", g.name)));
+            }
+            arguments(&g.arguments_json, "BR-PROMPT-04")
+        }
+        _ => None,
+    }
+}
+
+/// JSON values equal by value: objects by their members, numbers by their value.
+fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x == y || x.as_f64().zip(y.as_f64()).is_some_and(|(x, y)| x == y),
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        _ => a == b,
     }
 }
