@@ -28,11 +28,13 @@ const ONCE: &str = concat!(
     "  - expect_alive: {}\n",
 );
 
-fn run(sb: &Sandbox, scenario: &str, known: Option<&str>) -> (std::process::Output, Value) {
+/// Runs `scenario` (with `args` before it, and a known-failures file when given) with a JSON
+/// report; the report's only case.
+fn run(sb: &Sandbox, args: &[&str], scenario: &str, known: Option<&str>) -> (std::process::Output, Value) {
     let s = sb.file("s.yaml", scenario);
     let json = sb.dir.path().join("r.json");
     let mut cmd = sb.cmd();
-    cmd.arg("--scenarios").arg(&s).arg("--json").arg(&json);
+    cmd.args(args).arg("--scenarios").arg(&s).arg("--json").arg(&json);
     if let Some(k) = known {
         cmd.arg("--known-failures").arg(sb.file("kf.yaml", k));
     }
@@ -44,7 +46,7 @@ fn run(sb: &Sandbox, scenario: &str, known: Option<&str>) -> (std::process::Outp
 #[test]
 fn a_second_answer_no_step_looks_for_fails_the_case_under_the_observers_rule_and_party() {
     let sb = Sandbox::new();
-    let (o, c) = run(&sb, TWICE, None);
+    let (o, c) = run(&sb, &[], TWICE, None);
     assert_eq!(code(&o), 1, "{}", text(&o));
     assert_eq!(c["verdict"], "FAIL", "{c}");
     assert_eq!(c["check"], "rule session-model", "{c}");
@@ -64,12 +66,12 @@ fn a_second_answer_no_step_looks_for_fails_the_case_under_the_observers_rule_and
 fn a_known_failures_entry_pinning_the_observers_rule_makes_its_finding_xfail() {
     let sb = Sandbox::new();
     let kf = "x.twice: {requirement: TP-CONCUR-01, check: rule session-model, reason: answers twice}\n";
-    let (o, c) = run(&sb, TWICE, Some(kf));
+    let (o, c) = run(&sb, &[], TWICE, Some(kf));
     assert_eq!(code(&o), 0, "{}", text(&o));
     assert_eq!(c["verdict"], "XFAIL", "{c}");
     // An entry at a step that passed does not cover it: a new failure of a known-failing scenario.
     let kf = "x.twice: {requirement: TP-CALL-01, check: step 3, reason: r}\n";
-    let (_, c) = run(&sb, TWICE, Some(kf));
+    let (_, c) = run(&sb, &[], TWICE, Some(kf));
     assert_ne!(c["verdict"], "XFAIL", "{c}");
     assert!(
         c["message"].as_str().unwrap().contains("new failure in a known-failing scenario: rule session-model"),
@@ -81,11 +83,11 @@ fn a_known_failures_entry_pinning_the_observers_rule_makes_its_finding_xfail() {
 #[test]
 fn an_entry_pinning_the_observers_rule_where_it_finds_nothing_is_stale() {
     let sb = Sandbox::new();
-    let (o, c) = run(&sb, ONCE, None);
+    let (o, c) = run(&sb, &[], ONCE, None);
     assert_eq!(code(&o), 0, "{}", text(&o));
     assert_eq!((&c["verdict"], &c["findings"]), (&json!("PASS"), &json!([])), "{c}");
     let kf = "x.once: {requirement: TP-CONCUR-01, check: rule session-model, reason: r}\n";
-    let (o, c) = run(&sb, ONCE, Some(kf));
+    let (o, c) = run(&sb, &[], ONCE, Some(kf));
     assert_eq!(code(&o), 1, "{}", text(&o));
     assert_eq!(c["verdict"], "XPASS", "{c}");
     assert!(c["message"].as_str().unwrap().contains("the observer found nothing: remove the stale entry"), "{c}");
@@ -111,20 +113,8 @@ fn an_error_code_of_zero_no_step_looks_at_is_the_bridges_finding() {
         "  - host_send: {message: {jsonrpc: \"2.0\", id: 1, method: ping}}\n",
         "  - host_expect: {message: {id: 1}}\n",
     );
-    let s = sb.file("s.yaml", scenario);
-    let json = sb.dir.path().join("r.json");
-    let o = sb
-        .cmd()
-        .args(["--bridge", &format!("python3 {}", script.display())])
-        .arg("--scenarios")
-        .arg(&s)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
+    let (o, c) = run(&sb, &["--bridge", &format!("python3 {}", script.display())], scenario, None);
     assert_eq!(code(&o), 1, "{}", text(&o));
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let c = &v["cases"][0];
     assert_eq!((&c["verdict"], &c["check"]), (&json!("FAIL"), &json!("rule bridge-model")), "{c}");
     assert_eq!(c["broken"], json!(["BR-MCP-18"]), "{c}");
     assert_eq!(
