@@ -165,7 +165,7 @@ fn verdict<'de, D: Deserializer<'de>>(d: D) -> Result<Verdict, D::Error> {
     })
 }
 
-fn level<'de, D: Deserializer<'de>>(d: D) -> Result<Level, D::Error> {
+pub(super) fn level<'de, D: Deserializer<'de>>(d: D) -> Result<Level, D::Error> {
     let name = String::deserialize(d)?;
     crate::requirements::level_of(&name)
         .ok_or_else(|| de::Error::custom(format!("unknown level {name:?}: MUST, SHOULD or MAY")))

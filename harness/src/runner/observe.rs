@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 
 use protomcp_proto::bridge_model::BridgeModel;
 use protomcp_proto::envelopes::{Arm, EnvelopeExt};
+use protomcp_proto::frame::{Frame, FrameDecoder};
 use protomcp_proto::pb;
 use protomcp_proto::session::{Checker, Finding};
 use protomcp_proto::violation::Party;
@@ -37,7 +38,7 @@ pub const BRIDGE_RULE: &str = "bridge-model";
 pub struct Observed {
     pub requirement: String,
     /// The requirement's level in the requirement table.
-    #[serde(with = "level_name")]
+    #[serde(serialize_with = "level_name", deserialize_with = "super::json_report::level")]
     pub level: Level,
     /// Who sent the bytes: `tool process` or `bridge`.
     pub party: String,
@@ -51,21 +52,9 @@ pub struct Observed {
     pub item: usize,
 }
 
-/// A level as the reports write it (`MUST`).
-mod level_name {
-    use serde::{Deserialize, Deserializer, Serializer, de};
-
-    use crate::requirements::Level;
-
-    pub fn serialize<S: Serializer>(l: &Level, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&l.to_string())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Level, D::Error> {
-        let name = String::deserialize(d)?;
-        crate::requirements::level_of(&name)
-            .ok_or_else(|| de::Error::custom(format!("unknown level {name:?}: MUST, SHOULD or MAY")))
-    }
+/// A level as the reports write it (`MUST`); [`super::json_report`] reads it back.
+fn level_name<S: serde::Serializer>(l: &Level, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&l.to_string())
 }
 
 impl std::fmt::Display for Observed {
@@ -92,10 +81,10 @@ fn observed(f: Finding, rule: &str, step: Option<usize>, item: usize) -> Observe
     }
 }
 
-/// Whether the observer of its role can judge scenario `s`: not when the harness itself breaks
-/// the invariants the model assumes of its own side (a rid reused while in flight, frames written
-/// by hand that the model cannot read as requests, several host sessions, which the transcript
-/// does not tell apart).
+/// Whether the observer of its role can judge scenario `s`: not with several host sessions, which
+/// the transcript does not tell apart. (What the harness itself does on purpose that the models
+/// cannot attribute, a rid reused in flight or left empty, a host id sent again, the models leave
+/// unjudged themselves.)
 pub fn observable(s: &Scenario) -> bool {
     s.steps.iter().all(|st| st.host.is_none())
 }
@@ -168,18 +157,17 @@ fn tp_findings(items: &[Item], include_unanswered: bool) -> Vec<(usize, Option<u
     out
 }
 
-/// The Envelopes of whole frames at the start of `bytes`, as far as they frame and decode.
+/// The Envelopes of the whole frames at the start of `bytes` (written by the harness, on the
+/// bridge's side of the connection), read by the one frame decoder up to the first that does not
+/// frame or decode.
 fn frames_of(bytes: &[u8]) -> Vec<pb::Envelope> {
+    let mut decoder = FrameDecoder::new(Party::Bridge);
+    let mut buf = bytes::BytesMut::from(bytes);
     let mut out = Vec::new();
-    let mut rest = bytes;
-    while let [a, b, c, d, tail @ ..] = rest {
-        let len = u32::from_be_bytes([*a, *b, *c, *d]) as usize;
-        let Some(body) = tail.get(..len) else { break };
-        match <pb::Envelope as prost::Message>::decode(body) {
-            Ok(e) => out.push(e),
-            Err(_) => break,
+    while let Ok(Some(frame)) = decoder.decode(&mut buf) {
+        if let Frame::Envelope(d) = frame {
+            out.push(d.envelope);
         }
-        rest = &tail[len..];
     }
     out
 }
@@ -317,9 +305,7 @@ fn bridge_findings(items: &[Item]) -> (Vec<(usize, Option<usize>, Finding)>, usi
     for (i, it) in items.iter().enumerate() {
         match it {
             Item::Step { index, .. } => step = Some(*index),
-            Item::Host { dir: Dir::FromTestee, raw: Some(line), .. }
-                if line.contains("put together by the harness") =>
-            {
+            Item::Host { dir: Dir::FromTestee, raw: Some(line), .. } if line.contains(super::bridge::PAGES_JOINED) => {
                 assembled = true;
             }
             Item::Host { dir: Dir::FromTestee, message: Some(_), .. } if assembled => assembled = false,

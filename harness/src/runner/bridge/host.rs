@@ -336,7 +336,7 @@ impl Run<'_> {
         self.ex.transcript.push(Item::Host {
             dir: Dir::FromTestee,
             message: None,
-            raw: Some(format!("<{} pages of {method} put together by the harness>", seen.len() + 1)),
+            raw: Some(format!("<{} pages of {method} {PAGES_JOINED}>", seen.len() + 1)),
         });
         self.pages.merged.insert(i, whole.clone());
         Ok(whole)
