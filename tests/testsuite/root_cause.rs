@@ -100,3 +100,32 @@ fn a_broken_handshake_is_one_root_cause_with_a_count_not_a_failure_per_case() {
     assert!(out.contains("  blocked: middleware.broken-rejects"), "{out}");
     sb.assert_clean();
 }
+
+/// A tool process that connected once and never comes back after a restart breaks what the
+/// step checks (BR-LIFECYCLE-05, a SHOULD), not the connect precondition: the case is a WARN of
+/// its own, no root cause is reported. The bridge's tool command runs the mock only the first time.
+#[test]
+fn a_tool_process_that_does_not_come_back_breaks_the_restart_not_the_connect() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    let once = sb.file("once.sh", "#!/bin/sh\n[ -e \"$1\" ] && exit 1\n: > \"$1\"\nexec \"$2\"\n");
+    std::fs::set_permissions(&once, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bridge = format!("{EXE} bridge --call-timeout 3s -- {} {{dir}}/started {{mock}}", once.display());
+    let json = sb.dir.path().join("r.json");
+    let o = sb
+        .cmd()
+        .args(["--bridge", &bridge, "--only", "bridge.restart.lists-follow-the-new-process"])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let case = &v["cases"][0];
+    assert_eq!(case["verdict"], "WARN", "{case}");
+    assert_eq!(case["broken"], serde_json::json!(["BR-LIFECYCLE-05"]), "{case}");
+    assert_eq!(case["check"], "step 9", "{case}");
+    assert!(!out.contains("ROOT CAUSE"), "{out}");
+    sb.assert_clean();
+}

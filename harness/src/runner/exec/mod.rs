@@ -123,6 +123,9 @@ pub struct Exec<'a> {
     pub proc: Proc,
     conn: Option<Conn>,
     accepted: bool,
+    /// A connection was accepted before in this run: a later one that does not come is a
+    /// restart that did not happen (the step's requirement), not the connect precondition.
+    reconnecting: bool,
     /// The pid of the process on the other end of the connection accepted last (its peer
     /// credentials; in bridge scenarios the mock tool process).
     pub(crate) peer_pid: Option<i32>,
@@ -248,6 +251,7 @@ impl<'a> Exec<'a> {
             proc,
             conn: None,
             accepted: false,
+            reconnecting: false,
             peer_pid: None,
             ended_peers: Vec::new(),
             caps: Captures::new(),
@@ -428,8 +432,10 @@ impl<'a> Exec<'a> {
         let within = self.t(T_START);
         let deadline = Instant::now() + within;
         // A peer that never connects breaks the connect (a precondition of most scenarios): the
-        // tool process's own, or the bridge's, which starts it.
+        // tool process's own, or the bridge's, which starts it. One that connected before and
+        // does not come back breaks what the step checks (a restart, say).
         let connect: &'static [&'static str] = match self.scenario.role {
+            _ if self.reconnecting => &[],
             crate::scenario::Role::ToolProcess => &["TP-CONN-01"],
             crate::scenario::Role::Bridge => &["BR-CONN-01"],
         };
@@ -458,6 +464,7 @@ impl<'a> Exec<'a> {
             }
         };
         self.accepted = true;
+        self.reconnecting = true;
         if self.resources_start.is_none() {
             self.resources_start = self.sampler.as_ref().and_then(crate::io::resources::Sampler::sample);
             if self.resources_start.is_some() {
