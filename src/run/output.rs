@@ -88,6 +88,9 @@ pub(super) fn print_side(
         }
     }
     root_cause_lines(&mut out, results, verbose)?;
+    for line in runner::target::target_wide_lines(&target.known_failures, results) {
+        writeln!(out, "{line}")?;
+    }
     writeln!(out, "\n{}: {summary} ({} scenarios, target: {})", verdict_word(code), results.len(), target.name)?;
     if summary.executed() == 0 && !sharded {
         writeln!(out, "no scenario was executed: a vacuous run is an error")?;

@@ -136,6 +136,9 @@ pub struct CaseResult {
     /// judged like a failing check (`rule session-model`, `rule bridge-model`); the verdict is the
     /// worst of the steps' and theirs.
     pub findings: Vec<observe::Observed>,
+    /// The places (`file:line:col`) of the known-failures entries that made an observer's
+    /// finding XFAIL: how the run tells which target-wide entries it needed.
+    pub known_used: Vec<String>,
     /// When the scenario did not pass because the target broke something: the line in `file` of
     /// the step that failed (or of the soak step that found a leak); `None` otherwise, or when no
     /// step was running (a flood noticed after the last one).
@@ -225,6 +228,7 @@ impl CaseResult {
             check: None,
             root_cause: None,
             findings: Vec::new(),
+            known_used: Vec::new(),
             step_line: None,
             level: crate::requirements::Level::Must,
             verdict: Verdict::Pass,
@@ -323,7 +327,7 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
     if let TargetKind::Profile(server) = &target.kind
         && target.plan(s).is_ok()
     {
-        return run_on_profile(server.clone(), s, target.known(&s.id).to_vec()).await;
+        return run_on_profile(server.clone(), s, target.known(&s.id)).await;
     }
     let started = Instant::now();
     let mut res = CaseResult::new(s);
@@ -342,6 +346,7 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
     }
     let outcome = blocked(s, outcome, &mut res);
     let known = target.known(&s.id);
+    let known = known.as_slice();
     res.intermittent = known.iter().any(|k| k.intermittent);
     // The steps answer for the entries that pin steps (or any check); the observers for all.
     let step_known: Vec<KnownFailure> =
@@ -358,6 +363,11 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
             res.findings.retain(|f| f.step.is_none_or(|k| k < *n));
         }
         let judged = observe::judge_findings(outcome == Outcome::Passed, s.level, &res.findings, known);
+        for j in judged.iter().filter(|j| j.verdict == Verdict::Xfail) {
+            if let Some(k) = known.iter().find(|k| k.matches(Some(&j.check), &j.broken)) {
+                res.known_used.push(k.at.clone());
+            }
+        }
         (verdict, message) = with_findings(s, &mut res, (verdict, message), judged);
     }
     if verdict == Verdict::Pass {

@@ -115,8 +115,11 @@ impl Target {
     }
 
     /// The known-failures entries of scenario `id` (none: empty).
-    pub fn known(&self, id: &str) -> &[super::verdict::KnownFailure] {
-        self.known_failures.get(id).map_or(&[], Vec::as_slice)
+    /// The known-failures entries that apply to scenario `id`: its own, then the target-wide
+    /// ones (key [`ANY_SCENARIO`]).
+    pub fn known(&self, id: &str) -> Vec<super::verdict::KnownFailure> {
+        let own = self.known_failures.get(id).into_iter().flatten();
+        own.chain(self.known_failures.get(ANY_SCENARIO).into_iter().flatten()).cloned().collect()
     }
 
     /// The command that starts the testee for `s`, or why `s` is skipped.
@@ -394,9 +397,15 @@ impl Manifest {
     }
 }
 
+/// The key of target-wide entries in a known-failures file: a deviation an observer finds in
+/// whichever scenario happens to provoke it (e.g. a notification the target sends on its own
+/// timer). Such an entry pins an observer's rule and is intermittent: a case where it does not
+/// occur passes; [`unused_target_wide`] names the entries a whole run never needed.
+pub const ANY_SCENARIO: &str = "*";
+
 /// The form of an entry, for messages.
 const ENTRY_FORM: &str = "each entry is `scenario.id: {requirement: ID or [ID, ...], check: step N, reason: \"what the target does instead\"}` \
-     (optional `intermittent: true`), or a list of such entries";
+     (optional `intermittent: true`), or a list of such entries; under the key \"*\" (any scenario), entries with `check: rule NAME` and `intermittent: true`";
 
 /// Reads a known-failures file: a YAML mapping of scenario id → one entry or a list of entries,
 /// each `{requirement, check, reason[, intermittent]}` (see [`parse_known_failures`]).
@@ -435,7 +444,16 @@ pub fn parse_known_failures(path: &Path, text: &str) -> Result<KnownFailures, Ta
         };
         let mut parsed: Vec<super::verdict::KnownFailure> = Vec::new();
         for n in list {
-            let k = known_entry(n, &id.name, &at)?;
+            let mut k = known_entry(n, &id.name, &at)?;
+            k.anywhere = id.name == ANY_SCENARIO;
+            if id.name == ANY_SCENARIO && !(matches!(k.check, Some(super::verdict::Check::Rule(_))) && k.intermittent) {
+                return Err(invalid(
+                    n.loc,
+                    "`*`: a target-wide entry pins an observer's rule and may not occur in every scenario: \
+                     write `check: rule NAME` and `intermittent: true`"
+                        .to_owned(),
+                ));
+            }
             if parsed.iter().any(|p| p.check == k.check && p.requirement == k.requirement) {
                 return Err(invalid(n.loc, format!("{}: a second entry for {}", id.name, k.head())));
             }
@@ -525,13 +543,35 @@ fn known_entry(
     }
 }
 
+/// A line per target-wide entry of `known` ([`ANY_SCENARIO`]): in how many of `results` it made
+/// a finding XFAIL, or that the run never needed it (the target may have stopped doing it: a
+/// stale entry, which a run over a part of the catalogue cannot prove).
+pub fn target_wide_lines(known: &KnownFailures, results: &[super::CaseResult]) -> Vec<String> {
+    let entries = known.get(ANY_SCENARIO).map_or(&[][..], Vec::as_slice);
+    entries
+        .iter()
+        .map(|k| {
+            let n = results.iter().filter(|r| r.known_used.contains(&k.at)).count();
+            let place = if k.at.is_empty() { String::new() } else { format!(" ({})", k.at) };
+            if n == 0 {
+                format!(
+                    "target-wide known failure [{}]{place} did not occur in this run: if the target no longer does this, remove the entry",
+                    k.head()
+                )
+            } else {
+                format!("target-wide known failure [{}]{place} occurred in {n} of {} cases", k.head(), results.len())
+            }
+        })
+        .collect()
+}
+
 /// The entries of `known` that do not fit the scenarios loaded, each as `file:line:col: message`
 /// (the entry's place): first those naming a scenario id that `scenarios` does not have (a
 /// warning: the selection may leave it out), then those naming a step past the scenario's last
 /// (an error).
 pub fn misfit_known_failures(known: &KnownFailures, scenarios: &[Scenario]) -> (Vec<String>, Vec<String>) {
     let (mut unknown, mut past) = (Vec::new(), Vec::new());
-    for (id, entries) in known {
+    for (id, entries) in known.iter().filter(|(id, _)| id.as_str() != ANY_SCENARIO) {
         let Some(s) = scenarios.iter().find(|s| &s.id == id) else {
             let at = entries.first().map(|k| format!("{}: ", k.at)).unwrap_or_default();
             unknown.push(format!("{at}known failure `{id}` names no scenario of the catalogue"));
@@ -633,6 +673,42 @@ mod tests {
         let (unknown, past) = misfit_known_failures(&kf, &[s]);
         assert_eq!(unknown, ["kf.yaml:4:9: known failure `x.gone` names no scenario of the catalogue"]);
         assert_eq!(past, ["kf.yaml:3:5: x.y: step 2, but the scenario has 1 steps"]);
+    }
+
+    #[test]
+    fn a_target_wide_entry_applies_to_every_scenario_pins_a_rule_and_is_intermittent() {
+        let kf = parse(concat!(
+            "x.y: {requirement: TP-CALL-01, check: step 1, reason: r}\n",
+            "\"*\": {requirement: BR-TOOLLIST-13, check: rule bridge-model, intermittent: true, reason: timer}\n",
+        ))
+        .unwrap();
+        let mut t = Target::command(vec!["t".into()]);
+        t.known_failures = kf.clone();
+        let heads = |id: &str| t.known(id).iter().map(super::super::verdict::KnownFailure::head).collect::<Vec<_>>();
+        assert_eq!(heads("x.y"), ["step 1, TP-CALL-01", "rule bridge-model, BR-TOOLLIST-13"]);
+        assert_eq!(heads("other"), ["rule bridge-model, BR-TOOLLIST-13"]);
+        let s = crate::scenario::parse_str(
+            Path::new("s.yaml"),
+            "id: x.y\ntitle: t\nrequirements: [TP-CALL-01]\nlevel: MUST\nrole: tool-process\nsteps:\n  - handshake: {}\n",
+        )
+        .unwrap();
+        assert_eq!(misfit_known_failures(&kf, &[s]), (vec![], vec![]), "`*` names no scenario, and needs none");
+        let mut used = super::super::CaseResult::blank("other");
+        used.known_used.push("kf.yaml:2:6".into());
+        let lines = target_wide_lines(&kf, &[used.clone(), super::super::CaseResult::blank("x.y")]);
+        assert_eq!(
+            lines,
+            ["target-wide known failure [rule bridge-model, BR-TOOLLIST-13] (kf.yaml:2:6) occurred in 1 of 2 cases"]
+        );
+        let lines = target_wide_lines(&kf, &[super::super::CaseResult::blank("x.y")]);
+        assert!(lines[0].contains("did not occur in this run"), "{lines:?}");
+        for bad in [
+            "\"*\": {requirement: BR-TOOLLIST-13, check: step 2, intermittent: true, reason: r}\n",
+            "\"*\": {requirement: BR-TOOLLIST-13, check: rule bridge-model, reason: r}\n",
+        ] {
+            let e = parse(bad).expect_err(bad);
+            assert!(e.starts_with("kf.yaml:1:6: `*`: a target-wide entry pins an observer's rule"), "{e}");
+        }
     }
 
     #[test]

@@ -208,6 +208,9 @@ pub struct KnownFailure {
     /// a run where it does not occur passes with a note instead of being a stale entry, and
     /// repeated runs that differ only in that are not FLAKY.
     pub intermittent: bool,
+    /// A target-wide entry (key `*`): it excuses its finding in any scenario, and a scenario
+    /// that has only such entries is not a known-failing one.
+    pub anywhere: bool,
     /// Where the entry is written (`file:line:col`), for messages; empty when unknown.
     pub at: String,
 }
@@ -226,7 +229,7 @@ impl KnownFailure {
     }
 
     /// Whether the entry is about the failure at `check` that broke `broken`.
-    fn matches(&self, check: Option<&Check>, broken: &[String]) -> bool {
+    pub fn matches(&self, check: Option<&Check>, broken: &[String]) -> bool {
         self.check.as_ref().is_none_or(|c| Some(c) == check) && same_set(&self.requirement, broken)
     }
 
@@ -332,6 +335,7 @@ fn deviation(
         }
         return (Verdict::Xfail, format!("known {what} ({}): {why}", k.text()));
     }
+    let known: Vec<&KnownFailure> = known.iter().filter(|k| !k.anywhere).collect();
     if let Some(k) = known.iter().find(|k| k.check.as_ref().is_none_or(|c| Some(c) == check)) {
         return (
             Verdict::Fail,
@@ -350,7 +354,7 @@ fn deviation(
             format!(
                 "new failure in a known-failing scenario: {at} broke {} (the entries name {})\n{why}",
                 broken.join(", "),
-                known.iter().map(KnownFailure::head).collect::<Vec<_>>().join("; ")
+                known.iter().map(|k| k.head()).collect::<Vec<_>>().join("; ")
             ),
         );
     }
@@ -497,6 +501,23 @@ mod tests {
             judge(&Outcome::Error("e".into()), Level::Must, &[], None, std::slice::from_ref(&plain)).0,
             Verdict::Error
         );
+    }
+
+    #[test]
+    fn a_target_wide_entry_excuses_only_its_own_finding_and_makes_no_scenario_known_failing() {
+        let rule = "rule bridge-model".parse::<Check>().unwrap();
+        let failed = Outcome::Failed("x".into());
+        let anywhere =
+            KnownFailure { intermittent: true, anywhere: true, ..entry("BR-TOOLLIST-13", "rule bridge-model") };
+        let known = std::slice::from_ref(&anywhere);
+        let its_own = ["BR-TOOLLIST-13".to_owned()];
+        assert_eq!(judge(&failed, Level::Must, &its_own, Some(&rule), known).0, Verdict::Xfail);
+        assert_eq!(judge(&Outcome::Passed, Level::Must, &[], None, known).0, Verdict::Pass);
+        // Another finding of the same rule is an ordinary failure, not a wrong baseline.
+        let (v, m) = judge(&failed, Level::Must, &["BR-CALL-02".to_owned()], Some(&rule), known);
+        assert_eq!((v, m.as_str()), (Verdict::Fail, "x"));
+        let (v, m) = judge(&failed, Level::Must, &["BR-CALL-02".to_owned()], Some(&step(3)), known);
+        assert_eq!((v, m.as_str()), (Verdict::Fail, "x"));
     }
 
     #[test]

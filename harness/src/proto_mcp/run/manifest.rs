@@ -103,6 +103,7 @@ pub fn load_manifest(dir: &Path, self_exe: &Path) -> Result<Target, ManifestErro
             check,
             reason: k.reason,
             intermittent: k.intermittent,
+            anywhere: false,
             at: String::new(),
         };
         known_failures.insert(id, vec![entry]);
