@@ -185,8 +185,7 @@ pub fn run(args: BridgeArgs) -> Result<ExitCode> {
         poll: args.poll,
     };
     // One thread: the bridge's work per message is small and every hand-off between worker
-    // threads is a futex wake. tests/testsuite/bridge_bench.rs on 2 cores: p50 the same within noise,
-    // throughput with 16 in flight 0.20-0.34x direct against 0.17-0.25x with two workers.
+    // threads is a futex wake (docs/performance.md compares it with two workers).
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the runtime")?;
     let code = runtime.block_on(async move {
         let listener = match args.transport {

@@ -12,9 +12,8 @@
 //! task that yields there makes the scheduler poll its I/O driver with a zero timeout before
 //! it runs the task again. On any other runtime [`Spin::run`] returns at once.
 //!
-//! The command line's window (`bridge --poll`, 0.4 ms by default): on the 2-vCPU machines of
-//! the benchmark, the tool process and the harness's host answer within 100–250 µs when they
-//! are awake; a Python host takes longer.
+//! The command line's window (`bridge --poll`, 0.4 ms by default) is chosen to cover how fast an
+//! awake peer answers (docs/performance.md has the measurements); a Python host takes longer.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
