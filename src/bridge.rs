@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use protomcp_harness::bridge::http::Credential;
-use protomcp_harness::bridge::{self, Bridge, Config};
+use protomcp_bridge::http::Credential;
+use protomcp_bridge::{self as bridge, Bridge, Config};
 
 /// Serve MCP to hosts (stdio or Streamable HTTP), bridging to a protomcp tool process.
 #[derive(Args, Debug)]

@@ -5,7 +5,7 @@
 //! 300 MB: its VmHWM, read from `/proc/<pid>/status` while it runs. (`wait4`'s `ru_maxrss` is
 //! shown beside it, not judged: it also counts the children the harness reaped, and the image of
 //! this test process that the child was forked from, which other tests here make large.)
-//! The bounds are in harness/src/limits.rs; the scenarios in tests/flood/.
+//! The bounds are in common/src/limits.rs; the scenarios in tests/flood/.
 
 mod common;
 

@@ -11,7 +11,7 @@
 //! what any process in the middle costs on the machine; the reference bridge over stdio (the
 //! harness's JSON-RPC host on two pipes) and over Streamable HTTP (a keep-alive client in this
 //! file, [`KeepAlive`]), as it runs by default and with `--poll off` (what its polling before
-//! sleeping buys, `harness/src/bridge/spin.rs`); and with `PMCP_BIN` set (a pmcp v0.3.0 binary:
+//! sleeping buys, `bridge/src/spin.rs`); and with `PMCP_BIN` set (a pmcp v0.3.0 binary:
 //! `harness/bridges/pmcp/install.sh` puts one into `target/pmcp/bin/protomcp` where the module proxy
 //! serves it; else a build of upstream's tag that the user made) pmcp over stdio and HTTP,
 //! started the way the catalogue's pmcp manifests start it (`run FILE --socket PATH`). Both
@@ -21,8 +21,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use protomcp_harness::bridge::link::{Link, Sink};
-use protomcp_harness::bridge::process::ToolProcess;
+use protomcp_bridge::link::{Link, Sink};
+use protomcp_bridge::process::ToolProcess;
 use protomcp_harness::host::StdioHost;
 use protomcp_proto::EnvelopeExt;
 use protomcp_proto::envelopes as env;

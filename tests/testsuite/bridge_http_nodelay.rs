@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::os::fd::{BorrowedFd, RawFd};
 use std::time::Duration;
 
-use protomcp_harness::bridge::{self, Bridge, Config, http::Guard};
+use protomcp_bridge::{self as bridge, Bridge, Config, http::Guard};
 
 fn bin() -> String {
     env!("CARGO_BIN_EXE_protomcp-conform").to_owned()

@@ -1,5 +1,5 @@
 //! The reference bridge's polling before it sleeps (`bridge --poll`,
-//! harness/src/bridge/spin.rs), seen from outside on both transports: with the hidden switch
+//! bridge/src/spin.rs), seen from outside on both transports: with the hidden switch
 //! [`POLL_STATS`] the bridge says at exit how many windows it opened, how many of them it
 //! polled and how many were answered while it polled. What is checked is that both sides of
 //! each transport open their windows: one for the tool process's answer and one for the host's
@@ -13,7 +13,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use protomcp_harness::bridge::POLL_STATS;
+use protomcp_bridge::POLL_STATS;
 use protomcp_harness::host::StdioHost;
 use protomcp_harness::host::http::HttpHost;
 use serde_json::json;

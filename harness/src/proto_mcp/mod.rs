@@ -11,7 +11,7 @@
 
 pub use crate::requirements::proto_mcp as requirements;
 pub mod run;
-pub mod server;
+pub use protomcp_peers::proto_mcp_server as server;
 pub mod session;
 
 use std::collections::BTreeMap;

@@ -1,6 +1,6 @@
 //! The reference bridge's protocol core, sans-IO (in the manner of quinn-proto): every decision
 //! the bridge takes between its MCP hosts and its tool process, driven by the I/O shell
-//! (`harness/src/bridge/`) and, in tests, by plain sequences of operations.
+//! (`bridge/src/`) and, in tests, by plain sequences of operations.
 //!
 //! The shell feeds it what happened and passes the time in:
 //! - host operations: [`Core::start_call`], [`Core::start_read`], [`Core::start_prompt`],

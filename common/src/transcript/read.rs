@@ -36,7 +36,7 @@ pub fn read(text: &str) -> Result<Vec<Item>, ReadError> {
 }
 
 /// One line as an item.
-pub(crate) fn parse_line(line: &str) -> Result<Item, String> {
+pub fn parse_line(line: &str) -> Result<Item, String> {
     if let Some(rest) = line.strip_prefix("== step ") {
         let (index, keyword) = rest.split_once(": ").ok_or("a step line without a keyword")?;
         let index = index.parse().map_err(|_| format!("step number {index:?}"))?;

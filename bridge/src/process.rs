@@ -13,7 +13,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::process::{Child, Command};
 
 use super::error::AcceptError;
-use crate::testee::ENV_SOCKET;
+use protomcp_proto::spec::ENV_SOCKET;
 
 pub struct ToolProcess {
     child: Child,

@@ -9,7 +9,7 @@ use protomcp_proto::pb::Envelope;
 
 use super::error::ReverseError;
 use super::*;
-use crate::bridge::link::Sink;
+use crate::link::Sink;
 use bcore::Event;
 
 impl Bridge {

@@ -14,7 +14,12 @@
 //!   restarts and backoff, reloads, shutdown.
 //!
 //! The core speaks JSON values towards the MCP side ([`HostSession`]), so rmcp stays behind
-//! one module.
+//! one module. This crate is the only one of the workspace that depends on rmcp and hyper.
+
+#![deny(unsafe_code)]
+
+use protomcp_common::{bounded, io, jsonrpc, limits, os, transcript};
+use protomcp_scenario as scenario;
 
 pub mod error;
 pub mod gate;
@@ -258,7 +263,7 @@ impl Bridge {
         self.cfg.call_timeout
     }
 
-    pub(super) fn self_arc(&self) -> Arc<Bridge> {
+    pub(crate) fn self_arc(&self) -> Arc<Bridge> {
         self.me.upgrade().expect("the bridge is alive while its tasks run")
     }
 

@@ -73,7 +73,7 @@ async fn write_output(
     mut answers_rx: mpsc::UnboundedReceiver<Out>,
 ) {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    let mut stdout = crate::bridge::stdio::stdout();
+    let mut stdout = crate::stdio::stdout();
     let mut lines = BufReader::new(from_server).lines();
     // A notification waits for the server's first line, the answer to initialize: before it
     // the host has no session to take a notification in (a tool process that logs right
@@ -162,12 +162,11 @@ async fn read_input(
 ) {
     use tokio::io::AsyncWriteExt;
     let fast: FastCalls = Arc::default();
-    let mut lines =
-        crate::bridge::host_lines::HostLines::new(crate::bridge::stdio::stdin(), crate::limits::BRIDGE_HOST_LINE);
+    let mut lines = crate::host_lines::HostLines::new(crate::stdio::stdin(), crate::limits::BRIDGE_HOST_LINE);
     while let Some(line) = lines.next().await {
         in_bridge.spin.arrived();
         let mut line = match line {
-            crate::bridge::host_lines::HostLine::Text(l) => l,
+            crate::host_lines::HostLine::Text(l) => l,
             bad => {
                 // BR-MCP-16/17: answered with id null, and the session goes on.
                 let Some(v) = bad.answer(lines.max()) else { continue };

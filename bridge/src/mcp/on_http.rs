@@ -17,7 +17,7 @@ pub async fn accept(listener: &tokio::net::TcpListener) -> std::io::Result<tokio
 pub async fn serve_http(
     bridge: Arc<Bridge>,
     listener: tokio::net::TcpListener,
-    guard: crate::bridge::http::Guard,
+    guard: crate::http::Guard,
     idle: std::time::Duration,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), ServeError> {
@@ -89,7 +89,7 @@ pub async fn serve_http(
 async fn answer(
     req: hyper::Request<hyper::body::Incoming>,
     service: &HttpService,
-    guard: &crate::bridge::http::Guard,
+    guard: &crate::http::Guard,
     registry: &Registry,
     bridge: &Arc<Bridge>,
     manager: &rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
@@ -105,7 +105,7 @@ async fn answer(
         req.uri().path(),
         header(http::header::HOST),
         header(http::header::ORIGIN),
-        crate::bridge::http::Credentials {
+        crate::http::Credentials {
             authorization: header(http::header::AUTHORIZATION),
             api_key: header(http::header::HeaderName::from_static("x-api-key")),
         },

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl crate::bridge::notes::Queued for Note {
+impl crate::notes::Queued for Note {
     fn droppable(&self) -> bool {
         matches!(self, Note::Log(_) | Note::Progress(_) | Note::ResourceUpdated(_))
     }
@@ -26,7 +26,7 @@ impl Session {
         Arc::new(Session {
             id: SESSION_IDS.fetch_add(1, Ordering::Relaxed),
             peer: OnceLock::new(),
-            notes: Arc::new(crate::bridge::notes::Queue::new(crate::limits::BRIDGE_HOST_QUEUE)),
+            notes: Arc::new(crate::notes::Queue::new(crate::limits::BRIDGE_HOST_QUEUE)),
             threshold: Arc::new(AtomicUsize::new(0)),
             subscriptions: Mutex::new(HashSet::new()),
             bridge,
@@ -80,7 +80,7 @@ impl Session {
                         Some(Popped::Dropped(n)) => {
                             let n = crate::bounded::thousands(n);
                             let why = "the host reads slower than the tool process sends";
-                            crate::bridge::diag(&format!("dropped {n} notifications for a host session: {why}"));
+                            crate::diag(&format!("dropped {n} notifications for a host session: {why}"));
                             if state::level_rank("warning") < threshold.load(Ordering::Relaxed) {
                                 continue;
                             }
