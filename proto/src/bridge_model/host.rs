@@ -149,9 +149,9 @@ impl BridgeModel {
             return;
         }
         let content = got.get("content").cloned().unwrap_or(Value::Array(Vec::new()));
-        if content != want.content {
+        if !same_json(&content, &want.content) {
             self.find(
-                "BR-CALL-18",
+                content_rule(&want.result_json, &content),
                 format!("tools/call {id}: content {content} is not what the tool process sent ({})", want.content),
             );
         }
@@ -163,7 +163,11 @@ impl BridgeModel {
             );
         }
         let structured = got.get("structuredContent");
-        if structured != want.structured.as_ref() {
+        let same = match (structured, want.structured.as_ref()) {
+            (Some(a), Some(b)) => same_json(a, b),
+            (a, b) => a == b,
+        };
+        if !same {
             self.find(
                 "BR-CALL-11",
                 format!(

@@ -16,8 +16,9 @@
 //!   resources/read, prompts/get, completion/complete), so nothing reaches the tool process for
 //!   the methods of BR-MCP-14; list pulls and cancellations may come at any time;
 //! - a tools/call result carries what the tool process sent, whether it came as one frame, a
-//!   sideband transfer or a stream: `content` mapped from result_json (BR-CALL-07/08/09),
-//!   `isError` (BR-CALL-06), `structuredContent` for an object (BR-CALL-11), BR-CALL-18;
+//!   sideband transfer or a stream: `content` mapped from result_json, compared by value (§1.6)
+//!   and named by the rule the first differing element breaks ([`content_rule`]: BR-CALL-07/08/
+//!   09/10), `isError` (BR-CALL-06), `structuredContent` for an object (BR-CALL-11);
 //! - progress only to the session whose call carried the token, and never after that call's
 //!   response (BR-PROGRESS-03/04);
 //! - when the tool process's connection ends, every host request waiting for it is answered
@@ -187,6 +188,8 @@ struct Listener {
 /// What the tool process answered to a CallToolRequest, as the host must see it.
 #[derive(Debug, Clone, PartialEq)]
 struct Expected {
+    /// The tool process's result_json, as sent: which mapping rule a difference breaks.
+    result_json: String,
     content: Value,
     is_error: bool,
     structured: Option<Value>,
@@ -245,6 +248,41 @@ pub fn content_of(result_json: &str) -> Value {
         ),
         _ => serde_json::json!([{"type": "text", "text": result_json}]),
     }
+}
+
+/// JSON values equal by value (spec §1.6): objects by their members, numbers by their value.
+pub(crate) fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x == y || x.as_f64().zip(y.as_f64()).is_some_and(|(x, y)| x == y),
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// The mapping rule that `got`, a tools/call result's content, breaks when it differs from what
+/// `result_json` maps to: BR-CALL-09 when result_json is not an array (or empty); for an array,
+/// at the first element that differs (or is missing, or extra), BR-CALL-10 for an image or
+/// audio block whose `data` or `mimeType` changed, BR-CALL-07 for another typed block,
+/// BR-CALL-08 for an element that is not one.
+pub fn content_rule(result_json: &str, got: &Value) -> &'static str {
+    let Ok(Value::Array(items)) = serde_json::from_str::<Value>(result_json) else { return "BR-CALL-09" };
+    let want = content_of(result_json);
+    let (Some(want), Some(got)) = (want.as_array(), got.as_array()) else { return "BR-CALL-09" };
+    let at = (0..want.len().max(got.len()))
+        .find(|&i| !matches!((want.get(i), got.get(i)), (Some(w), Some(g)) if same_json(w, g)))
+        .unwrap_or(0);
+    let Some(item) = items.get(at) else { return "BR-CALL-07" };
+    let typed = item.is_object() && item.get("type").is_some_and(Value::is_string);
+    if !typed {
+        return "BR-CALL-08";
+    }
+    let media = matches!(item.get("type").and_then(Value::as_str), Some("image" | "audio"));
+    let g = got.get(at);
+    let kept = |k: &str| g.and_then(|g| g.get(k)) == item.get(k);
+    if media && !(kept("data") && kept("mimeType")) { "BR-CALL-10" } else { "BR-CALL-07" }
 }
 
 impl BridgeModel {

@@ -71,13 +71,52 @@ fn a_result_that_differs_from_what_the_tool_process_sent_names_the_part() {
         ..Default::default()
     };
     m.tool_sent(&pb::Envelope { request_id: "r1".into(), msg: Some(Msg::CallResult(r.clone())), ..Default::default() });
-    // Dropped structuredContent (pmcp's BR-CALL-18 case) and isError lost.
+    // Dropped structuredContent and isError lost.
     m.host_received("a", 5, &result(1, json!([{"type": "text", "text": "x"}])));
     assert_eq!(reqs(&m.finish(6)), ["BR-CALL-06", "BR-CALL-11"]);
     // Not JSON at all: one text block with the whole string.
     r.result_json = "plain".into();
     assert_eq!(content_of(&r.result_json), json!([{"type": "text", "text": "plain"}]));
     assert_eq!(content_of(""), json!([]));
+}
+
+#[test]
+fn a_content_difference_names_the_mapping_rule_its_first_differing_element_breaks() {
+    let typed = r#"[{"type":"text","text":"a","annotations":{"priority":1}},{"type":"image","data":"AAA=","mimeType":"image/png"},42]"#;
+    let whole = content_of(typed);
+    let with = |i: usize, v: Value| {
+        let mut c = whole.clone();
+        c[i] = v;
+        c
+    };
+    // Numbers compare by value (§1.6): 1 and 1.0 are the same priority.
+    assert!(same_json(&with(0, json!({"type": "text", "text": "a", "annotations": {"priority": 1.0}})), &whole));
+    assert_eq!(content_rule(typed, &with(0, json!({"type": "text", "text": "a"}))), "BR-CALL-07");
+    assert_eq!(
+        content_rule(typed, &with(1, json!({"type": "image", "data": "AAA", "mimeType": "image/png"}))),
+        "BR-CALL-10"
+    );
+    assert_eq!(content_rule(typed, &json!([whole[0], whole[1]])), "BR-CALL-08");
+    assert_eq!(
+        content_rule(typed, &json!([whole[0], whole[1], whole[2], {"type": "text", "text": "more"}])),
+        "BR-CALL-07"
+    );
+    assert_eq!(content_rule("plain", &json!([])), "BR-CALL-09");
+    assert_eq!(content_rule("", &json!([{"type": "text", "text": ""}])), "BR-CALL-09");
+    // Through the model: a dropped annotation is BR-CALL-07; the same result with 1.0 is none.
+    for (got, want) in [(with(0, json!({"type": "text", "text": "a"})), vec!["BR-CALL-07"]), (whole.clone(), vec![])] {
+        let mut m = BridgeModel::new();
+        m.host_sent("a", &call(1, "echo"));
+        m.tool_received(&env::call_tool("echo", "{}").with_rid("r1"));
+        let r = pb::CallToolResponse { result_json: typed.into(), ..Default::default() };
+        m.tool_sent(&pb::Envelope { request_id: "r1".into(), msg: Some(Msg::CallResult(r)), ..Default::default() });
+        let mut got = got;
+        if want.is_empty() {
+            got[0]["annotations"]["priority"] = json!(1.0);
+        }
+        m.host_received("a", 5, &result(1, got));
+        assert_eq!(reqs(&m.finish(6)), want);
+    }
 }
 
 #[test]

@@ -107,7 +107,12 @@ impl BridgeModel {
                 let Some(k) = self.rids.get(&rid).cloned() else { return };
                 let structured =
                     serde_json::from_str::<Value>(&r.structured_content_json).ok().filter(Value::is_object);
-                let want = Expected { content: content_of(&r.result_json), is_error: r.is_error, structured };
+                let want = Expected {
+                    result_json: r.result_json.clone(),
+                    content: content_of(&r.result_json),
+                    is_error: r.is_error,
+                    structured,
+                };
                 // Only the first reply counts (BR-CALL-17).
                 if self.results.contains_key(&k) {
                     return;
@@ -197,17 +202,5 @@ fn copy_mismatch(msg: &Msg, params: &Value) -> Option<(&'static str, String)> {
             arguments(&g.arguments_json, "BR-PROMPT-04")
         }
         _ => None,
-    }
-}
-
-/// JSON values equal by value: objects by their members, numbers by their value.
-fn same_json(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x == y || x.as_f64().zip(y.as_f64()).is_some_and(|(x, y)| x == y),
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y)),
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
-        }
-        _ => a == b,
     }
 }
