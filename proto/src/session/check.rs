@@ -102,6 +102,8 @@ impl Checker {
             if !self.tokens.contains(progress_token) {
                 let (req, why) = if self.all_tokens.contains(progress_token) {
                     ("TP-PROGRESS-03", "after its call's result")
+                } else if progress_token.is_empty() {
+                    ("TP-PROGRESS-02", "with an empty token: no call asked for progress without one")
                 } else {
                     ("TP-PROGRESS-02", "for a token no call in flight carries")
                 };
