@@ -3,7 +3,9 @@
 //! installing what it staged; and a reload by ReloadRequest (BR-RELOAD-01…03), which runs the
 //! same burst and pulls on the running connection.
 
-use super::*;
+use super::{
+    Conn, Core, Event, Instant, ListKind, Lists, Msg, Pull, Reply, Status, ToolSet, Waiting, describe, pb, streams,
+};
 use crate::envelopes as env;
 
 /// Where a connection's start (or a reload by ReloadRequest) stands.

@@ -2,7 +2,7 @@
 //! markers of a handshake, tool-list control, progress, logs, resource updates, reverse
 //! requests, sideband transfers and streams, and the replies to our requests.
 
-use super::*;
+use super::{Core, Envelope, EnvelopeExt, Event, Instant, ListKind, Msg, ToolOp, pb, shapes};
 use crate::envelopes as env;
 use crate::frame::Sideband;
 use crate::sideband::StreamEvent;

@@ -6,7 +6,10 @@
 use prost::Message as _;
 use serde_json::{Map, Value, json};
 
-use super::*;
+use super::{
+    Core, Envelope, EnvelopeExt, Event, HostError, Instant, ListKind, Msg, OpId, PlantedBug, Reply, SessionId, Status,
+    Waiting, describe, pb, shapes,
+};
 use crate::envelopes as env;
 use crate::frame::MAX_FRAME;
 

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::*;
+use super::{Core, Envelope, EnvelopeExt, Event, Instant, Reverse, Value, pb};
 
 const NO_SAMPLER: &str = "no single MCP session with a call in flight to ask for sampling";
 const NO_SAMPLING_CAP: &str = "the MCP client did not declare the sampling capability";

@@ -1,6 +1,6 @@
 //! The host side: what each session sent and received, answers, results and progress.
 
-use super::*;
+use super::{BridgeModel, Expected, HostRequest, T_PROMPT, Value, content_rule, key, same_json};
 
 impl BridgeModel {
     /// A message the host of `session` wrote to the bridge.

@@ -1,6 +1,6 @@
 //! The active tool set and the list_changed notifications each change owes (§10).
 
-use super::*;
+use super::{BTreeSet, BridgeModel, HostRequest, Mode, Msg, T_LISTCHANGE, Value, pb};
 
 impl BridgeModel {
     /// A tools/list result shows exactly an active set the bridge may have had between the

@@ -1,6 +1,6 @@
 //! The tool process's side: the Envelopes it received and sent, and its connection's end.
 
-use super::*;
+use super::{BridgeModel, Expected, Msg, NEEDS_TOOL, SessionName, T_PROMPT, Value, content_of, pb, same_json};
 
 impl BridgeModel {
     /// An Envelope the bridge sent to the tool process.

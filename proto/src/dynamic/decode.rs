@@ -2,7 +2,10 @@
 
 use serde_json::{Map, Value};
 
-use super::*;
+use super::{
+    Decoded, DynError, DynErrorKind, ENVELOPE, Envelope, FieldKind, FieldSchema, MESSAGES, MessageSchema, PathSeg,
+    RECURSION_LIMIT, ReadErrorKind, UNKNOWN_FIELDS, err, hex_encode, is_default, varint,
+};
 
 /// Decodes a frame body into an Envelope tree.
 pub fn decode(body: &[u8]) -> Result<Value, DynError> {

@@ -2,7 +2,11 @@
 
 use serde_json::{Map, Value};
 
-use super::*;
+use super::{
+    DynError, DynErrorKind, ENVELOPE, FIELD_ORDER, FieldKind, FieldSchema, MAX_FIELD_NUMBER, MESSAGES, MessageSchema,
+    PathSeg, UNKNOWN_ENTRY_KEYS, UNKNOWN_FIELDS, describe, err, hex_decode, message_index, message_names, prost_rank,
+    put_key, put_len_delimited, valid_keys, varint,
+};
 
 /// Encodes an Envelope tree into a frame body.
 pub fn encode(value: &Value) -> Result<Vec<u8>, DynError> {

@@ -1,6 +1,9 @@
 //! The targets over protomcp's own framing: frames, Envelopes, sideband transfers, session ops.
 
-use super::*;
+use super::{
+    BytesMut, Compression, Envelope, FUZZ_LIMITS, Frame, FrameDecoder, FrameError, Message, Party, StreamAssembler,
+    StreamEvent, StreamLimits, XorShift, assert_roundtrip, wire,
+};
 
 /// Target `frame_decoder`: the first byte seeds how the rest arrives in chunks (0: all at once).
 ///
@@ -136,7 +139,7 @@ pub fn sideband(data: &[u8]) {
         // Untrusted zstd bytes, with and without a declared size.
         0 | 1 => {
             let declared = if mode % 4 == 0 { 0 } else { u64::from(*split) * 97 };
-            if let Ok(out) = sideband::decompress_bounded(payload, declared, limit) {
+            if let Ok(out) = crate::sideband::decompress_bounded(payload, declared, limit) {
                 assert!(out.len() as u64 <= limit);
                 if declared > 0 {
                     assert_eq!(out.len() as u64, declared);
@@ -146,7 +149,8 @@ pub fn sideband(data: &[u8]) {
         // Any value through encode_sideband and back through the decoder, split anywhere.
         2 => {
             let compression = if split % 2 == 0 { Compression::None } else { Compression::Zstd { level: 1 } };
-            let wire = sideband::encode_sideband("c1", "result_json", payload, compression).expect("small payload");
+            let wire =
+                crate::sideband::encode_sideband("c1", "result_json", payload, compression).expect("small payload");
             let at = usize::from(*split).min(wire.len());
             let mut decoder = FrameDecoder::with_limits(Party::ToolProcess, FUZZ_LIMITS);
             let mut buf = BytesMut::from(&wire[..at]);
@@ -165,7 +169,7 @@ pub fn sideband(data: &[u8]) {
             assert_eq!(s.header.request_id, "c1");
             assert_eq!(s.payload.as_deref(), Ok(payload), "payload survives the sideband");
             assert!(
-                sideband::sideband_violations("", &s.header, &s.payload, Party::ToolProcess)
+                crate::sideband::sideband_violations("", &s.header, &s.payload, Party::ToolProcess)
                     .iter()
                     .all(|v| v.rule == crate::violation::Rule::SidebandPlain)
             );
@@ -173,8 +177,8 @@ pub fn sideband(data: &[u8]) {
         // Any value as a stream with any chunk size, interleaved with a second stream.
         _ => {
             let chunk = u32::from(*split).max(1);
-            let a = sideband::encode_stream("a", "result_json", payload, chunk, split % 2 == 0);
-            let b = sideband::encode_stream("b", "structured_content_json", payload, chunk + 1, true);
+            let a = crate::sideband::encode_stream("a", "result_json", payload, chunk, split % 2 == 0);
+            let b = crate::sideband::encode_stream("b", "structured_content_json", payload, chunk + 1, true);
             let mut asm = StreamAssembler::new(
                 Party::ToolProcess,
                 StreamLimits { max_stream: limit, max_total: 2 * limit, max_open: 4 },

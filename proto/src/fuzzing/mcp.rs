@@ -1,6 +1,6 @@
 //! The targets over MCP input: proto-mcp frames, and a bridge's host input through its gates.
 
-use super::*;
+use super::{BytesMut, FUZZ_LIMITS, Message, Verdict, XorShift};
 use crate::mcp_input::{Gate, HostLine, LineSplitter, SpecReader};
 
 /// The bound the `mcp_input` target splits lines with: small, so that over-long lines are common.

@@ -1,5 +1,5 @@
 //! `Arbitrary` for [`Op`], for the `session_ops` fuzz target.
-use super::*;
+use super::{Args, Extra, Noise, Op, Request, RidKind, Tool};
 use arbitrary::{Arbitrary, Result, Unstructured};
 
 fn pick<T: Copy>(u: &mut Unstructured<'_>, all: &[T]) -> Result<T> {

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::*;
+use super::{Plan, Step, reply_arm};
 use crate::envelopes::{Arm, EnvelopeExt};
 use crate::pb::{self, Envelope};
 

@@ -2,7 +2,10 @@
 
 use std::collections::BTreeSet;
 
-use super::*;
+use super::{
+    Args, Expected, Extra, HUGE_TEXT, LONG_RID, MAX_IN_FLIGHT, Noise, Op, Plan, QUIET_MS, RidKind, Step, Tool, Wire,
+    reply_arm, unknown_field_number,
+};
 use crate::envelopes::{self as env, Arm, EnvelopeExt, RawBody};
 use crate::pb::{self, Envelope};
 
