@@ -1,7 +1,12 @@
 //! One step's action: the raw step checked into an [`Action`] (handshakes, sends, expectations,
 //! host messages and requests, soak).
 
-use super::*;
+use super::{
+    Action, Checker, CloseMode, Compiler, DEFAULT_HANDSHAKE_RID, Duration, ExitCode, Expect, ExpectAnyOrder,
+    ExpectExit, ExpectNothing, FrameBody, Handshake, HostExpect, HostExpectNothing, HostHttp, HostLine, HostStream,
+    HttpSessionRef, Loc, Node, NodeKind, Profile, RawStep, ReloadBegins, ReloadForm, SendFrame, Signal, Soak, SoakCall,
+    T_PROMPT, T_START, Template, ToolHandshake, loc, raw, requirements, template,
+};
 
 impl Checker<'_> {
     pub(super) fn action(&mut self, step: &RawStep, compiler: &mut Compiler) -> Option<Action> {

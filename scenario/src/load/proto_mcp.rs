@@ -4,7 +4,10 @@
 use protomcp_proto::mcp::{Arm, default_handshake};
 use serde_json::{Value, json};
 
-use super::*;
+use super::{
+    Action, Checker, Compiler, ExpectExit, Loc, Node, NodeKind, RawStep, ScenarioError, Spanned, loc, raw,
+    requirements, template, walk_strings,
+};
 use crate::proto_mcp::{self as pm, ExpectAnswer, ExpectJson, Initialize, PmAction, PmItem, PmWrite, Probe, T_REPLY};
 
 /// The shared steps a proto-mcp scenario may use.

@@ -1,7 +1,11 @@
 //! The scenario's header: id, role, level, requirements, testee, transports and its checks
 //! across the steps.
 
-use super::*;
+use super::{
+    Action, BTreeMap, Checker, Duration, HostRequests, Level, Loc, Misbehave, Node, NodeKind, Profile, RawScenario,
+    Role, Scenario, SocketSetup, Spanned, Step, TesteeSetup, Transport, UNATTRIBUTED, env_name, id_syntax, loc, raw,
+    requirements, strength,
+};
 
 impl Checker<'_> {
     pub(super) fn scenario(&mut self, raw: RawScenario) -> Scenario {

@@ -1,6 +1,9 @@
 //! The steps in order: the connection state each leaves, the host each names, its checks.
 
-use super::*;
+use super::{
+    Action, Checker, CloseMode, Compiler, Conn, HashSet, Loc, Profile, RawStep, RawStepEntry, Role, SocketSetup,
+    Spanned, Step, TesteeSetup, loc,
+};
 
 impl Checker<'_> {
     pub(super) fn steps(

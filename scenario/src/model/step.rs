@@ -1,6 +1,6 @@
 //! The steps of a scenario: each [`Action`] and the settings it carries.
 
-use super::*;
+use super::{Arm, Duration, Loc, Pattern, Requirement, Template};
 
 /// One step, with where it starts in the file.
 #[derive(Debug, Clone)]

@@ -1,6 +1,10 @@
 //! Compiling: the YAML of an `expect` step into a [`Pattern`], checked against the schema.
 
-use super::*;
+use super::{
+    Arm, Captures, Compiler, Ctx, ENVELOPE, ENVELOPE_PATTERN_KEYS, FieldKind, FieldSchema, KEYWORDS, Loc, MESSAGES,
+    Node, NodeKind, Pattern, PatternError, Piece, RegexPattern, SizeRule, VIAS, Value, arm_names, build_regex,
+    check_placeholders, default_of, dynamic, fail, literal, template,
+};
 
 impl Compiler {
     /// An Envelope pattern (the `envelope:` of an `expect`).

@@ -1,6 +1,6 @@
 //! Display: the pattern in a compact YAML-like flow form, for mismatch messages.
 
-use super::*;
+use super::{Pattern, Piece, RegexPattern, SizeRule, fmt};
 
 fn pieces_text(pieces: &[Piece]) -> String {
     pieces

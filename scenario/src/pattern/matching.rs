@@ -1,6 +1,9 @@
 //! Matching: a compiled [`Pattern`] against the tree of what the peer sent.
 
-use super::*;
+use super::{
+    Captures, Mismatch, PathSeg, Pattern, Piece, RegexPattern, RenderError, SizeRule, Value, build_regex, dynamic, fmt,
+    literal, template,
+};
 
 /// Matches an Envelope tree (from [`dynamic::decode`] or [`super::normalize`]). On success the
 /// captures the pattern binds are added to `captures`; on failure `captures` is unchanged.
