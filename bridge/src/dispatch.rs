@@ -8,7 +8,9 @@ use protomcp_proto::frame::Sideband;
 use protomcp_proto::pb::Envelope;
 
 use super::error::ReverseError;
-use super::*;
+use super::{
+    Arc, Bridge, Core, Duration, HostError, HostSession, Instant, SessionId, Shared, Value, bcore, diag, oneshot,
+};
 use crate::link::Sink;
 use bcore::Event;
 

@@ -5,7 +5,9 @@
 use std::sync::atomic::Ordering;
 
 use super::error::StartFailure;
-use super::*;
+use super::{
+    Arc, Bridge, Core, Duration, Link, RESTART_ATTEMPTS, RESTART_DELAY, SHUTDOWN_GRACE, diag, link, oneshot, process,
+};
 
 impl Bridge {
     /// One start: process, connection, then the core's handshake and list pulls. On success the

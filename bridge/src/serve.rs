@@ -3,7 +3,7 @@
 //! in the core and waits for its answer; an operation whose caller goes away (the host cancelled,
 //! the session ended, the future was dropped) is cancelled in the core.
 
-use super::*;
+use super::{Arc, Bridge, Core, HostError, HostSession, Instant, OpId, SessionId, Value, oneshot};
 
 /// Cancels the operation in the core unless it was answered.
 struct InFlight<'a> {

@@ -11,7 +11,7 @@
 //! as rmcp's `CallToolResult` (a result that does not fit is an internal error) and written as
 //! rmcp writes a response.
 
-use super::*;
+use super::{Arc, HostError, HostSession, InFlight, Session, Value, from_json, host_error, m, to_json};
 
 /// A tools/call the hot path takes.
 pub(super) struct FastRequest {

@@ -1,6 +1,10 @@
 //! The rmcp server handler of one session: each MCP method onto the core.
 
-use super::*;
+use super::{
+    Arc, Bridge, Cow, DeserializeOwned, ErrorData, Handler, HostSession, InFlight, Life, NEWEST_VERSION,
+    NotificationContext, OnceLock, Ordering, Registry, RequestContext, RoleServer, ServerHandler, Session, Value,
+    from_json, host_error, json, m, page, state, to_json,
+};
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {

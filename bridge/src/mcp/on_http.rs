@@ -1,6 +1,9 @@
 //! MCP's Streamable HTTP transport: the guard, DELETE, and POSTs through the session's gate.
 
-use super::*;
+use super::{
+    Arc, Bridge, HOLD_FOR_ANSWER, Handler, Held, HttpBody, HttpService, MAX_POST_BODY, Registry, Release, ServeError,
+    UntilAnswer, Value, Verdict, m,
+};
 
 /// Accepts the next connection of the HTTP endpoint, with `TCP_NODELAY` set. A response goes
 /// out as several small writes (the head with the SSE priming event, then the message, then the

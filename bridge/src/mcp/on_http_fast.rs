@@ -12,7 +12,10 @@ use http_body_util::BodyExt;
 use hyper::body::Bytes;
 
 use super::fast::FastRequest;
-use super::*;
+use super::{
+    Arc, BoxFuture, HOLD_FOR_ANSWER, HashMap, Held, HttpBody, Mutex, Ordering, Release, ReverseError, Session, Value,
+    json, m, mpsc, oneshot, to_json,
+};
 
 /// The prefix of the ids of our requests on a call's stream (rmcp numbers its own).
 const ASK_PREFIX: &str = "protomcp-conform-";

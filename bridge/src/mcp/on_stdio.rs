@@ -1,6 +1,8 @@
 //! MCP over stdin/stdout: the gate, the hot path of tools/call, and one whole line at a time.
 
-use super::*;
+use super::{
+    Arc, Bridge, FastCalls, Gate, Handler, Mutex, Out, ServeError, ServiceExt, Session, Value, Verdict, mpsc, oneshot,
+};
 
 /// The most lines the output writes at once.
 const OUTPUT_BATCH: usize = 64;

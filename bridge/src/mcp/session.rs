@@ -1,7 +1,11 @@
 //! One MCP session as the core sees it: its notifications to the host, and its requests to
 //! the host (sampling, roots).
 
-use super::*;
+use super::{
+    Arc, AtomicU64, AtomicUsize, BoxFuture, Bridge, ErrorData, HashMap, HashSet, HostSession, ListKind, Mutex, Note,
+    OnceLock, Ordering, Out, Peer, Popped, ReverseError, RoleServer, SESSION_IDS, Session, SessionId, Value, json, m,
+    mpsc, oneshot, state, to_json,
+};
 
 impl crate::notes::Queued for Note {
     fn droppable(&self) -> bool {
