@@ -1,7 +1,10 @@
 //! The bridge scenario of a capture: the harness plays the host and the tool process.
 
 use super::steps::*;
-use super::*;
+use super::{
+    CaptureError, Chan, Dir, Duration, HOST_EOF, HashSet, Item, SIDEBAND_PAYLOAD, Session, TOOL_PLACEHOLDER,
+    UNSOLICITED, Value, Vars,
+};
 
 /// The bridge command for a replay: `{tool}` becomes the mock.
 pub fn replay_bridge(bridge: &[String]) -> Vec<String> {

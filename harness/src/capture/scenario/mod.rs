@@ -23,7 +23,6 @@
 //! [`crate::explore::yaml_out`].
 
 use std::collections::{HashMap, HashSet};
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};

@@ -1,7 +1,12 @@
 //! The step lines of a captured scenario: the events of one role in order, written as steps
 //! with `within` budgets, and the file around them.
 
-use super::*;
+use std::fmt::Write as _;
+
+use super::{
+    CaptureError, Chan, Duration, ENDED_BY_CAPTURE, Item, Map, StreamAssembler, StreamEvent, T_PROMPT, T_START,
+    UNSOLICITED, Value, Vars, WITHIN_MAX, flow_verbatim, json, literal,
+};
 
 /// Something the peer under test did.
 #[derive(Debug, Clone)]

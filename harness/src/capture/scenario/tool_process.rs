@@ -1,7 +1,10 @@
 //! The tool-process scenario of a capture: the harness plays the bridge.
 
 use super::steps::*;
-use super::*;
+use super::{
+    CaptureError, Chan, Dir, Duration, HOST_EOF, Item, Map, Party, SIDEBAND_HEADER, SIDEBAND_PAYLOAD, Session,
+    StreamAssembler, StreamLimits, Value, Vars,
+};
 
 /// The tool-process scenario: the harness plays the bridge against the first tool process's
 /// connection.

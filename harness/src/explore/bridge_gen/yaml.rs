@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use super::*;
+use super::{Ask, BOp, BridgeCase, During, HOST_IGNORE, Id, LISTS, Reply, TOOL_IGNORE};
 use crate::explore::yaml_out::{escape, flow_verbatim};
 
 fn rpc(id: Option<&Id>, method: &str, params: Option<&Value>) -> Value {

@@ -1,7 +1,10 @@
 //! The background side of an [`HttpSession`]: the queued sender, POST and DELETE, and the
 //! readers of responses and event streams.
 
-use super::*;
+use super::{
+    Arc, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, AtomicUsize, BufReader, Duration, Endpoint, Event, HttpError,
+    Instant, Mutex, Ordering, Outgoing, SETTLE, State, TcpStream, Value, limits, thousands, wait_listening,
+};
 
 /// What a background reader needs.
 #[derive(Clone)]

@@ -1,7 +1,7 @@
 //! What the steps and probes of a running scenario share: its state, step failures, one
 //! request and its answer.
 
-use super::*;
+use super::{Arm, BTreeSet, Captures, Duration, Finding, Instant, McpMessage, Payload, Session, T_REPLY, Target, pb};
 
 /// Why a step failed: the requirements it breaks and what was seen.
 pub(super) struct StepFailure {

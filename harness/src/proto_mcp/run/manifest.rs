@@ -1,6 +1,6 @@
 //! The target manifest (`proto-mcp.toml`): command, safe tool, known failures.
 
-use super::*;
+use super::{BTreeMap, KnownFailure, Path, SafeTool, Scenario, Target, pm};
 
 /// The manifest of a server directory (`--server DIR`): `DIR/proto-mcp.toml`.
 #[derive(Debug, Clone, serde::Deserialize)]

@@ -2,7 +2,9 @@
 //! each answer.
 
 use super::ctx::*;
-use super::*;
+use super::{
+    BTreeMap, BTreeSet, FileDescriptorSet, McpMessage, Message, Payload, Session, Value, json, message_frame, pb,
+};
 
 /// `^buf\.build/owner/repo/pkg.Message:version$` (§2.5).
 pub fn bsr_ref_ok(r: &str) -> bool {

@@ -2,7 +2,7 @@
 
 use super::ctx::*;
 use super::probes::*;
-use super::*;
+use super::{Action, Duration, Instant, McpMessage, Payload, PmAction, Scenario, Session, Step, Value, json, lang, pb};
 use crate::scenario::proto_mcp::{ExpectAnswer, ExpectError, ExpectJson, Initialize, Probe};
 use crate::scenario::{CloseMode, ExitCode, ExpectExit, FrameBody, SendFrame, Signal, match_value};
 

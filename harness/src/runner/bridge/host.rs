@@ -2,7 +2,10 @@
 //! responses and event streams), which host session they belong to, and the `host_expect` and
 //! `host_expect_nothing` waits over them.
 
-use super::*;
+use super::{
+    Dir, Duration, Event, HostStream, Http, HttpSession, Instant, Item, LIST_METHODS, MAX_PAGES, Other, Outgoing,
+    PAGES_JOINED, Pages, Pattern, Run, StepError, Value, compact, json, match_value,
+};
 
 impl Run<'_> {
     /// Makes host `name`'s session the one the host steps act on, or puts it back: the sessions

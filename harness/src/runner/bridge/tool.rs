@@ -1,7 +1,10 @@
 //! The tool side of a bridge run: the tool process's connection as the mock relays it (its
 //! socket report), its handshake and the reloads of watch mode.
 
-use super::*;
+use super::{
+    Duration, Instant, PullAnswers, REPORT, ReloadBegins, ReloadForm, Run, StepError, ToolHandshake, Value, arm_of,
+    compact, json,
+};
 
 impl Run<'_> {
     /// What the mock on the current tool-side connection found before it connected to the

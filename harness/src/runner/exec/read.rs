@@ -1,7 +1,10 @@
 //! Reading the tool side: the next frame as a tree (sideband and streams folded into their
 //! result), list pulls answered on the way, transcript items deferred while polling.
 
-use super::*;
+use super::{
+    Arm, Conn, Dir, Duration, Exec, Frame, Got, Incoming, Instant, Item, Party, StepError, StreamEvent, StreamExt,
+    Value, Violation, arm_of, frame_value, from, hex, json, record, sideband_value, stream_value,
+};
 use protomcp_proto::violation::Rule;
 
 impl Exec<'_> {

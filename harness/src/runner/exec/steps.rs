@@ -1,6 +1,9 @@
 //! The tool-side steps: the handshake, and one method per step group that [`Exec::step`] dispatches to.
 
-use super::*;
+use super::{
+    Action, CloseMode, Duration, EnvelopeExt, Exec, FrameBody, Got, Handshake, Instant, Item, Proc, StepError, Value,
+    arm_of, compact, env, json, match_any_order, match_envelope, match_value, signo,
+};
 use crate::scenario::{ExpectAnyOrder, ExpectExit, SendFrame};
 
 impl Exec<'_> {
