@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicBool;
 
 use super::output::print_side;
 use super::targets::Side;
-use super::*;
+use super::{Arc, BTreeMap, CaseResult, Summary, Target, Write, report, runner};
 
 /// The state of the output, shared by every side's `on_done`.
 pub(super) struct Live {

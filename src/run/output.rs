@@ -3,7 +3,7 @@
 
 use std::sync::atomic::AtomicBool;
 
-use super::*;
+use super::{Arc, CaseResult, Context, Path, PathBuf, Result, RunArgs, Summary, Target, Write, report, runner};
 
 /// The skipped scenarios, one line per reason (the first line of the message) with a count,
 /// most frequent first: a reason of one scenario is its usual line, one of two or three names

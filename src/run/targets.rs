@@ -1,7 +1,9 @@
 //! The targets of a run: from the command line, the default sides (the reference testee and
 //! the reference bridge), and the target options written again for re-run commands.
 
-use super::*;
+use super::{
+    Arc, Context, Path, PathBuf, Result, RunArgs, Scenario, Target, bail, bundled, runner, scenario, shell_quote,
+};
 
 /// The target options, as they would be written again (for re-run commands).
 pub(super) fn target_args(a: &RunArgs) -> String {
