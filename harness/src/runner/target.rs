@@ -8,6 +8,28 @@ use crate::requirements::TP_FEATURES;
 use crate::scenario::{Action, Profile, Role, Scenario, SocketSetup};
 
 /// Known failures: scenario id → its entries (one per check where it fails).
+/// How the harness reaches the bridge.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum BridgeTransport {
+    /// MCP lines on the bridge's stdin and stdout.
+    #[default]
+    Stdio,
+    /// Streamable HTTP at `url` (placeholders as in the command, `{port}` above all).
+    Http { url: String },
+}
+
+/// The URL of `--bridge-transport http` without `--bridge-url`.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:{port}/mcp";
+
+impl BridgeTransport {
+    pub fn scenario_transport(&self) -> crate::scenario::Transport {
+        match self {
+            BridgeTransport::Stdio => crate::scenario::Transport::Stdio,
+            BridgeTransport::Http { .. } => crate::scenario::Transport::Http,
+        }
+    }
+}
+
 pub type KnownFailures = BTreeMap<String, Vec<super::verdict::KnownFailure>>;
 
 /// How the testee is started.
@@ -20,7 +42,7 @@ pub enum TargetKind {
     /// A bridge under test, started per `role: bridge` scenario and driven over `transport`;
     /// `argv` may hold the placeholders of [`super::bridge::PLACEHOLDERS`]; `exe` is this binary
     /// (it runs the mock).
-    Bridge { argv: Vec<String>, exe: PathBuf, transport: super::bridge::BridgeTransport },
+    Bridge { argv: Vec<String>, exe: PathBuf, transport: BridgeTransport },
     /// The reference testee served by a task of this process (for tests of the harness): only
     /// scenarios with the normal socket, no extra environment and no misbehaviour.
     InProcess,
@@ -108,7 +130,7 @@ impl Target {
     pub fn bridge(argv: Vec<String>, exe: PathBuf) -> Target {
         Target {
             name: argv.join(" "),
-            kind: TargetKind::Bridge { argv, exe, transport: super::bridge::BridgeTransport::Stdio },
+            kind: TargetKind::Bridge { argv, exe, transport: BridgeTransport::Stdio },
             features: Vec::new(),
             ..Target::reference("".into())
         }

@@ -1,8 +1,11 @@
 //! No module of the workspace's crates imports in a cycle. Modules that share a parent are the
 //! layers of that parent: if `a` uses `b` (any path through `crate::`, `super::` or `self::`,
-//! outside comments, strings and `#[cfg(test)]` modules), `b` must not use `a`, directly or
-//! through other siblings. A module using its own ancestors (a child reading its parent's shared
-//! items) or descendants (a parent re-exporting its children) is not a sibling edge.
+//! outside comments, strings and test modules), `b` must not use `a`, directly or through other
+//! siblings. A path to a name that a parent imports from one of its children (`pub use
+//! child::Item` in the parent, `super::Item` in a sibling) is a use of that child: there is no
+//! way around the check through a re-export. A module using what its ancestors define themselves
+//! (a child reading its parent's shared items) or its descendants (a parent using its children)
+//! is not a sibling edge.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -31,7 +34,9 @@ fn modules(src: &Path) -> BTreeMap<ModPath, PathBuf> {
                 let mut child = prefix.to_vec();
                 child.push(p.file_name().unwrap().to_string_lossy().into_owned());
                 walk(&p, &child, out);
-            } else if p.extension().is_some_and(|e| e == "rs") {
+            } else if p.extension().is_some_and(|e| e == "rs") && name != "tests" {
+                // (`tests.rs` files are `#[cfg(test)] mod tests;`, like the inline test modules
+                // that code_of removes.)
                 let path = match name.as_str() {
                     "lib" | "main" if prefix.is_empty() => vec![],
                     "mod" => prefix.to_vec(),
@@ -238,9 +243,42 @@ fn paths_at(code: &[u8], mut i: usize) -> Vec<Vec<String>> {
     out
 }
 
+/// Per module, the names it imports from its own children (`use child::{A, b::B}`, public or
+/// not, `self::` or not), each with the module it comes from: a path through the parent to
+/// such a name is a use of that child, not of the parent.
+fn child_imports(mods: &BTreeMap<ModPath, PathBuf>) -> BTreeMap<ModPath, BTreeMap<String, ModPath>> {
+    let mut out: BTreeMap<ModPath, BTreeMap<String, ModPath>> = BTreeMap::new();
+    for (module, file) in mods {
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        for line in code.lines() {
+            let t = line.trim_start();
+            let t = ["pub(crate) ", "pub(super) ", "pub "].iter().find_map(|p| t.strip_prefix(p)).unwrap_or(t);
+            let Some(rest) = t.strip_prefix("use ") else { continue };
+            let rest = rest.strip_prefix("self::").unwrap_or(rest);
+            // The statement may go on over the next lines: read it from the whole code.
+            let at = code.find(line).unwrap_or(0) + (line.len() - rest.len());
+            for segs in paths_at(code.as_bytes(), at) {
+                let mut from = module.clone();
+                let Some((name, path)) = segs.split_last() else { continue };
+                for s in path {
+                    from.push(s.clone());
+                    if !mods.contains_key(&from) {
+                        break;
+                    }
+                }
+                if from.len() > module.len() && mods.contains_key(&from) {
+                    out.entry(module.clone()).or_default().insert(name.clone(), from);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Every module-to-module use in the crate whose sources are under `src`.
 fn uses(src: &Path) -> (BTreeMap<ModPath, PathBuf>, Vec<Use>) {
     let mods = modules(src);
+    let imported = child_imports(&mods);
     let mut found = Vec::new();
     for (module, file) in &mods {
         let is_mod_file = file.file_name().is_some_and(|n| n == "mod.rs" || n == "lib.rs" || n == "main.rs");
@@ -282,10 +320,16 @@ fn uses(src: &Path) -> (BTreeMap<ModPath, PathBuf>, Vec<Use>) {
                 let mut target = base.clone();
                 for s in segs {
                     let mut next = target.clone();
-                    next.push(s);
+                    next.push(s.clone());
                     if mods.contains_key(&next) {
                         target = next;
                     } else {
+                        // An item of `target`: when `target` only imports it from one of its
+                        // children (`pub use child::Item`, or a private `use` a descendant sees),
+                        // the use is of that child.
+                        if let Some(m) = imported.get(&target).and_then(|names| names.get(&s)) {
+                            target = m.clone();
+                        }
                         break;
                     }
                 }
@@ -436,8 +480,12 @@ fn the_cycle_check_finds_a_planted_cycle_and_reads_grouped_and_relative_paths() 
     let found = cycles(src);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].starts_with("cycle under `crate::outer`: a, b, c"), "{}", found[0]);
-    // Without c's use of a, nothing is left (and c's use of its parent's re-export is no edge).
+    // c's use of its parent's re-export of A is a use of a: the cycle stays.
     std::fs::write(src.join("outer/c.rs"), "pub struct C;\nfn f() -> super::A { super::A }\n").unwrap();
+    let found = cycles(src);
+    assert!(found.len() == 1 && found[0].starts_with("cycle under `crate::outer`: a, b, c"), "{found:?}");
+    // Without any use of a in c, nothing is left.
+    std::fs::write(src.join("outer/c.rs"), "pub struct C;\nfn f() {}\n").unwrap();
     assert_eq!(cycles(src), Vec::<String>::new());
     // leaf is used by outer::a but uses nothing itself: no root-level cycle.
     let (_, uses) = uses(src);

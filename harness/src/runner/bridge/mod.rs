@@ -45,7 +45,7 @@ use crate::host::session::{Endpoint, Event, HttpSession, Outgoing};
 use crate::mock::{ENV_CONTROL, ENV_PIDFILE, ENV_REPORT};
 use crate::scenario::template::substitute;
 use crate::scenario::{
-    Action, HostLine, HostStream, Pattern, ReloadBegins, ReloadForm, Scenario, ToolHandshake, Transport, match_value,
+    Action, HostLine, HostStream, Pattern, ReloadBegins, ReloadForm, Scenario, ToolHandshake, match_value,
 };
 use crate::transcript::{Dir, Item, compact};
 
@@ -67,27 +67,8 @@ pub struct Values<'a> {
     pub exe: &'a Path,
 }
 
-/// How the harness reaches the bridge.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum BridgeTransport {
-    /// MCP lines on the bridge's stdin and stdout.
-    #[default]
-    Stdio,
-    /// Streamable HTTP at `url` (placeholders as in the command, `{port}` above all).
-    Http { url: String },
-}
-
-/// The URL of `--bridge-transport http` without `--bridge-url`.
-pub const DEFAULT_URL: &str = "http://127.0.0.1:{port}/mcp";
-
-impl BridgeTransport {
-    pub fn scenario_transport(&self) -> Transport {
-        match self {
-            BridgeTransport::Stdio => Transport::Stdio,
-            BridgeTransport::Http { .. } => Transport::Http,
-        }
-    }
-}
+/// How the harness reaches the bridge (defined with the target it describes).
+pub use super::target::{BridgeTransport, DEFAULT_URL};
 
 /// A free port on 127.0.0.1 (bound, read, released: a small race with other programs remains),
 /// never one of the last 1024 this process handed out, so parallel scenarios cannot share one.
