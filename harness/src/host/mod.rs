@@ -492,3 +492,8 @@ impl Drop for StdioHost {
         }
     }
 }
+
+/// The words of the transcript line that stands before the response the harness puts together
+/// from the pages it followed (`nextCursor`): that response is the harness's, not the bridge's
+/// (the observers skip it).
+pub const PAGES_JOINED: &str = "put together by the harness";

@@ -101,50 +101,8 @@ pub fn fold_connection_errors(transcript: &str) -> String {
     s
 }
 
-/// How a scenario's transcript compares with its golden file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Golden {
-    /// The same text.
-    Same,
-    /// Different: a unified diff, golden file first.
-    Changed { diff: String },
-    /// No golden file yet.
-    New,
-    /// Written with `--accept` (it was new, or it changed: the diff, empty when new).
-    Accepted { diff: String },
-    /// Not compared, and why (skipped, not started, not deterministic).
-    NotCompared(String),
-}
-
-impl Golden {
-    /// The word shown beside the verdict.
-    pub fn word(&self) -> &'static str {
-        match self {
-            Golden::Same => "same",
-            Golden::Changed { .. } => "CHANGED",
-            Golden::New => "NEW",
-            Golden::Accepted { .. } => "accepted",
-            Golden::NotCompared(_) => "not compared",
-        }
-    }
-
-    /// CHANGED and NEW fail a run that does not accept them (as a snapshot test does).
-    pub fn unaccepted(&self) -> bool {
-        matches!(self, Golden::Changed { .. } | Golden::New)
-    }
-
-    pub fn json(&self) -> serde_json::Value {
-        let mut v = serde_json::json!({"status": self.word().to_lowercase()});
-        match self {
-            Golden::Changed { diff } | Golden::Accepted { diff } if !diff.is_empty() => {
-                v["diff"] = diff.as_str().into();
-            }
-            Golden::NotCompared(why) => v["reason"] = why.as_str().into(),
-            _ => {}
-        }
-        v
-    }
-}
+/// How a scenario's transcript compares with its golden file (part of a case's result).
+pub use super::result::Golden;
 
 /// A golden file that cannot be read or written, or is not a snapshot.
 #[derive(Debug, thiserror::Error)]

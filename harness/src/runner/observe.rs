@@ -305,7 +305,7 @@ fn bridge_findings(items: &[Item]) -> (Vec<(usize, Option<usize>, Finding)>, usi
     for (i, it) in items.iter().enumerate() {
         match it {
             Item::Step { index, .. } => step = Some(*index),
-            Item::Host { dir: Dir::FromTestee, raw: Some(line), .. } if line.contains(super::bridge::PAGES_JOINED) => {
+            Item::Host { dir: Dir::FromTestee, raw: Some(line), .. } if line.contains(crate::host::PAGES_JOINED) => {
                 assembled = true;
             }
             Item::Host { dir: Dir::FromTestee, message: Some(_), .. } if assembled => assembled = false,

@@ -2,9 +2,11 @@
 //! responses and event streams), which host session they belong to, and the `host_expect` and
 //! `host_expect_nothing` waits over them.
 
+use crate::host::PAGES_JOINED;
+
 use super::{
     Dir, Duration, Event, HostStream, Http, HttpSession, Instant, Item, LIST_METHODS, MAX_PAGES, Other, Outgoing,
-    PAGES_JOINED, Pages, Pattern, Run, StepError, Value, compact, json, match_value,
+    Pages, Pattern, Run, StepError, Value, compact, json, match_value,
 };
 
 impl Run<'_> {

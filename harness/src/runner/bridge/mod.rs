@@ -19,11 +19,6 @@ mod host;
 mod soak;
 mod tool;
 
-/// The words of the transcript line that stands before the response the harness puts together
-/// from the pages it followed (`nextCursor`): that response is the harness's, not the bridge's
-/// (the observers skip it).
-pub(crate) const PAGES_JOINED: &str = "put together by the harness";
-
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -607,5 +607,19 @@ pub const DEFAULT_STEP: Duration = T_PROMPT;
 mod read;
 mod steps;
 
+/// A run whose steps all passed but whose soak found resources growing becomes
+/// [`Outcome::Leaked`], judged at the soak step (its `checks:`, else the scenario's
+/// requirements).
+pub(crate) fn leaked(outcome: super::Outcome, ex: &mut Exec<'_>) -> super::Outcome {
+    match (outcome, ex.leak.take()) {
+        (super::Outcome::Passed, Some((step, message))) => {
+            ex.current = step;
+            ex.found = &[];
+            super::Outcome::Leaked(message)
+        }
+        (o, _) => o,
+    }
+}
+
 #[cfg(test)]
 mod tests;
