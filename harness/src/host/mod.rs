@@ -109,7 +109,7 @@ impl StdioHost {
             .process_group(0)
             .kill_on_drop(true);
         let mut child = cmd.spawn()?;
-        let mut stdin = child.stdin.take().expect("piped stdin");
+        let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
         let shared = Arc::new(Shared {
             pending: Mutex::new(HashMap::new()),
@@ -122,94 +122,10 @@ impl StdioHost {
             handler: Mutex::new(None),
             answer: std::sync::atomic::AtomicBool::new(true),
         });
-        let (out, mut out_rx) = mpsc::unbounded_channel::<Line>();
-        let (close, mut closed) = tokio::sync::watch::channel(false);
-        let writer_shared = shared.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    line = out_rx.recv() => {
-                        let Some(line) = line else { break };
-                        if line.reply {
-                            writer_shared.replies.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                        }
-                        if stdin.write_all(line.text.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
-                            break;
-                        }
-                    }
-                    _ = closed.changed() => break,
-                }
-            }
-            // Dropping stdin closes it: end-of-file for the bridge.
-        });
-        let reader_shared = shared.clone();
-        let reply_out = out.clone();
-        tokio::spawn(async move {
-            let mut stdout = BufReader::with_capacity(64 * 1024, stdout);
-            let mut buf = Vec::new();
-            while let Some(line) = read_line(&mut stdout, &mut buf, limits::MESSAGE_BYTES).await {
-                let line = match line {
-                    Ok(line) => line,
-                    Err((first, len)) => {
-                        let mut o = reader_shared.overlong.lock().unwrap();
-                        *o = Some(o.unwrap_or(0).max(len));
-                        drop(o);
-                        let cut = format!("{first}… (a line of {} bytes: dropped)", thousands(len as u64));
-                        reader_shared.garbage.lock().unwrap().push(cut);
-                        continue;
-                    }
-                };
-                let Ok(msg) = serde_json::from_str::<Value>(&line) else {
-                    reader_shared.garbage.lock().unwrap().push(excerpt(line));
-                    continue;
-                };
-                // A message may be as large as LARGE_LIMIT: one copy is kept (the log's), and
-                // only a response that a caller waits for is copied once more.
-                drop(line);
-                let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
-                let waiter = match (&method, msg.get("id").and_then(Value::as_i64)) {
-                    (None, Some(id)) => reader_shared.pending.lock().unwrap().remove(&id),
-                    _ => None,
-                };
-                let copy = waiter.as_ref().map(|_| msg.clone());
-                let answer = reader_shared.answer.load(std::sync::atomic::Ordering::Relaxed);
-                // A bridge that sends requests faster than it reads the answers gets no more
-                // answers once HOST_MESSAGES.tail_items of them wait for its stdin.
-                let queued = reader_shared.replies.load(std::sync::atomic::Ordering::Relaxed);
-                let answer = answer && queued < limits::HOST_MESSAGES.tail_items;
-                match (method, msg.get("id")) {
-                    (Some(_), Some(_)) if !answer => {}
-                    (Some(method), Some(id)) => {
-                        let reply = {
-                            let h = reader_shared.handler.lock().unwrap();
-                            match (h.as_ref(), method.as_str()) {
-                                (_, "ping") => Ok(json!({})),
-                                (Some(h), _) => h(&method, msg.get("params").unwrap_or(&Value::Null)),
-                                (None, _) => Err((ErrorCode::METHOD_NOT_FOUND, format!("method not found: {method}"))),
-                            }
-                        };
-                        let resp = match reply {
-                            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-                            Err((code, message)) => {
-                                json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-                            }
-                        };
-                        reader_shared.replies.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let _ = reply_out.send(Line { text: format!("{resp}\n"), reply: true });
-                    }
-                    (Some(_), None) | (None, Some(_)) => {}
-                    (None, None) => reader_shared.garbage.lock().unwrap().push(excerpt(msg.to_string())),
-                }
-                reader_shared.log.lock().unwrap().push(msg);
-                if let (Some(tx), Some(copy)) = (waiter, copy) {
-                    let _ = tx.send(copy);
-                }
-                reader_shared.arrived.notify_waiters();
-            }
-            // Output closed: every waiter learns it.
-            reader_shared.pending.lock().unwrap().clear();
-            reader_shared.arrived.notify_waiters();
-        });
+        let (out, out_rx) = mpsc::unbounded_channel::<Line>();
+        let (close, closed) = tokio::sync::watch::channel(false);
+        tokio::spawn(write_stdin(stdin, out_rx, closed, shared.clone()));
+        tokio::spawn(read_stdout(stdout, shared.clone(), out.clone()));
         Ok(StdioHost {
             child,
             out,
@@ -491,6 +407,101 @@ impl Drop for StdioHost {
             crate::os::signal_group(pid as i32, libc::SIGKILL);
         }
     }
+}
+
+/// The writer task of a [`StdioHost`]: the lines queued on `out_rx` to the bridge's stdin, until
+/// `closed` says so or the pipe breaks; dropping stdin then is the bridge's end of file.
+async fn write_stdin(
+    mut stdin: tokio::process::ChildStdin,
+    mut out_rx: mpsc::UnboundedReceiver<Line>,
+    mut closed: tokio::sync::watch::Receiver<bool>,
+    shared: Arc<Shared>,
+) {
+    loop {
+        tokio::select! {
+            line = out_rx.recv() => {
+                let Some(line) = line else { break };
+                if line.reply {
+                    shared.replies.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                if stdin.write_all(line.text.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
+                    break;
+                }
+            }
+            _ = closed.changed() => break,
+        }
+    }
+    // Dropping stdin closes it: end-of-file for the bridge.
+}
+
+/// The reader task of a [`StdioHost`]: every line of the bridge's stdout, kept (bounded), handed
+/// to the caller waiting for its id, or answered (requests of the bridge, through `reply_out`);
+/// what is not JSON-RPC is kept as garbage.
+async fn read_stdout(stdout: tokio::process::ChildStdout, shared: Arc<Shared>, reply_out: mpsc::UnboundedSender<Line>) {
+    let mut stdout = BufReader::with_capacity(64 * 1024, stdout);
+    let mut buf = Vec::new();
+    while let Some(line) = read_line(&mut stdout, &mut buf, limits::MESSAGE_BYTES).await {
+        let line = match line {
+            Ok(line) => line,
+            Err((first, len)) => {
+                let mut o = shared.overlong.lock().unwrap();
+                *o = Some(o.unwrap_or(0).max(len));
+                drop(o);
+                let cut = format!("{first}… (a line of {} bytes: dropped)", thousands(len as u64));
+                shared.garbage.lock().unwrap().push(cut);
+                continue;
+            }
+        };
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            shared.garbage.lock().unwrap().push(excerpt(line));
+            continue;
+        };
+        // A message may be as large as LARGE_LIMIT: one copy is kept (the log's), and
+        // only a response that a caller waits for is copied once more.
+        drop(line);
+        let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
+        let waiter = match (&method, msg.get("id").and_then(Value::as_i64)) {
+            (None, Some(id)) => shared.pending.lock().unwrap().remove(&id),
+            _ => None,
+        };
+        let copy = waiter.as_ref().map(|_| msg.clone());
+        let answer = shared.answer.load(std::sync::atomic::Ordering::Relaxed);
+        // A bridge that sends requests faster than it reads the answers gets no more
+        // answers once HOST_MESSAGES.tail_items of them wait for its stdin.
+        let queued = shared.replies.load(std::sync::atomic::Ordering::Relaxed);
+        let answer = answer && queued < limits::HOST_MESSAGES.tail_items;
+        match (method, msg.get("id")) {
+            (Some(_), Some(_)) if !answer => {}
+            (Some(method), Some(id)) => {
+                let reply = {
+                    let h = shared.handler.lock().unwrap();
+                    match (h.as_ref(), method.as_str()) {
+                        (_, "ping") => Ok(json!({})),
+                        (Some(h), _) => h(&method, msg.get("params").unwrap_or(&Value::Null)),
+                        (None, _) => Err((ErrorCode::METHOD_NOT_FOUND, format!("method not found: {method}"))),
+                    }
+                };
+                let resp = match reply {
+                    Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                    Err((code, message)) => {
+                        json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+                    }
+                };
+                shared.replies.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let _ = reply_out.send(Line { text: format!("{resp}\n"), reply: true });
+            }
+            (Some(_), None) | (None, Some(_)) => {}
+            (None, None) => shared.garbage.lock().unwrap().push(excerpt(msg.to_string())),
+        }
+        shared.log.lock().unwrap().push(msg);
+        if let (Some(tx), Some(copy)) = (waiter, copy) {
+            let _ = tx.send(copy);
+        }
+        shared.arrived.notify_waiters();
+    }
+    // Output closed: every waiter learns it.
+    shared.pending.lock().unwrap().clear();
+    shared.arrived.notify_waiters();
 }
 
 /// The words of the transcript line that stands before the response the harness puts together

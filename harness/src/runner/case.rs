@@ -163,26 +163,9 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
     };
     let mut env: BTreeMap<String, Option<String>> = target.env.clone();
     env.extend(s.testee.env.clone());
-    let sock_value = match s.testee.socket {
-        SocketSetup::Normal => Some(sock.display().to_string()),
-        SocketSetup::Unset => None,
-        SocketSetup::Empty => Some(String::new()),
-        SocketSetup::Missing => Some(dir.path().join("missing.sock").display().to_string()),
-        SocketSetup::NotASocket => {
-            let p = dir.path().join("not-a-socket");
-            if let Err(e) = std::fs::write(&p, b"not a socket\n") {
-                return Outcome::Error(format!("cannot create {}: {e}", p.display()));
-            }
-            Some(p.display().to_string())
-        }
-        SocketSetup::Refused => {
-            let p = dir.path().join("refused.sock");
-            match std::os::unix::net::UnixListener::bind(&p) {
-                Ok(l) => drop(l),
-                Err(e) => return Outcome::Error(format!("cannot bind {}: {e}", p.display())),
-            }
-            Some(p.display().to_string())
-        }
+    let sock_value = match socket_value(s.testee.socket, dir.path(), &sock) {
+        Ok(v) => v,
+        Err(o) => return o,
     };
     env.insert(ENV_SOCKET.to_owned(), sock_value.clone());
     let proc = match &target.kind {
@@ -250,4 +233,31 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
     };
     drop(dir);
     outcome
+}
+
+/// The testee's `PROTOMCP_SOCKET` for the scenario's socket setup (`None`: unset), making what
+/// the setup needs in the scenario's directory `dir` (a plain file, a socket nobody accepts
+/// on); `sock` is the socket the harness listens on.
+fn socket_value(setup: SocketSetup, dir: &std::path::Path, sock: &std::path::Path) -> Result<Option<String>, Outcome> {
+    Ok(match setup {
+        SocketSetup::Normal => Some(sock.display().to_string()),
+        SocketSetup::Unset => None,
+        SocketSetup::Empty => Some(String::new()),
+        SocketSetup::Missing => Some(dir.join("missing.sock").display().to_string()),
+        SocketSetup::NotASocket => {
+            let p = dir.join("not-a-socket");
+            if let Err(e) = std::fs::write(&p, b"not a socket\n") {
+                return Err(Outcome::Error(format!("cannot create {}: {e}", p.display())));
+            }
+            Some(p.display().to_string())
+        }
+        SocketSetup::Refused => {
+            let p = dir.join("refused.sock");
+            match std::os::unix::net::UnixListener::bind(&p) {
+                Ok(l) => drop(l),
+                Err(e) => return Err(Outcome::Error(format!("cannot bind {}: {e}", p.display()))),
+            }
+            Some(p.display().to_string())
+        }
+    })
 }

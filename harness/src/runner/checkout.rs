@@ -158,10 +158,6 @@ pub fn prepare(sdk: &Sdk, files: &[(&str, &[u8])], cache: &Path) -> Result<Targe
     };
     let src = std::fs::canonicalize(src).unwrap_or_else(|_| src.clone());
     let dir = cache.join(format!("{lang}-{:016x}", fnv(&src.display().to_string())));
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| CheckoutError::Io { path, source }
-    };
     for (rel, content) in &mine {
         let p = dir.join(rel);
         if let Some(parent) = p.parent() {
@@ -169,6 +165,22 @@ pub fn prepare(sdk: &Sdk, files: &[(&str, &[u8])], cache: &Path) -> Result<Targe
         }
         std::fs::write(&p, content).map_err(io(&p))?;
     }
+    let extra = manifest_additions(sdk, &dir)?;
+    merge_into_manifest(&dir.join("protomcp-conform.toml"), &extra)?;
+    let mut target = Manifest::load_target(&dir)?;
+    target.name = format!("{} testee on the checkout {}", lang, src.display());
+    Ok(target)
+}
+
+/// The error of an I/O call on `path`.
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CheckoutError + use<> {
+    let path = path.to_path_buf();
+    move |source| CheckoutError::Io { path, source }
+}
+
+/// What the bundled testee's manifest in `dir` gains for the checkout `sdk` (TOML lines): the
+/// build step that builds the testee against the checkout, and the environment it needs.
+fn manifest_additions(sdk: &Sdk, dir: &Path) -> Result<String, CheckoutError> {
     let mut extra = String::new();
     match sdk {
         Sdk::Python { root } => {
@@ -255,12 +267,17 @@ pub fn prepare(sdk: &Sdk, files: &[(&str, &[u8])], cache: &Path) -> Result<Targe
             extra.push_str(&format!("env.PROTOMCP_TS_SDK = {}\n", toml_str(&pkg.display().to_string())));
         }
     }
-    let manifest_path = dir.join("protomcp-conform.toml");
+    Ok(extra)
+}
+
+/// Merges `extra` (TOML lines; `env` tables merged key by key) into the manifest at
+/// `manifest_path`.
+fn merge_into_manifest(manifest_path: &Path, extra: &str) -> Result<(), CheckoutError> {
     if !extra.is_empty() {
-        let text = std::fs::read_to_string(&manifest_path).map_err(io(&manifest_path))?;
+        let text = std::fs::read_to_string(manifest_path).map_err(io(manifest_path))?;
         let mut t: toml::Table = text
             .parse()
-            .map_err(|e| CheckoutError::Manifest { path: manifest_path.clone(), message: format!("{e}") })?;
+            .map_err(|e| CheckoutError::Manifest { path: manifest_path.to_path_buf(), message: format!("{e}") })?;
         let over: toml::Table = extra.parse().map_err(|e| CheckoutError::Setup(format!("internal: {e}")))?;
         for (k, v) in over {
             match (k.as_str(), v) {
@@ -275,11 +292,9 @@ pub fn prepare(sdk: &Sdk, files: &[(&str, &[u8])], cache: &Path) -> Result<Targe
                 }
             }
         }
-        std::fs::write(&manifest_path, t.to_string()).map_err(io(&manifest_path))?;
+        std::fs::write(manifest_path, t.to_string()).map_err(io(manifest_path))?;
     }
-    let mut target = Manifest::load_target(&dir)?;
-    target.name = format!("{} testee on the checkout {}", lang, src.display());
-    Ok(target)
+    Ok(())
 }
 
 /// The target of `--sdk DIR`: its manifest when it has one, else the bundled testee built against

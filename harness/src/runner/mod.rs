@@ -38,7 +38,6 @@ pub use config::{
     Config, DEFAULT_SCENARIO_TIMEOUT, FDS_PER_SCENARIO, GRACE, KILL_LIMIT, MAX_DEFAULT_JOBS, STDERR_TAIL, default_jobs,
     default_jobs_for,
 };
-pub(crate) use exec::leaked;
 pub use exec::{Exec, Proc, StepError};
 pub(crate) use result::tail_lines;
 pub use result::{CaseResult, RootCause, fold_repeats, root_causes};

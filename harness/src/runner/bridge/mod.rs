@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 use tokio::net::UnixListener;
 use tokio::time::Instant;
 
+use super::exec::leaked;
 use super::exec::{Exec, Proc, PullAnswers, StepError};
 use super::process::{self, ScenarioDir, process_alive as alive};
 use super::{
@@ -216,21 +217,7 @@ impl Run<'_> {
 
     async fn step(&mut self, action: &Action) -> Result<(), StepError> {
         match action {
-            Action::HostSend(HostLine::Json(v)) => {
-                let v = substitute(v, &self.ex.caps).map_err(|e| StepError::Error(e.to_string()))?;
-                let method = v.get("method").and_then(Value::as_str);
-                if let (Some(id), Some((m, _))) = (v.get("id"), LIST_METHODS.iter().find(|(m, _)| Some(*m) == method)) {
-                    self.pages.requests.insert(compact(id), m);
-                }
-                self.ex.transcript.push(Item::Host { dir: Dir::ToTestee, message: Some(v.clone()), raw: None });
-                self.host_send(v.to_string());
-                Ok(())
-            }
-            Action::HostSend(HostLine::Raw(line)) => {
-                self.ex.transcript.push(Item::Host { dir: Dir::ToTestee, message: None, raw: Some(line.clone()) });
-                self.host_send(line.clone());
-                Ok(())
-            }
+            Action::HostSend(line) => self.host_send_step(line),
             Action::HostExpect(e) => {
                 let within = self.ex.t(e.within);
                 self.expect_host(&e.pattern, within, &e.ignore, e.stream.as_ref()).await
@@ -239,85 +226,15 @@ impl Run<'_> {
                 let d = self.ex.t(e.duration);
                 self.expect_no_host(d, &e.ignore).await
             }
-            Action::HostHttp(h) => {
-                self.pages.opaque = true;
-                // After every queued send, so that the session id is known and the order holds.
-                self.http_drain().await?;
-                let within = self.ex.t(h.within);
-                let watchdog = self.watchdog();
-                let Some(http) = &self.http else {
-                    return Err(StepError::Error("host_http needs --bridge-transport http".into()));
-                };
-                // A first step of the session: the start-up watchdog bounds the wait for the port.
-                if !http.session.listening() {
-                    let url = &http.url;
-                    http.session.wait_listening(watchdog).await.map_err(|last| {
-                        StepError::Fail(format!(
-                            "start-up watchdog: the bridge did not accept connections at {url} (last error: {last})"
-                        ))
-                    })?;
-                }
-                let ctx = super::host_http::Ctx { within, env: &self.bridge_env };
-                super::host_http::run(&http.session, h, ctx, &mut self.ex.caps, &mut self.ex.transcript).await
-            }
-            Action::HostClose if self.http.is_some() => {
-                let watchdog = self.watchdog();
-                if let Some(h) = &self.http {
-                    h.session.send(Outgoing::Delete, watchdog);
-                }
-                self.ex.transcript.push(Item::Host {
-                    dir: Dir::ToTestee,
-                    message: None,
-                    raw: Some("<end of session: DELETE>".into()),
-                });
-                Ok(())
-            }
-            Action::HostClose => {
-                self.ex.transcript.push(Item::Host {
-                    dir: Dir::ToTestee,
-                    message: None,
-                    raw: Some("<end of file>".into()),
-                });
-                let _ = self.host.close(Duration::ZERO).await;
-                Ok(())
-            }
+            Action::HostHttp(h) => self.host_http(h).await,
+            Action::HostClose => self.host_close().await,
             Action::ToolHandshake(h) => self.tool_handshake(h).await,
             Action::ReloadBegins(r) => self.reload_begins(r).await,
             Action::Signal(sig) => {
-                let n = match sig {
-                    crate::scenario::Signal::Term => libc::SIGTERM,
-                    crate::scenario::Signal::Int => libc::SIGINT,
-                    crate::scenario::Signal::Hup => libc::SIGHUP,
-                    crate::scenario::Signal::Kill => libc::SIGKILL,
-                };
-                self.sent_signals.push(n);
-                self.host.signal(n);
-                self.ex.transcript.push(Item::Signal { name: format!("{sig:?}") });
+                self.signal(sig);
                 Ok(())
             }
-            Action::ExpectExit(x) => {
-                use std::os::unix::process::ExitStatusExt;
-                let within = self.ex.t(x.within);
-                let Some(st) = self.host.wait_exit(within).await else {
-                    return Err(StepError::Fail(format!("the bridge was still running after {within:?}")));
-                };
-                self.ex.transcript.push(Item::Exit { status: format!("{st}") });
-                let status = match (st.code(), st.signal()) {
-                    (Some(c), _) => Some(c),
-                    (None, Some(s)) if self.sent_signals.contains(&s) => Some(128 + s),
-                    _ => None,
-                };
-                if !x.code.accepts(status) {
-                    return Err(StepError::Fail(format!("the bridge ended with {st}, expected {:?}", x.code)));
-                }
-                if let Some(p) = &x.stderr {
-                    self.stderr.drained(Duration::from_millis(500)).await;
-                    let text = self.stderr.text();
-                    match_value(p, Some(&Value::String(text)), &mut self.ex.caps)
-                        .map_err(|m| StepError::Fail(format!("stderr: {m}")))?;
-                }
-                Ok(())
-            }
+            Action::ExpectExit(x) => self.expect_exit(x).await,
             Action::Close(_) | Action::ExpectClose { .. } => {
                 // The tool process goes away (or the bridge ended it): a later tool-side step
                 // waits for the next one.
@@ -330,18 +247,7 @@ impl Run<'_> {
                 self.ex.transcript.push(Item::Touch { path: rel.display().to_string() });
                 touch(&path).map_err(|e| StepError::Error(format!("touch {}: {e}", path.display())))
             }
-            Action::ExpectSocket { exists } => {
-                // `{socket}` (the scenario needs the feature `socket`: the bridge was given it).
-                let path = tmp_dir(&self.dir, self.ex.scenario).join("tp.sock");
-                let found = std::fs::symlink_metadata(&path).is_ok();
-                match (found, *exists) {
-                    (true, false) => {
-                        Err(StepError::Fail(format!("a file is still at the socket path {}", path.display())))
-                    }
-                    (false, true) => Err(StepError::Fail(format!("no file at the socket path {}", path.display()))),
-                    _ => Ok(()),
-                }
-            }
+            Action::ExpectSocket { exists } => self.expect_socket(*exists),
             Action::ExpectSocketPrivate => {
                 let uid = crate::os::uid();
                 self.tool_report()?.private(uid).map_err(|e| StepError::Fail(e.to_string()))
@@ -351,27 +257,141 @@ impl Run<'_> {
                 let socket = self.tool_report()?.socket;
                 second_connection(&socket, within).await
             }
-            Action::ExpectToolExit { within } => {
-                let within = self.ex.t(*within);
-                let Some(&pid) = self.ex.ended_peers.last() else {
-                    return Err(StepError::Error(
-                        "no tool process's connection has ended yet (`close` or `expect_close` first)".into(),
-                    ));
-                };
-                let deadline = Instant::now() + within;
-                while alive(pid) {
-                    if Instant::now() >= deadline {
-                        return Err(StepError::Fail(format!(
-                            "the tool process (pid {pid}) whose connection ended still runs after {within:?}"
-                        )));
-                    }
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                Ok(())
-            }
+            Action::ExpectToolExit { within } => self.expect_tool_exit(*within).await,
             Action::Soak(k) => self.soak(k).await,
             _ => self.ex.step(action).await,
         }
+    }
+
+    /// `host_send`: a JSON-RPC message (placeholders filled in; a list request is remembered for
+    /// paging) or a raw line, to the current host's bridge.
+    fn host_send_step(&mut self, line: &HostLine) -> Result<(), StepError> {
+        match line {
+            HostLine::Json(v) => {
+                let v = substitute(v, &self.ex.caps).map_err(|e| StepError::Error(e.to_string()))?;
+                let method = v.get("method").and_then(Value::as_str);
+                if let (Some(id), Some((m, _))) = (v.get("id"), LIST_METHODS.iter().find(|(m, _)| Some(*m) == method)) {
+                    self.pages.requests.insert(compact(id), m);
+                }
+                self.ex.transcript.push(Item::Host { dir: Dir::ToTestee, message: Some(v.clone()), raw: None });
+                self.host_send(v.to_string());
+            }
+            HostLine::Raw(line) => {
+                self.ex.transcript.push(Item::Host { dir: Dir::ToTestee, message: None, raw: Some(line.clone()) });
+                self.host_send(line.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// `host_http`: one hand-made HTTP request, after every queued send (so that the session id
+    /// is known and the order holds); the first step of the session waits for the port within
+    /// the start-up watchdog.
+    async fn host_http(&mut self, h: &crate::scenario::HostHttp) -> Result<(), StepError> {
+        self.pages.opaque = true;
+        self.http_drain().await?;
+        let within = self.ex.t(h.within);
+        let watchdog = self.watchdog();
+        let Some(http) = &self.http else {
+            return Err(StepError::Error("host_http needs --bridge-transport http".into()));
+        };
+        if !http.session.listening() {
+            let url = &http.url;
+            http.session.wait_listening(watchdog).await.map_err(|last| {
+                StepError::Fail(format!(
+                    "start-up watchdog: the bridge did not accept connections at {url} (last error: {last})"
+                ))
+            })?;
+        }
+        let ctx = super::host_http::Ctx { within, env: &self.bridge_env };
+        super::host_http::run(&http.session, h, ctx, &mut self.ex.caps, &mut self.ex.transcript).await
+    }
+
+    /// `host_close`: a DELETE of the session over HTTP, the end of the bridge's stdin over stdio.
+    async fn host_close(&mut self) -> Result<(), StepError> {
+        if let Some(h) = &self.http {
+            h.session.send(Outgoing::Delete, self.watchdog());
+            self.ex.transcript.push(Item::Host {
+                dir: Dir::ToTestee,
+                message: None,
+                raw: Some("<end of session: DELETE>".into()),
+            });
+            return Ok(());
+        }
+        self.ex.transcript.push(Item::Host { dir: Dir::ToTestee, message: None, raw: Some("<end of file>".into()) });
+        let _ = self.host.close(Duration::ZERO).await;
+        Ok(())
+    }
+
+    /// `signal`: to the bridge's process (remembered: an exit by it is not a crash).
+    fn signal(&mut self, sig: &crate::scenario::Signal) {
+        let n = match sig {
+            crate::scenario::Signal::Term => libc::SIGTERM,
+            crate::scenario::Signal::Int => libc::SIGINT,
+            crate::scenario::Signal::Hup => libc::SIGHUP,
+            crate::scenario::Signal::Kill => libc::SIGKILL,
+        };
+        self.sent_signals.push(n);
+        self.host.signal(n);
+        self.ex.transcript.push(Item::Signal { name: format!("{sig:?}") });
+    }
+
+    /// `expect_exit`: the bridge ends within the step's time with an accepted status (128 + N
+    /// for a signal the scenario sent), and its stderr matches.
+    async fn expect_exit(&mut self, x: &crate::scenario::ExpectExit) -> Result<(), StepError> {
+        use std::os::unix::process::ExitStatusExt;
+        let within = self.ex.t(x.within);
+        let Some(st) = self.host.wait_exit(within).await else {
+            return Err(StepError::Fail(format!("the bridge was still running after {within:?}")));
+        };
+        self.ex.transcript.push(Item::Exit { status: format!("{st}") });
+        let status = match (st.code(), st.signal()) {
+            (Some(c), _) => Some(c),
+            (None, Some(s)) if self.sent_signals.contains(&s) => Some(128 + s),
+            _ => None,
+        };
+        if !x.code.accepts(status) {
+            return Err(StepError::Fail(format!("the bridge ended with {st}, expected {:?}", x.code)));
+        }
+        if let Some(p) = &x.stderr {
+            self.stderr.drained(Duration::from_millis(500)).await;
+            let text = self.stderr.text();
+            match_value(p, Some(&Value::String(text)), &mut self.ex.caps)
+                .map_err(|m| StepError::Fail(format!("stderr: {m}")))?;
+        }
+        Ok(())
+    }
+
+    /// `expect_socket`: whether a file is at `{socket}` (the scenario needs the feature
+    /// `socket`: the bridge was given it).
+    fn expect_socket(&self, exists: bool) -> Result<(), StepError> {
+        let path = tmp_dir(&self.dir, self.ex.scenario).join("tp.sock");
+        let found = std::fs::symlink_metadata(&path).is_ok();
+        match (found, exists) {
+            (true, false) => Err(StepError::Fail(format!("a file is still at the socket path {}", path.display()))),
+            (false, true) => Err(StepError::Fail(format!("no file at the socket path {}", path.display()))),
+            _ => Ok(()),
+        }
+    }
+
+    /// `expect_tool_exit`: the tool process whose connection ended last is gone within `within`.
+    async fn expect_tool_exit(&mut self, within: Duration) -> Result<(), StepError> {
+        let within = self.ex.t(within);
+        let Some(&pid) = self.ex.ended_peers.last() else {
+            return Err(StepError::Error(
+                "no tool process's connection has ended yet (`close` or `expect_close` first)".into(),
+            ));
+        };
+        let deadline = Instant::now() + within;
+        while alive(pid) {
+            if Instant::now() >= deadline {
+                return Err(StepError::Fail(format!(
+                    "the tool process (pid {pid}) whose connection ended still runs after {within:?}"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Ok(())
     }
 }
 
@@ -397,6 +417,95 @@ fn touch(path: &Path) -> std::io::Result<()> {
     f.sync_all()
 }
 
+/// What a bridge scenario's private directory holds before the bridge starts.
+struct Prepared {
+    dir: ScenarioDir,
+    /// The harness's control socket, where the mock tool processes connect.
+    listener: UnixListener,
+    control: std::path::PathBuf,
+    /// `{mock}`: a symbolic link named `mock` to this binary.
+    mock: std::path::PathBuf,
+    home: std::path::PathBuf,
+    /// Where the tool process's socket goes (`shared_tmp`: a directory open to everyone).
+    tmp: std::path::PathBuf,
+    socket: std::path::PathBuf,
+    transport: BridgeTransport,
+    /// `{port}` (0 over stdio).
+    port: u16,
+}
+
+/// Makes the scenario's private directory: the control socket, `{mock}`, a home, the watched
+/// directory, the socket's directory (a leftover file there for BR-CONN-04), a free port over
+/// HTTP. An `Err` is the harness's failure (ERROR).
+fn prepare(s: &Scenario, target: &Target, exe: &Path) -> Result<Prepared, Outcome> {
+    let error = |what: String| Outcome::Error(what);
+    let dir =
+        super::process::ScenarioDir::new().map_err(|e| error(format!("cannot create the scenario's temp dir: {e}")))?;
+    let d = dir.path().to_owned();
+    let control = d.join("control.sock");
+    let listener =
+        UnixListener::bind(&control).map_err(|e| error(format!("cannot bind {}: {e}", control.display())))?;
+    // `{mock}`: a symbolic link named `mock` to this binary, which runs `mock` when started
+    // under that name (src/main.rs). Not a script written here: a process that another
+    // scenario's thread forks while the script is open for writing would hold it open until its
+    // exec, and the bridge's exec of `{mock}` would fail with ETXTBSY ("Text file busy").
+    let mock = d.join("mock");
+    let home = d.join("home");
+    std::os::unix::fs::symlink(exe, &mock)
+        .and_then(|()| std::fs::create_dir_all(&home))
+        // A bridge in watch mode watches `{dir}/watched` (harness/bridges/reference*): it exists
+        // from the start, empty, so the bridge starts as usual; `touch` steps write into it.
+        .and_then(|()| std::fs::create_dir_all(d.join("watched")))
+        .map_err(|e| error(format!("cannot prepare the scenario's temp dir: {e}")))?;
+    let transport = match &target.kind {
+        super::TargetKind::Bridge { transport, .. } => transport.clone(),
+        _ => BridgeTransport::Stdio,
+    };
+    let port = match &transport {
+        BridgeTransport::Stdio => 0,
+        BridgeTransport::Http { .. } => free_port().map_err(|e| error(format!("cannot find a free port: {e}")))?,
+    };
+    // `shared_tmp`: the socket path and the bridge's temp dirs in a directory open to everyone.
+    let tmp = tmp_dir(&d, s);
+    if s.shared_tmp {
+        std::fs::create_dir(&tmp)
+            .and_then(|()| std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777)))
+            .map_err(|e| error(format!("cannot create {}: {e}", tmp.display())))?;
+    }
+    let socket = tmp.join("tp.sock");
+    // BR-CONN-04: a leftover plain file where the bridge is told to listen.
+    if s.stale_socket {
+        std::fs::write(&socket, b"stale file left by protomcp-conform\n")
+            .map_err(|e| error(format!("cannot write the stale file {}: {e}", socket.display())))?;
+    }
+    Ok(Prepared { dir, listener, control, mock, home, tmp, socket, transport, port })
+}
+
+/// The bridge's environment: the target's and the scenario's variables, then where the mock
+/// reports and connects, and temp dirs and home inside the scenario's directory.
+fn environment(s: &Scenario, target: &Target, p: &Prepared, pidfile: &Path) -> Vec<(String, String)> {
+    let mut env: BTreeMap<String, String> = BTreeMap::new();
+    for (k, v) in target.env.iter().chain(s.testee.env.iter()) {
+        if let Some(v) = v {
+            env.insert(k.clone(), v.clone());
+        }
+    }
+    for (k, v) in [
+        (ENV_CONTROL, p.control.display().to_string()),
+        (ENV_PIDFILE, pidfile.display().to_string()),
+        (ENV_REPORT, p.dir.path().join(REPORT).display().to_string()),
+        ("XDG_RUNTIME_DIR", p.tmp.display().to_string()),
+        ("TMPDIR", p.tmp.display().to_string()),
+        ("HOME", p.home.display().to_string()),
+    ] {
+        env.insert(k.to_owned(), v);
+    }
+    env.into_iter().collect()
+}
+
+/// Runs scenario `s` against the bridge `template` (its command line with placeholders):
+/// prepares the directory, starts the bridge, plays the steps within the budget, then collects
+/// what the run left and tears everything down.
 pub(crate) async fn execute(
     s: &Scenario,
     target: &Target,
@@ -405,60 +514,15 @@ pub(crate) async fn execute(
     exe: &Path,
     res: &mut CaseResult,
 ) -> Outcome {
-    let dir = match ScenarioDir::new() {
-        Ok(d) => d,
-        Err(e) => return Outcome::Error(format!("cannot create the scenario's temp dir: {e}")),
+    let p = match prepare(s, target, exe) {
+        Ok(p) => p,
+        Err(o) => return o,
     };
-    let d = dir.path();
-    let control = d.join("control.sock");
-    let listener = match UnixListener::bind(&control) {
-        Ok(l) => l,
-        Err(e) => return Outcome::Error(format!("cannot bind {}: {e}", control.display())),
-    };
-    // `{mock}`: a symbolic link named `mock` to this binary, which runs `mock` when started
-    // under that name (src/main.rs). Not a script written here: a process that another
-    // scenario's thread forks while the script is open for writing would hold it open until its
-    // exec, and the bridge's exec of `{mock}` would fail with ETXTBSY ("Text file busy").
-    let mock = d.join("mock");
-    let home = d.join("home");
-    let prepared = std::os::unix::fs::symlink(exe, &mock)
-        .and_then(|()| std::fs::create_dir_all(&home))
-        // A bridge in watch mode watches `{dir}/watched` (harness/bridges/reference*): it exists
-        // from the start, empty, so the bridge starts as usual; `touch` steps write into it.
-        .and_then(|()| std::fs::create_dir_all(d.join("watched")));
-    if let Err(e) = prepared {
-        return Outcome::Error(format!("cannot prepare the scenario's temp dir: {e}"));
-    }
-    let transport = match &target.kind {
-        super::TargetKind::Bridge { transport, .. } => transport.clone(),
-        _ => BridgeTransport::Stdio,
-    };
-    let port = match &transport {
-        BridgeTransport::Stdio => 0,
-        BridgeTransport::Http { .. } => match free_port() {
-            Ok(p) => p,
-            Err(e) => return Outcome::Error(format!("cannot find a free port: {e}")),
-        },
-    };
-    // `shared_tmp`: the socket path and the bridge's temp dirs in a directory open to everyone.
-    let tmp = tmp_dir(d, s);
-    if s.shared_tmp
-        && let Err(e) = std::fs::create_dir(&tmp)
-            .and_then(|()| std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777)))
-    {
-        return Outcome::Error(format!("cannot create {}: {e}", tmp.display()));
-    }
-    let socket = tmp.join("tp.sock");
-    // BR-CONN-04: a leftover plain file where the bridge is told to listen.
-    if s.stale_socket
-        && let Err(e) = std::fs::write(&socket, b"stale file left by protomcp-conform\n")
-    {
-        return Outcome::Error(format!("cannot write the stale file {}: {e}", socket.display()));
-    }
-    let values = Values { mock: &mock, socket: &socket, dir: d, port, exe };
+    let d = p.dir.path().to_owned();
+    let values = Values { mock: &p.mock, socket: &p.socket, dir: &d, port: p.port, exe };
     let argv = expand(template, &values);
     res.command = argv.clone();
-    let http = match &transport {
+    let http = match &p.transport {
         BridgeTransport::Stdio => None,
         BridgeTransport::Http { url } => {
             let url = expand_one(url, &values);
@@ -469,31 +533,17 @@ pub(crate) async fn execute(
         }
     };
     let pidfile = d.join("mock.pids");
-    let mut env: BTreeMap<String, String> = BTreeMap::new();
-    for (k, v) in target.env.iter().chain(s.testee.env.iter()) {
-        if let Some(v) = v {
-            env.insert(k.clone(), v.clone());
-        }
-    }
-    for (k, v) in [
-        (ENV_CONTROL, control.display().to_string()),
-        (ENV_PIDFILE, pidfile.display().to_string()),
-        (ENV_REPORT, d.join(REPORT).display().to_string()),
-        ("XDG_RUNTIME_DIR", tmp.display().to_string()),
-        ("TMPDIR", tmp.display().to_string()),
-        ("HOME", home.display().to_string()),
-    ] {
-        env.insert(k.to_owned(), v);
-    }
-    let env: Vec<(String, String)> = env.into_iter().collect();
+    let env = environment(s, target, &p, &pidfile);
+    let Prepared { dir, listener, .. } = p;
     let mut host = match StdioHost::spawn_in(&argv, &env, Stdio::piped(), target.cwd.as_deref()) {
         Ok(h) => h,
         Err(e) => return Outcome::Error(format!("cannot start the bridge `{}`: {e}", argv.join(" "))),
     };
     let stderr = process::StderrTail::read(host.take_stderr());
-    host.answer_requests(s.host_requests == crate::scenario::HostRequests::Auto);
+    let auto = s.host_requests == crate::scenario::HostRequests::Auto;
+    host.answer_requests(auto);
     if let Some(h) = &http {
-        h.session.answer_requests(s.host_requests == crate::scenario::HostRequests::Auto);
+        h.session.answer_requests(auto);
     }
     let pgid = host.pid().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
     if pgid > 0 {
@@ -516,7 +566,7 @@ pub(crate) async fn execute(
         cursor: 0,
         sent_signals: Vec::new(),
         stderr: stderr.clone(),
-        dir: d.to_owned(),
+        dir: d.clone(),
         budget_end: Instant::now() + budget,
         bridge_env: env.iter().cloned().collect(),
         others: Vec::new(),
@@ -526,56 +576,9 @@ pub(crate) async fn execute(
     if s.stale_socket {
         run.ex.transcript.push(Item::Touch { path: "tp.sock".into() });
     }
-    let outcome = match tokio::time::timeout(budget, run.steps()).await {
-        Ok(Ok(())) => match run.stdout_clean() {
-            Ok(()) => Outcome::Passed,
-            Err(StepError::Fail(m) | StepError::Error(m) | StepError::NotApplicable(m)) => Outcome::Failed(m),
-        },
-        Ok(Err(StepError::Fail(m))) => Outcome::Failed(m),
-        Ok(Err(StepError::Error(m))) => Outcome::Error(m),
-        Ok(Err(StepError::NotApplicable(m))) => Outcome::Skipped(m),
-        Err(_) => Outcome::Error(format!("the scenario exceeded its budget of {budget:?}")),
-    };
-    let end = run.ex.sampler.as_ref().and_then(crate::io::resources::Sampler::sample);
-    let samples = std::mem::take(&mut run.ex.samples);
-    let during = run.ex.during.take().map(crate::io::resources::During::stop).unwrap_or_default();
-    res.resources =
-        run.ex.resources_start.zip(end).map(|(start, end)| crate::io::resources::Use { start, end, samples, during });
-    let outcome = super::leaked(outcome, &mut run.ex);
-    // Messages no step looked at, for the report.
-    for (i, e) in run.inbox() {
-        if !run.consumed.contains(&i) {
-            run.record(&e);
-        }
-    }
-    for n in run.others.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>() {
-        run.switch_host(&n);
-        let left: Vec<_> = run.inbox().into_iter().filter(|(i, _)| !run.consumed.contains(i)).collect();
-        if !left.is_empty() {
-            run.ex.transcript.push(Item::Host {
-                dir: Dir::FromTestee,
-                message: None,
-                raw: Some(format!("<host {n}>")),
-            });
-        }
-        for (_, e) in left {
-            run.record(&e);
-        }
-        if let Some(h) = &run.http {
-            h.session.abort();
-        }
-        run.switch_host(&n);
-    }
-    if let Some(h) = &run.http {
-        h.session.abort();
-        // Over HTTP the end of stdin need not end the bridge: SIGINT asks it to.
-        run.host.signal(libc::SIGINT);
-    }
-    run.ex.close();
-    if let Proc::Task { handle, .. } = &run.ex.proc {
-        handle.abort();
-    }
-    let clean = teardown(&mut run.host, pgid, &pidfile).await;
+    let outcome = run.play(budget).await;
+    let outcome = run.collect(outcome, res);
+    let clean = run.end(pgid, &pidfile).await;
     res.broken = run.ex.broken();
     res.held = run.ex.held();
     res.check = Some(run.ex.check());
@@ -591,6 +594,76 @@ pub(crate) async fn execute(
             Outcome::Error(format!("processes of the bridge's group {pgid} or a mock survived SIGKILL"))
         }
         (_, o) => o,
+    }
+}
+
+impl Run<'_> {
+    /// The steps within `budget`, then the check that stdout held only MCP lines.
+    async fn play(&mut self, budget: Duration) -> Outcome {
+        match tokio::time::timeout(budget, self.steps()).await {
+            Ok(Ok(())) => match self.stdout_clean() {
+                Ok(()) => Outcome::Passed,
+                Err(StepError::Fail(m) | StepError::Error(m) | StepError::NotApplicable(m)) => Outcome::Failed(m),
+            },
+            Ok(Err(StepError::Fail(m))) => Outcome::Failed(m),
+            Ok(Err(StepError::Error(m))) => Outcome::Error(m),
+            Ok(Err(StepError::NotApplicable(m))) => Outcome::Skipped(m),
+            Err(_) => Outcome::Error(format!("the scenario exceeded its budget of {budget:?}")),
+        }
+    }
+
+    /// After the steps: the resources the bridge's group held (a soak's growth makes `outcome`
+    /// a leak), and every message no step looked at, each host's, into the transcript.
+    fn collect(&mut self, outcome: Outcome, res: &mut CaseResult) -> Outcome {
+        let end = self.ex.sampler.as_ref().and_then(crate::io::resources::Sampler::sample);
+        let samples = std::mem::take(&mut self.ex.samples);
+        let during = self.ex.during.take().map(crate::io::resources::During::stop).unwrap_or_default();
+        res.resources = self.ex.resources_start.zip(end).map(|(start, end)| crate::io::resources::Use {
+            start,
+            end,
+            samples,
+            during,
+        });
+        let outcome = leaked(outcome, &mut self.ex);
+        for (i, e) in self.inbox() {
+            if !self.consumed.contains(&i) {
+                self.record(&e);
+            }
+        }
+        for n in self.others.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>() {
+            self.switch_host(&n);
+            let left: Vec<_> = self.inbox().into_iter().filter(|(i, _)| !self.consumed.contains(i)).collect();
+            if !left.is_empty() {
+                self.ex.transcript.push(Item::Host {
+                    dir: Dir::FromTestee,
+                    message: None,
+                    raw: Some(format!("<host {n}>")),
+                });
+            }
+            for (_, e) in left {
+                self.record(&e);
+            }
+            if let Some(h) = &self.http {
+                h.session.abort();
+            }
+            self.switch_host(&n);
+        }
+        outcome
+    }
+
+    /// Ends the run: the HTTP sessions, the tool-side connection, then the bridge's group
+    /// (SIGTERM, grace, SIGKILL). Whether every process of it is gone.
+    async fn end(&mut self, pgid: i32, pidfile: &Path) -> bool {
+        if let Some(h) = &self.http {
+            h.session.abort();
+            // Over HTTP the end of stdin need not end the bridge: SIGINT asks it to.
+            self.host.signal(libc::SIGINT);
+        }
+        self.ex.close();
+        if let Proc::Task { handle, .. } = &self.ex.proc {
+            handle.abort();
+        }
+        teardown(&mut self.host, pgid, pidfile).await
     }
 }
 

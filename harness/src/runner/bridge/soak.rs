@@ -19,6 +19,7 @@
 //! As for tool processes, the rounds stay out of the transcript, except a round that fails.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use protomcp_proto::dynamic::arm_of;
 use protomcp_proto::envelopes::Arm;
@@ -130,9 +131,27 @@ impl Run<'_> {
     async fn soak_round(&mut self, k: &Soak, round: u64) -> Result<(), StepError> {
         let within = self.ex.t(k.within);
         let deadline = Instant::now() + within;
-        let mut cancelled: BTreeSet<String> = BTreeSet::new();
         // Echo and sideband calls: all sent at once, answered on the tool side as they arrive,
         // then every response awaited.
+        let sent = self.soak_send(k, round, within).await?;
+        self.soak_serve(&sent, deadline, within).await?;
+        self.soak_check(&sent, deadline).await?;
+        let cancelled = self.soak_cancels(k, round, deadline, within).await?;
+        if !cancelled.is_empty() {
+            self.soak_fence(round, &cancelled, deadline).await?;
+        }
+        self.pass_over_others();
+        Ok(())
+    }
+
+    /// The round's echo and sideband calls, sent at once (a reload in the mix runs here, in its
+    /// place): each call's id, kind and text.
+    async fn soak_send(
+        &mut self,
+        k: &Soak,
+        round: u64,
+        within: Duration,
+    ) -> Result<Vec<(Value, SoakCall, String)>, StepError> {
         let mut sent: Vec<(Value, SoakCall, String)> = Vec::new();
         for (i, call) in k.mix.iter().enumerate() {
             let id = json!(format!("soak-{round}-{i}"));
@@ -149,6 +168,17 @@ impl Run<'_> {
             self.send_host(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}));
             sent.push((id, *call, text));
         }
+        Ok(sent)
+    }
+
+    /// Answers the round's CallToolRequests on the tool side as they arrive (an echo with its
+    /// text, big through the sideband).
+    async fn soak_serve(
+        &mut self,
+        sent: &[(Value, SoakCall, String)],
+        deadline: Instant,
+        within: Duration,
+    ) -> Result<(), StepError> {
         let mut answered = 0;
         while answered < sent.len() {
             let v = self.ex.next_required(deadline, within, &[Arm::Cancel]).await?;
@@ -183,7 +213,12 @@ impl Run<'_> {
             }
             answered += 1;
         }
-        for (id, call, text) in &sent {
+        Ok(())
+    }
+
+    /// Every call's response reached the host with what the tool process sent.
+    async fn soak_check(&mut self, sent: &[(Value, SoakCall, String)], deadline: Instant) -> Result<(), StepError> {
+        for (id, call, text) in sent {
             let r = self.soak_response(id, deadline).await?;
             let got = r["result"]["content"][0]["text"].as_str().unwrap_or("");
             let ok = match call {
@@ -199,7 +234,19 @@ impl Run<'_> {
                 return Err(StepError::Fail(format!("tools/call {what}: the host got {shown} (BR-CALL-07)")));
             }
         }
-        // Cancelled calls: one after another, each once it reached the tool side.
+        Ok(())
+    }
+
+    /// The round's cancelled calls, one after another, each once it reached the tool side (the
+    /// tool process's late result follows the cancellation): their ids.
+    async fn soak_cancels(
+        &mut self,
+        k: &Soak,
+        round: u64,
+        deadline: Instant,
+        within: Duration,
+    ) -> Result<BTreeSet<String>, StepError> {
+        let mut cancelled: BTreeSet<String> = BTreeSet::new();
         for (i, call) in k.mix.iter().enumerate() {
             if *call != SoakCall::Cancel {
                 continue;
@@ -217,32 +264,46 @@ impl Run<'_> {
             self.ex.send_value(json!({"request_id": rid, "call_result": {"result_json": late}})).await?;
             cancelled.insert(compact(&id));
         }
-        if !cancelled.is_empty() {
-            let fence = json!(format!("soak-{round}-fence"));
-            self.send_host(json!({"jsonrpc": "2.0", "id": fence, "method": "ping"}));
-            let r = self.soak_response(&fence, deadline).await?;
-            if r.get("error").is_some() {
-                return Err(StepError::Fail(format!(
-                    "the ping after the round's cancellations got {} (BR-CANCEL-03)",
-                    compact(&r)
-                )));
-            }
-            // A response to a cancelled request is BR-CANCEL-02's business (its own scenario):
-            // here it is only read, so that it does not pile up.
-            let stray: Vec<u64> = self
-                .inbox()
-                .into_iter()
-                .filter(|(n, e)| {
-                    !self.consumed.contains(n)
-                        && matches!(e, Event::Message { value, .. }
-                            if value.get("method").is_none() && value.get("id").is_some_and(|i| cancelled.contains(&compact(i))))
-                })
-                .map(|(n, _)| n)
-                .collect();
-            for n in stray {
-                self.mark(n);
-            }
+        Ok(cancelled)
+    }
+
+    /// After cancellations, a ping answered without error (BR-CANCEL-03); responses to the
+    /// cancelled requests are read and passed over.
+    async fn soak_fence(
+        &mut self,
+        round: u64,
+        cancelled: &BTreeSet<String>,
+        deadline: Instant,
+    ) -> Result<(), StepError> {
+        let fence = json!(format!("soak-{round}-fence"));
+        self.send_host(json!({"jsonrpc": "2.0", "id": fence, "method": "ping"}));
+        let r = self.soak_response(&fence, deadline).await?;
+        if r.get("error").is_some() {
+            return Err(StepError::Fail(format!(
+                "the ping after the round's cancellations got {} (BR-CANCEL-03)",
+                compact(&r)
+            )));
         }
+        // A response to a cancelled request is BR-CANCEL-02's business (its own scenario):
+        // here it is only read, so that it does not pile up.
+        let stray: Vec<u64> = self
+            .inbox()
+            .into_iter()
+            .filter(|(n, e)| {
+                !self.consumed.contains(n)
+                    && matches!(e, Event::Message { value, .. }
+                        if value.get("method").is_none() && value.get("id").is_some_and(|i| cancelled.contains(&compact(i))))
+            })
+            .map(|(n, _)| n)
+            .collect();
+        for n in stray {
+            self.mark(n);
+        }
+        Ok(())
+    }
+
+    /// Notifications and requests of the bridge meanwhile are passed over.
+    fn pass_over_others(&mut self) {
         // Notifications and requests of the bridge meanwhile (a list_changed that came after
         // the step before the soak, a ping the driver answered) are passed over: left unread
         // they would hold every later message in the driver, which would take them for a flood.
@@ -261,6 +322,5 @@ impl Run<'_> {
         for n in other {
             self.mark(n);
         }
-        Ok(())
     }
 }
