@@ -8,13 +8,40 @@ use serde_json::Value;
 
 use super::{Dir, Item};
 
+/// A line of transcript text that is not an item, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LineError {
+    #[error("a step line without a keyword")]
+    StepWithoutKeyword,
+    #[error("step number {0:?}")]
+    StepNumber(String),
+    #[error("a dropped line without counts")]
+    DroppedWithoutCounts,
+    #[error("count {0:?}")]
+    Count(String),
+    #[error("an unknown event")]
+    UnknownEvent,
+    #[error("no direction or event")]
+    NoDirection,
+    #[error("no space after the direction")]
+    NoSpace,
+    #[error("invalid JSON: {0}")]
+    Json(String),
+    #[error("no JSON")]
+    NoJson,
+    #[error("text after the message: {0:?}")]
+    AfterMessage(String),
+    #[error("text after the frame: {0:?}")]
+    AfterFrame(String),
+}
+
 /// A line that is not a transcript item.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("line {line}: {message}: {text:?}")]
+#[error("line {line}: {error}: {text:?}")]
 pub struct ReadError {
     /// From 1.
     pub line: usize,
-    pub message: String,
+    pub error: LineError,
     pub text: String,
 }
 
@@ -25,9 +52,9 @@ pub fn read(text: &str) -> Result<Vec<Item>, ReadError> {
         if line.trim().is_empty() {
             continue;
         }
-        let item = parse_line(line).map_err(|message| ReadError {
+        let item = parse_line(line).map_err(|error| ReadError {
             line: i + 1,
-            message,
+            error,
             text: line.chars().take(200).collect(),
         })?;
         items.push(item);
@@ -36,10 +63,10 @@ pub fn read(text: &str) -> Result<Vec<Item>, ReadError> {
 }
 
 /// One line as an item.
-pub fn parse_line(line: &str) -> Result<Item, String> {
+pub fn parse_line(line: &str) -> Result<Item, LineError> {
     if let Some(rest) = line.strip_prefix("== step ") {
-        let (index, keyword) = rest.split_once(": ").ok_or("a step line without a keyword")?;
-        let index = index.parse().map_err(|_| format!("step number {index:?}"))?;
+        let (index, keyword) = rest.split_once(": ").ok_or(LineError::StepWithoutKeyword)?;
+        let index = index.parse().map_err(|_| LineError::StepNumber(index.to_owned()))?;
         return Ok(Item::Step { index, keyword: keyword.to_owned(), line: 0 });
     }
     if let Some(rest) = line.strip_prefix("-- ") {
@@ -59,11 +86,11 @@ pub fn parse_line(line: &str) -> Result<Item, String> {
             return Ok(Item::Touch { path: path.to_owned() });
         }
         if let Some(counts) = rest.strip_prefix("… ").and_then(|r| r.strip_suffix(" bytes) …")) {
-            let number = |s: &str| s.replace(',', "").parse::<u64>().map_err(|_| format!("count {s:?}"));
-            let (items, bytes) = counts.split_once(" items dropped (").ok_or("a dropped line without counts")?;
+            let number = |s: &str| s.replace(',', "").parse::<u64>().map_err(|_| LineError::Count(s.to_owned()));
+            let (items, bytes) = counts.split_once(" items dropped (").ok_or(LineError::DroppedWithoutCounts)?;
             return Ok(Item::Dropped { items: number(items)?, bytes: number(bytes)? });
         }
-        return Err("an unknown event".into());
+        return Err(LineError::UnknownEvent);
     }
     for (prefix, dir) in [("host→bridge", Dir::ToTestee), ("bridge→host", Dir::FromTestee)] {
         if let Some(rest) = line.strip_prefix(prefix) {
@@ -94,43 +121,43 @@ pub fn parse_line(line: &str) -> Result<Item, String> {
         }
         return frame(Dir::FromTestee, rest);
     }
-    Err("no direction or event".into())
+    Err(LineError::NoDirection)
 }
 
 /// The first JSON value of `s` and what follows it.
-fn json_prefix(s: &str) -> Result<(Value, &str), String> {
+fn json_prefix(s: &str) -> Result<(Value, &str), LineError> {
     let mut values = serde_json::Deserializer::from_str(s).into_iter::<Value>();
     match values.next() {
         Some(Ok(v)) => {
             let end = values.byte_offset();
             Ok((v, &s[end..]))
         }
-        Some(Err(e)) => Err(format!("invalid JSON: {e}")),
-        None => Err("no JSON".into()),
+        Some(Err(e)) => Err(LineError::Json(e.to_string())),
+        None => Err(LineError::NoJson),
     }
 }
 
-fn host(dir: Dir, rest: &str) -> Result<Item, String> {
+fn host(dir: Dir, rest: &str) -> Result<Item, LineError> {
     if rest.is_empty() {
         return Ok(Item::Host { dir, message: None, raw: None });
     }
     if let Some(raw) = rest.strip_prefix(" line: ") {
         return Ok(Item::Host { dir, message: None, raw: Some(raw.to_owned()) });
     }
-    let body = rest.strip_prefix(' ').ok_or("no space after the direction")?;
+    let body = rest.strip_prefix(' ').ok_or(LineError::NoSpace)?;
     let (v, tail) = json_prefix(body)?;
     if !tail.trim().is_empty() {
-        return Err(format!("text after the message: {tail:?}"));
+        return Err(LineError::AfterMessage(tail.to_owned()));
     }
     Ok(Item::Host { dir, message: Some(v), raw: None })
 }
 
-fn frame(dir: Dir, rest: &str) -> Result<Item, String> {
+fn frame(dir: Dir, rest: &str) -> Result<Item, LineError> {
     // The tree first: a note marker inside one of its strings is not a note.
     let (tree, rest) = if rest.is_empty() || rest.starts_with(" raw: ") || rest.starts_with("  # ") {
         (None, rest)
     } else {
-        let body = rest.strip_prefix(' ').ok_or("no space after the direction")?;
+        let body = rest.strip_prefix(' ').ok_or(LineError::NoSpace)?;
         let (v, tail) = json_prefix(body)?;
         (Some(v), tail)
     };
@@ -141,7 +168,7 @@ fn frame(dir: Dir, rest: &str) -> Result<Item, String> {
     let hex = match rest.strip_prefix(" raw: ") {
         Some(h) => Some(h.to_owned()),
         None if rest.is_empty() => None,
-        None => return Err(format!("text after the frame: {rest:?}")),
+        None => return Err(LineError::AfterFrame(rest.to_owned())),
     };
     Ok(Item::Frame { dir, tree, hex, note })
 }

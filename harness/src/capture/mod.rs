@@ -201,7 +201,7 @@ impl Session {
             let at = parse_time(at).ok_or_else(|| err(i, format!("time {at:?}: seconds with six decimals")))?;
             let (chan, rest) = rest.trim_start().split_once(' ').ok_or_else(|| err(i, "no channel".into()))?;
             let chan = Chan::parse(chan).ok_or_else(|| err(i, format!("channel {chan:?}: host, bridge or tpN")))?;
-            let item = parse_line(rest.trim_start()).map_err(|m| err(i, m))?;
+            let item = parse_line(rest.trim_start()).map_err(|e| err(i, e.to_string()))?;
             s.events.push(Event { at, chan, item });
         }
         if s.bridge.is_empty() || s.tool.is_empty() {

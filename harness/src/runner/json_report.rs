@@ -120,6 +120,8 @@ struct CaseJson {
     #[serde(default)]
     findings: Vec<super::observe::Observed>,
     #[serde(default)]
+    known_used: Vec<String>,
+    #[serde(default)]
     held: Vec<String>,
     #[serde(deserialize_with = "level")]
     level: Level,
@@ -206,6 +208,7 @@ impl CaseJson {
             check: self.check.and_then(|c| c.parse().ok()),
             root_cause: self.root_cause,
             findings: self.findings,
+            known_used: self.known_used,
             held: self.held,
             level: self.level,
             verdict: self.verdict,

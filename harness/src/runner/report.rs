@@ -118,6 +118,7 @@ pub fn json_case(r: &CaseResult) -> serde_json::Value {
         "check": r.check.as_ref().map(ToString::to_string),
         "root_cause": r.root_cause,
         "findings": r.findings,
+        "known_used": r.known_used,
         "held": r.held,
         "level": r.level.to_string(),
         "verdict": r.verdict.name(),
