@@ -40,15 +40,29 @@ pub struct Answer {
     pub error: Option<String>,
 }
 
-fn ask(control: &str, hello: &Hello) -> Result<Answer, String> {
-    let mut s = UnixStream::connect(control).map_err(|e| format!("cannot connect to the capture at {control}: {e}"))?;
-    s.set_read_timeout(Some(ANSWER_LIMIT)).map_err(|e| e.to_string())?;
-    let mut line = serde_json::to_string(hello).map_err(|e| e.to_string())?;
+/// Why the launcher got no usable answer from the capture that started it.
+#[derive(Debug, thiserror::Error)]
+enum AskError {
+    #[error("cannot connect to the capture at {control}: {source}")]
+    Connect { control: String, source: std::io::Error },
+    #[error("writing to the capture: {0}")]
+    Write(std::io::Error),
+    #[error("no answer from the capture: {0}")]
+    NoAnswer(std::io::Error),
+    #[error("the capture's answer {answer:?}: {source}")]
+    Answer { answer: String, source: serde_json::Error },
+}
+
+fn ask(control: &str, hello: &Hello) -> Result<Answer, AskError> {
+    let mut s =
+        UnixStream::connect(control).map_err(|source| AskError::Connect { control: control.to_owned(), source })?;
+    s.set_read_timeout(Some(ANSWER_LIMIT)).map_err(AskError::Write)?;
+    let mut line = serde_json::to_string(hello).expect("a Hello is plain data");
     line.push('\n');
-    s.write_all(line.as_bytes()).map_err(|e| format!("writing to the capture: {e}"))?;
+    s.write_all(line.as_bytes()).map_err(AskError::Write)?;
     let mut answer = String::new();
-    BufReader::new(&s).read_line(&mut answer).map_err(|e| format!("no answer from the capture: {e}"))?;
-    serde_json::from_str(&answer).map_err(|e| format!("the capture's answer {answer:?}: {e}"))
+    BufReader::new(&s).read_line(&mut answer).map_err(AskError::NoAnswer)?;
+    serde_json::from_str(&answer).map_err(|source| AskError::Answer { answer, source })
 }
 
 /// Runs the launcher: on success it does not return (the process becomes the tool process).

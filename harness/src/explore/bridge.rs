@@ -54,7 +54,7 @@ const NOTIFICATIONS_ONLY: &[&str] =
 /// Requirements every generated scenario cites.
 const BASE: &[&str] = &["BR-MCP-19"];
 
-fn scenario(case: &BridgeCase, id: &str) -> Result<crate::scenario::Scenario, String> {
+fn scenario(case: &BridgeCase, id: &str) -> Result<crate::scenario::Scenario, super::GeneratorBug> {
     super::load_generated(
         id,
         &case.scenario_yaml(id, "A generated host session is answered as the spec requires", BASE, ""),
@@ -128,7 +128,8 @@ pub fn host_answers(r: &CaseResult, case: &BridgeCase) -> String {
 pub async fn run_case(case: &BridgeCase, targets: &[Arc<Target>], cfg: &Config, label: &str) -> BridgeCaseRun {
     let s = match scenario(case, label) {
         Ok(s) => s,
-        Err(message) => {
+        Err(bug) => {
+            let message = bug.to_string();
             let failure = Failure { target: "the harness".into(), message, findings: Vec::new(), divergent: None };
             return BridgeCaseRun {
                 case: case.clone(),

@@ -116,18 +116,22 @@ pub struct CaseRun {
     pub failure: Option<Failure>,
 }
 
-fn scenario_of(plan: &Plan, id: &str) -> Result<crate::scenario::Scenario, String> {
+fn scenario_of(plan: &Plan, id: &str) -> Result<crate::scenario::Scenario, GeneratorBug> {
     load_generated(
         id,
         &yaml_out::scenario_yaml(id, "A generated session is answered as the spec requires", plan, "generated", &[]),
     )
 }
 
+/// A generated scenario that does not load: a bug of the generator (the harness's party).
+#[derive(Debug, thiserror::Error)]
+#[error("harness bug: a generated scenario does not load: {0}")]
+pub struct GeneratorBug(#[from] crate::scenario::ScenarioErrors);
+
 /// A generated scenario's text loaded as the runner's scenario; one that does not load is a bug
 /// of the generator, said so.
-fn load_generated(id: &str, text: &str) -> Result<crate::scenario::Scenario, String> {
-    crate::scenario::parse_generated(Path::new(&format!("<{id}>.yaml")), text)
-        .map_err(|e| format!("harness bug: a generated scenario does not load: {e}"))
+fn load_generated(id: &str, text: &str) -> Result<crate::scenario::Scenario, GeneratorBug> {
+    Ok(crate::scenario::parse_generated(Path::new(&format!("<{id}>.yaml")), text)?)
 }
 
 /// What the testee sent, for differential comparison: the normalized lines of each step,
@@ -179,7 +183,8 @@ pub async fn run_case(ops: &[Op], targets: &[Arc<Target>], cfg: &Config, label: 
     let plan = session::plan(&features, ops);
     let s = match scenario_of(&plan, label) {
         Ok(s) => s,
-        Err(message) => {
+        Err(bug) => {
+            let message = bug.to_string();
             let failure = Failure { target: "the harness".into(), message, findings: Vec::new(), divergent: None };
             return CaseRun { plan, results: Vec::new(), failure: Some(failure) };
         }

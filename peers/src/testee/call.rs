@@ -60,7 +60,7 @@ async fn execute(shared: &Arc<Shared>, rid: &str, req: CallToolRequest, token: &
     // TP-CALL-08..12: arguments are checked before the handler runs.
     let args: Args = match tools::check_args(spec, &req.arguments_json) {
         Ok(a) => a,
-        Err(text) => return tools::error(&text, None),
+        Err(e) => return tools::error(&e.to_string(), None),
     };
     let _permit = if spec.heavy {
         tokio::select! {

@@ -273,23 +273,34 @@ impl Args {
 ///   does not name are allowed and ignored (the `mirror` middleware adds `mw`);
 /// - values are never converted to numbers or trees beyond what the schema asks, so any valid
 ///   JSON (numbers of any size, lone surrogate escapes) in other members is accepted.
-pub(crate) fn check_args(spec: &ToolSpec, arguments_json: &str) -> Result<Args, String> {
+/// Why a tool call's arguments are refused (the text of the tool error the testee answers with).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ArgsError {
+    #[error("Invalid arguments for {tool}: not valid JSON ({error})")]
+    NotJson { tool: String, error: String },
+    #[error("Invalid arguments for {tool}: expected a JSON object, got {kind}")]
+    NotObject { tool: String, kind: &'static str },
+    #[error("Invalid arguments for {tool}: missing required argument {name:?}")]
+    Missing { tool: String, name: &'static str },
+    #[error("Invalid arguments for {tool}: argument {name:?} must be {article} {ty}")]
+    WrongType { tool: String, name: &'static str, article: &'static str, ty: &'static str },
+}
+
+pub(crate) fn check_args(spec: &ToolSpec, arguments_json: &str) -> Result<Args, ArgsError> {
     let text = if arguments_json.is_empty() { "{}" } else { arguments_json };
     let members: BTreeMap<String, Box<RawValue>> = match serde_json::from_str(text) {
         Ok(m) => m,
         Err(e) => {
             return Err(match serde_json::from_str::<Box<RawValue>>(text) {
-                Ok(_) => {
-                    format!("Invalid arguments for {}: expected a JSON object, got {}", spec.name(), json_kind(text))
-                }
-                Err(_) => format!("Invalid arguments for {}: not valid JSON ({e})", spec.name()),
+                Ok(_) => ArgsError::NotObject { tool: spec.name().to_string(), kind: json_kind(text) },
+                Err(_) => ArgsError::NotJson { tool: spec.name().to_string(), error: e.to_string() },
             });
         }
     };
     let mut args = Args::default();
     for param in spec.params {
         let Some(raw) = members.get(param.name) else {
-            return Err(format!("Invalid arguments for {}: missing required argument {:?}", spec.name(), param.name));
+            return Err(ArgsError::Missing { tool: spec.name().to_string(), name: param.name });
         };
         let value = match param.ty {
             ParamType::String => serde_json::from_str::<String>(raw.get()).ok().map(ArgValue::Str),
@@ -297,13 +308,12 @@ pub(crate) fn check_args(spec: &ToolSpec, arguments_json: &str) -> Result<Args, 
             ParamType::Boolean => serde_json::from_str::<bool>(raw.get()).ok().map(ArgValue::Bool),
         };
         let Some(value) = value else {
-            return Err(format!(
-                "Invalid arguments for {}: argument {:?} must be {} {}",
-                spec.name(),
-                param.name,
-                if param.ty == ParamType::Integer { "an" } else { "a" },
-                param.ty.schema_name()
-            ));
+            return Err(ArgsError::WrongType {
+                tool: spec.name().to_string(),
+                name: param.name,
+                article: if param.ty == ParamType::Integer { "an" } else { "a" },
+                ty: param.ty.schema_name(),
+            });
         };
         args.0.insert(param.name, value);
     }
@@ -572,22 +582,24 @@ mod tests {
         assert!(
             matches!(check_args(echo, r#"{"text":"hi","x":1e400}"#).unwrap().0["text"], ArgValue::Str(ref s) if s == "hi")
         );
-        assert!(check_args(echo, "").unwrap_err().contains("missing required argument \"text\""));
-        assert!(check_args(echo, "{").unwrap_err().contains("not valid JSON"));
-        assert!(check_args(echo, "[1]").unwrap_err().contains("got an array"));
-        assert!(check_args(echo, "null").unwrap_err().contains("got null"));
-        assert!(check_args(echo, "\"s\"").unwrap_err().contains("got a string"));
-        assert!(check_args(echo, "12").unwrap_err().contains("got a number"));
-        assert!(check_args(echo, r#"{"text":5}"#).unwrap_err().contains("must be a string"));
+        assert!(check_args(echo, "").unwrap_err().to_string().contains("missing required argument \"text\""));
+        assert!(check_args(echo, "{").unwrap_err().to_string().contains("not valid JSON"));
+        assert!(check_args(echo, "[1]").unwrap_err().to_string().contains("got an array"));
+        assert!(check_args(echo, "null").unwrap_err().to_string().contains("got null"));
+        assert!(check_args(echo, "\"s\"").unwrap_err().to_string().contains("got a string"));
+        assert!(check_args(echo, "12").unwrap_err().to_string().contains("got a number"));
+        assert!(check_args(echo, r#"{"text":5}"#).unwrap_err().to_string().contains("must be a string"));
         let add = spec("add");
         let a = check_args(add, r#"{"a":2.0,"b":-3}"#).unwrap();
         assert_eq!((a.int("a"), a.int("b")), (2, -3));
-        assert!(check_args(add, r#"{"a":1.5,"b":1}"#).unwrap_err().contains("must be an integer"));
-        assert!(check_args(add, r#"{"a":"1","b":1}"#).unwrap_err().contains("must be an integer"));
+        assert!(check_args(add, r#"{"a":1.5,"b":1}"#).unwrap_err().to_string().contains("must be an integer"));
+        assert!(check_args(add, r#"{"a":"1","b":1}"#).unwrap_err().to_string().contains("must be an integer"));
         assert!(check_args(add, r#"{"a":1e400,"b":1}"#).is_err());
         let big = check_args(add, r#"{"a":9223372036854775807,"b":9223372036854775807}"#).unwrap();
         assert_eq!(big.int("a") + big.int("b"), 18_446_744_073_709_551_614);
-        assert!(check_args(spec("toggle"), r#"{"enable":"yes"}"#).unwrap_err().contains("must be a boolean"));
+        assert!(
+            check_args(spec("toggle"), r#"{"enable":"yes"}"#).unwrap_err().to_string().contains("must be a boolean")
+        );
         assert!(check_args(spec("secret"), "").is_ok());
         assert!(check_args(spec("secret"), "{}").is_ok());
     }

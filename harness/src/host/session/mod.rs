@@ -205,21 +205,22 @@ impl HttpSession {
         self.state.lock().unwrap().pending
     }
 
-    /// Polls a TCP connect until the endpoint accepts one, or `deadline`.
-    pub async fn wait_listening(&self, deadline: Instant) -> Result<(), String> {
+    /// Polls a TCP connect until the endpoint accepts one, or `deadline`: the last connect's
+    /// error then.
+    pub async fn wait_listening(&self, deadline: Instant) -> std::io::Result<()> {
         wait_listening(&self.endpoint, deadline).await
     }
 }
 
 /// Polls a TCP connect until `endpoint` accepts one, or `deadline`; the last error otherwise.
-async fn wait_listening(endpoint: &Endpoint, deadline: Instant) -> Result<(), String> {
+async fn wait_listening(endpoint: &Endpoint, deadline: Instant) -> std::io::Result<()> {
     loop {
         let last = match endpoint.addr().await {
             Ok(a) => match super::http::connect(a).await {
                 Ok(_) => return Ok(()),
-                Err(e) => e.to_string(),
+                Err(e) => e,
             },
-            Err(e) => e.to_string(),
+            Err(e) => e,
         };
         if Instant::now() >= deadline {
             return Err(last);

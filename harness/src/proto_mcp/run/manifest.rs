@@ -118,17 +118,22 @@ pub fn load_manifest(dir: &Path, self_exe: &Path) -> Result<Target, ManifestErro
     })
 }
 
+/// Why a `--safe-tool` value does not read.
+#[derive(Debug, thiserror::Error)]
+pub enum SafeToolError {
+    #[error("expected NAME=TYPE_URL=HEX")]
+    Form,
+    #[error("HEX: {0}")]
+    Hex(#[from] protomcp_proto::dynamic::HexError),
+}
+
 /// Parses `NAME=TYPE_URL=HEX` (the `--safe-tool` option).
-pub fn parse_safe_tool(s: &str) -> Result<SafeTool, String> {
+pub fn parse_safe_tool(s: &str) -> Result<SafeTool, SafeToolError> {
     let mut it = s.splitn(3, '=');
     let (Some(name), Some(type_url), Some(value)) = (it.next(), it.next(), it.next()) else {
-        return Err("expected NAME=TYPE_URL=HEX".into());
+        return Err(SafeToolError::Form);
     };
-    Ok(SafeTool {
-        name: name.into(),
-        type_url: type_url.into(),
-        value: protomcp_proto::dynamic::hex_decode(value).map_err(|e| e.to_string())?,
-    })
+    Ok(SafeTool { name: name.into(), type_url: type_url.into(), value: protomcp_proto::dynamic::hex_decode(value)? })
 }
 
 /// Known-failures entries that name a scenario the catalogue does not have.
