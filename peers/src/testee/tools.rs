@@ -263,16 +263,6 @@ impl Args {
     }
 }
 
-/// Checks `arguments_json` against the tool's schema before the handler runs. `Err` is the text
-/// of the is_error result.
-///
-/// - empty text means `{}` (TP-CALL-08);
-/// - text that is not JSON is refused (TP-CALL-09), and so is JSON that is not an object
-///   (TP-CALL-10);
-/// - required members and their primitive types are checked (TP-CALL-12); members the schema
-///   does not name are allowed and ignored (the `mirror` middleware adds `mw`);
-/// - values are never converted to numbers or trees beyond what the schema asks, so any valid
-///   JSON (numbers of any size, lone surrogate escapes) in other members is accepted.
 /// Why a tool call's arguments are refused (the text of the tool error the testee answers with).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum ArgsError {
@@ -286,6 +276,16 @@ pub(crate) enum ArgsError {
     WrongType { tool: String, name: &'static str, article: &'static str, ty: &'static str },
 }
 
+/// Checks `arguments_json` against the tool's schema before the handler runs. `Err` gives the text
+/// of the is_error result.
+///
+/// - empty text means `{}` (TP-CALL-08);
+/// - text that is not JSON is refused (TP-CALL-09), and so is JSON that is not an object
+///   (TP-CALL-10);
+/// - required members and their primitive types are checked (TP-CALL-12); members the schema
+///   does not name are allowed and ignored (the `mirror` middleware adds `mw`);
+/// - values are never converted to numbers or trees beyond what the schema asks, so any valid
+///   JSON (numbers of any size, lone surrogate escapes) in other members is accepted.
 pub(crate) fn check_args(spec: &ToolSpec, arguments_json: &str) -> Result<Args, ArgsError> {
     let text = if arguments_json.is_empty() { "{}" } else { arguments_json };
     let members: BTreeMap<String, Box<RawValue>> = match serde_json::from_str(text) {
