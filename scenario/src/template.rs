@@ -59,12 +59,17 @@ pub const MAX_FILL: usize = MAX_REPEAT;
 /// Why a `${fill:…}` stands where it does not size a whole message.
 pub const FILL_MISPLACED: &str = "`${fill:N:C}` sizes a whole message: only `send`, `send_frame: {body}` and `host_send: {message}` take it, once per message";
 
+/// A placeholder that does not read, and what is malformed in it (the loader adds `file:line:col`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SyntaxError(pub String);
+
 /// `N:C` of `${fill:N:C}`.
-fn parse_fill(spec: &str) -> Result<Piece, String> {
+fn parse_fill(spec: &str) -> Result<Piece, SyntaxError> {
     let bad = || {
-        format!(
+        SyntaxError(format!(
             "`${{fill:{spec}}}`: write `${{fill:N:C}}` (N the size in bytes of the whole message, C one printable ASCII character other than `\"` and `\\`)"
-        )
+        ))
     };
     let (n, c) = spec.split_once(':').ok_or_else(bad)?;
     let total: usize = n.parse().map_err(|_| bad())?;
@@ -74,27 +79,27 @@ fn parse_fill(spec: &str) -> Result<Piece, String> {
         return Err(bad());
     }
     if total > MAX_FILL {
-        return Err(format!("`${{fill:{spec}}}` asks for a message of more than {MAX_FILL} bytes"));
+        return Err(SyntaxError(format!("`${{fill:{spec}}}` asks for a message of more than {MAX_FILL} bytes")));
     }
     Ok(Piece::Fill { total, ch })
 }
 
 /// `N:TEXT` of `${repeat:N:TEXT}`.
-fn parse_repeat(spec: &str) -> Result<Piece, String> {
-    let bad = || format!("`${{repeat:{spec}}}`: write `${{repeat:N:TEXT}}` (N a count, TEXT not empty)");
+fn parse_repeat(spec: &str) -> Result<Piece, SyntaxError> {
+    let bad = || SyntaxError(format!("`${{repeat:{spec}}}`: write `${{repeat:N:TEXT}}` (N a count, TEXT not empty)"));
     let (n, text) = spec.split_once(':').ok_or_else(bad)?;
     let count: usize = n.parse().map_err(|_| bad())?;
     if text.is_empty() {
         return Err(bad());
     }
     if count.checked_mul(text.len()).is_none_or(|total| total > MAX_REPEAT) {
-        return Err(format!("`${{repeat:{spec}}}` generates more than {MAX_REPEAT} bytes"));
+        return Err(SyntaxError(format!("`${{repeat:{spec}}}` generates more than {MAX_REPEAT} bytes")));
     }
     Ok(Piece::Repeat { count, text: text.to_owned() })
 }
 
 /// Splits `s` into literal text and placeholders; the error says what is malformed.
-pub(crate) fn parse(s: &str) -> Result<Vec<Piece>, String> {
+pub(crate) fn parse(s: &str) -> Result<Vec<Piece>, SyntaxError> {
     let mut pieces = Vec::new();
     let mut lit = String::new();
     let mut chars = s.char_indices().peekable();
@@ -112,7 +117,7 @@ pub(crate) fn parse(s: &str) -> Result<Vec<Piece>, String> {
                 chars.next();
                 let rest = &s[i + 2..];
                 let Some(end) = rest.find('}') else {
-                    return Err(format!("unterminated placeholder `{}`", &s[i..]));
+                    return Err(SyntaxError(format!("unterminated placeholder `{}`", &s[i..])));
                 };
                 let name = &rest[..end];
                 let generated = if let Some(spec) = name.strip_prefix("repeat:") {
@@ -133,9 +138,9 @@ pub(crate) fn parse(s: &str) -> Result<Vec<Piece>, String> {
                     continue;
                 }
                 if !is_name(name) {
-                    return Err(format!(
+                    return Err(SyntaxError(format!(
                         "`${{{name}}}` is not a placeholder: names are letters, digits and `_`, not starting with a digit (write `$$` for a literal `$`)"
-                    ));
+                    )));
                 }
                 if !lit.is_empty() {
                     pieces.push(Piece::Lit(std::mem::take(&mut lit)));
@@ -236,7 +241,7 @@ pub fn substitute(v: &Value, captures: &Captures) -> Result<Value, RenderError> 
 /// [`substitute`] with every `${fill:…}` written `fill` times.
 fn substitute_n(v: &Value, captures: &Captures, fill: Option<usize>) -> Result<Value, RenderError> {
     Ok(match v {
-        Value::String(s) => fill_n(&parse(s).map_err(RenderError::Malformed)?, captures, fill)?,
+        Value::String(s) => fill_n(&parse(s).map_err(|e| RenderError::Malformed(e.0))?, captures, fill)?,
         Value::Array(a) => Value::Array(a.iter().map(|x| substitute_n(x, captures, fill)).collect::<Result<_, _>>()?),
         Value::Object(o) => {
             let mut m = serde_json::Map::new();
@@ -529,10 +534,10 @@ mod tests {
             "${fill:10:é}",
             "${fill:10:\n}",
         ] {
-            let e = parse(bad).unwrap_err();
+            let e = parse(bad).unwrap_err().0;
             assert!(e.contains("${fill:N:C}"), "{bad}: {e}");
         }
-        assert!(parse("${fill:67108865:a}").unwrap_err().contains("more than"));
+        assert!(parse("${fill:67108865:a}").unwrap_err().0.contains("more than"));
         assert!(!has_placeholders("${fill:9:a}"));
     }
 

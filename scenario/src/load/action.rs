@@ -405,7 +405,7 @@ impl Checker<'_> {
                     }
                 }
                 Err(msg) => {
-                    self.error(at, msg);
+                    self.error(at, msg.to_string());
                     return None;
                 }
             }

@@ -358,7 +358,7 @@ impl Checker<'_> {
             }
             Err(m) => {
                 ok = false;
-                self.errors.push(ScenarioError::new(self.file, at, m));
+                self.errors.push(ScenarioError::new(self.file, at, m.to_string()));
             }
         });
         ok.then_some(fill)

@@ -148,7 +148,7 @@ impl Checker<'_> {
             }
             Err(m) => {
                 ok = false;
-                self.errors.push(ScenarioError::new(self.file, at, m));
+                self.errors.push(ScenarioError::new(self.file, at, m.to_string()));
             }
         });
         let v = node.to_value().map_err(|(at, m)| self.error(at, m)).ok()?;

@@ -27,7 +27,7 @@ impl Compiler {
     }
 
     fn pieces(&mut self, s: &str, loc: Loc) -> Result<Vec<Piece>, PatternError> {
-        let pieces = template::parse(s).map_err(|m| PatternError { loc, message: m })?;
+        let pieces = template::parse(s).map_err(|m| PatternError { loc, message: m.to_string() })?;
         for p in &pieces {
             match p {
                 Piece::Var(name) => self.used.push((name.clone(), loc)),
@@ -332,13 +332,13 @@ impl Compiler {
                         let pieces = self.pieces(s, v.loc)?;
                         let probe: String =
                             pieces.iter().map(|p| if let Piece::Lit(l) = p { l.as_str() } else { "x" }).collect();
-                        build_regex(&probe).map_err(|m| PatternError { loc: v.loc, message: m })?;
+                        build_regex(&probe).map_err(|m| PatternError { loc: v.loc, message: m.to_string() })?;
                         Pattern::Regex(RegexPattern::Template(pieces))
                     } else {
                         let text = template::fill_text(&self.pieces(s, v.loc)?, &Captures::new())
                             .map_err(|e| PatternError { loc: v.loc, message: e.to_string() })?;
                         Pattern::Regex(RegexPattern::Fixed(
-                            build_regex(&text).map_err(|m| PatternError { loc: v.loc, message: m })?,
+                            build_regex(&text).map_err(|m| PatternError { loc: v.loc, message: m.to_string() })?,
                         ))
                     }
                 }
@@ -385,7 +385,7 @@ impl Compiler {
                     let mut names = Vec::new();
                     template::names_in(&value, &mut names);
                     self.used.extend(names.into_iter().map(|n| (n, v.loc)));
-                    check_placeholders(&value).map_err(|message| PatternError { loc: v.loc, message })?;
+                    check_placeholders(&value).map_err(|e| PatternError { loc: v.loc, message: e.to_string() })?;
                     Pattern::Equals(value)
                 }
                 "not" => Pattern::Not(Box::new(self.compile(v, ctx)?)),

@@ -376,7 +376,7 @@ fn m_regex(
                     }
                 }
             }
-            build_regex(&text).map_err(|e| render_err(path, RenderError::Malformed(e)))?.is_match(s)
+            build_regex(&text).map_err(|e| render_err(path, RenderError::Malformed(e.to_string())))?.is_match(s)
         }
     };
     if hit { Ok(()) } else { Err(mismatch(path, p, actual)) }

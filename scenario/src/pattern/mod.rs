@@ -158,7 +158,7 @@ fn fail<T>(loc: Loc, message: impl Into<String>) -> Result<T, PatternError> {
     Err(PatternError { loc, message: message.into() })
 }
 
-fn check_placeholders(v: &Value) -> Result<(), String> {
+fn check_placeholders(v: &Value) -> Result<(), template::SyntaxError> {
     match v {
         Value::String(s) => template::parse(s).map(drop),
         Value::Array(a) => a.iter().try_for_each(check_placeholders),
@@ -171,10 +171,18 @@ fn arm_names() -> Vec<String> {
     Arm::ALL.iter().map(|a| a.name().to_owned()).collect()
 }
 
-fn build_regex(text: &str) -> Result<Regex, String> {
-    RegexBuilder::new(text).size_limit(REGEX_SIZE_LIMIT).dfa_size_limit(REGEX_SIZE_LIMIT).build().map_err(|e| {
-        format!("invalid regex: {}", e.to_string().replace('\n', " ").split_whitespace().collect::<Vec<_>>().join(" "))
-    })
+/// A `regex:` pattern that does not compile (within the size limits), with the regex crate's
+/// reason on one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid regex: {0}")]
+pub struct RegexError(String);
+
+fn build_regex(text: &str) -> Result<Regex, RegexError> {
+    RegexBuilder::new(text)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .dfa_size_limit(REGEX_SIZE_LIMIT)
+        .build()
+        .map_err(|e| RegexError(e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")))
 }
 
 /// The value a proto3 field has when it is not on the wire; `None` for message fields, which

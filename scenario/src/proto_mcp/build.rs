@@ -28,64 +28,67 @@ impl From<&str> for BuildError {
     }
 }
 
-fn hex(text: &str) -> Result<Vec<u8>, String> {
-    protomcp_proto::dynamic::hex_decode(text).map_err(|e| e.to_string())
+fn hex(text: &str) -> Result<Vec<u8>, BuildError> {
+    protomcp_proto::dynamic::hex_decode(text).map_err(|e| BuildError(e.to_string()))
 }
 
-fn text(v: &Value, key: &str) -> Result<String, String> {
+fn text(v: &Value, key: &str) -> Result<String, BuildError> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(String::new()),
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(format!("`{key}` must be a string, not {other}")),
+        Some(other) => Err(BuildError(format!("`{key}` must be a string, not {other}"))),
     }
 }
 
-fn flag(v: &Value, key: &str) -> Result<bool, String> {
+fn flag(v: &Value, key: &str) -> Result<bool, BuildError> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
-        Some(other) => Err(format!("`{key}` must be true or false, not {other}")),
+        Some(other) => Err(BuildError(format!("`{key}` must be true or false, not {other}"))),
     }
 }
 
-fn strings(v: &Value, key: &str) -> Result<Vec<String>, String> {
+fn strings(v: &Value, key: &str) -> Result<Vec<String>, BuildError> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(a)) => {
-            a.iter().map(|x| x.as_str().map(str::to_owned).ok_or_else(|| format!("`{key}` holds strings"))).collect()
-        }
-        Some(other) => Err(format!("`{key}` must be a list of strings, not {other}")),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|x| x.as_str().map(str::to_owned).ok_or_else(|| BuildError(format!("`{key}` holds strings"))))
+            .collect(),
+        Some(other) => Err(BuildError(format!("`{key}` must be a list of strings, not {other}"))),
     }
 }
 
-fn string_map(v: &Value, key: &str) -> Result<HashMap<String, String>, String> {
+fn string_map(v: &Value, key: &str) -> Result<HashMap<String, String>, BuildError> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(HashMap::new()),
         Some(Value::Object(m)) => m
             .iter()
             .map(|(k, x)| {
-                x.as_str().map(|s| (k.clone(), s.to_owned())).ok_or_else(|| format!("`{key}.{k}` must be a string"))
+                x.as_str()
+                    .map(|s| (k.clone(), s.to_owned()))
+                    .ok_or_else(|| BuildError(format!("`{key}.{k}` must be a string")))
             })
             .collect(),
-        Some(other) => Err(format!("`{key}` must be a map, not {other}")),
+        Some(other) => Err(BuildError(format!("`{key}` must be a map, not {other}"))),
     }
 }
 
-fn known_keys(v: &Value, what: &str, keys: &[&str]) -> Result<(), String> {
+fn known_keys(v: &Value, what: &str, keys: &[&str]) -> Result<(), BuildError> {
     if let Some(m) = v.as_object() {
         if let Some(k) = m.keys().find(|k| !keys.contains(&k.as_str())) {
-            return Err(format!("{what}: unknown field `{k}` (known: {})", keys.join(", ")));
+            return Err(BuildError(format!("{what}: unknown field `{k}` (known: {})", keys.join(", "))));
         }
         Ok(())
     } else if v.is_null() {
         Ok(())
     } else {
-        Err(format!("{what} must be a map"))
+        Err(BuildError(format!("{what} must be a map")))
     }
 }
 
 /// The body (without the arm's tag) of the arm `arm` written as `v`.
-fn arm_body(arm: Arm, v: &Value) -> Result<Vec<u8>, String> {
+fn arm_body(arm: Arm, v: &Value) -> Result<Vec<u8>, BuildError> {
     let what = arm.name();
     Ok(match arm {
         Arm::InitializeRequest => {
@@ -161,7 +164,7 @@ fn arm_body(arm: Arm, v: &Value) -> Result<Vec<u8>, String> {
             let code = v.get("code").and_then(Value::as_i64).unwrap_or(0) as i32;
             pb::ErrorResponse { code, message: text(v, "message")?, data: None }.encode_to_vec()
         }
-        other => return Err(format!("the harness does not write {other}")),
+        other => return Err(BuildError(format!("the harness does not write {other}"))),
     })
 }
 
@@ -181,7 +184,7 @@ pub fn message_frame(v: &Value) -> Result<(Vec<u8>, String), BuildError> {
     let m = v.as_object().ok_or("a message is a map")?;
     let id = match m.get("id") {
         None => 0,
-        Some(x) => x.as_u64().ok_or_else(|| format!("id must be an unsigned integer, not {x}"))?,
+        Some(x) => x.as_u64().ok_or_else(|| BuildError(format!("id must be an unsigned integer, not {x}")))?,
     };
     let mut arms = m.keys().filter_map(|k| Arm::from_name(k));
     let arm = arms.next().ok_or("a message names one arm (e.g. list_tools_request)")?;
@@ -190,7 +193,7 @@ pub fn message_frame(v: &Value) -> Result<(Vec<u8>, String), BuildError> {
     }
     const MODIFIERS: &[&str] = &["id", "inner_extra_hex", "outer_extra_hex", "inner_unknown_len", "pad_to"];
     if let Some(k) = m.keys().find(|k| Arm::from_name(k).is_none() && !MODIFIERS.contains(&k.as_str())) {
-        return Err(format!("unknown field `{k}` in a message").into());
+        return Err(BuildError(format!("unknown field `{k}` in a message")));
     }
     let mut inner = arm_body(arm, &m[arm.name()])?;
     if let Some(x) = m.get("inner_extra_hex").and_then(Value::as_str) {
