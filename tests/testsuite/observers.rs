@@ -59,6 +59,12 @@ fn a_second_answer_no_step_looks_for_fails_the_case_under_the_observers_rule_and
     );
     assert!(f["message"].as_str().unwrap().contains("a second call_result for \"c1\""), "{c}");
     assert!(f["step"].as_u64().is_some(), "the finding says where it was seen: {c}");
+    // The HTML report lists the case's findings.
+    let html = sb.dir.path().join("r.html");
+    let o = sb.cmd().arg("--scenarios").arg(sb.dir.path().join("s.yaml")).arg("--html").arg(&html).output().unwrap();
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<ul class=\"findings\"><li>TP-CONCUR-01 [MUST] rule session-model"), "no findings list");
     sb.assert_clean();
 }
 

@@ -590,6 +590,10 @@ fn case(h: &mut String, target: &str, r: &CaseResult) {
     if let Some(c) = &r.check {
         dd(h, "check", &format!("<code class=\"check\">{}</code>", escape(&c.to_string())));
     }
+    if !r.findings.is_empty() {
+        let items: String = r.findings.iter().map(|f| format!("<li>{}</li>", escape(&f.to_string()))).collect();
+        dd(h, "findings", &format!("<ul class=\"findings\">{items}</ul>"));
+    }
     dd(h, "scenario file", &format!("<code>{}</code>", escape(&r.file)));
     if let Some(l) = &parts.location {
         dd(h, "failing step", &format!("<code class=\"location\">{}</code>", escape(l)));
