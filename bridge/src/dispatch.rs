@@ -4,6 +4,7 @@
 //! waiting for them, notifications to sessions, reverse requests to a host, the end of a start
 //! or reload to whoever waits for it. One timer task sleeps towards the core's next deadline.
 
+use protomcp_proto::bridge_core::NoAnswer;
 use protomcp_proto::frame::Sideband;
 use protomcp_proto::pb::Envelope;
 
@@ -96,13 +97,13 @@ impl Bridge {
             }
             (Event::Sample { session: id, rid, params }, _) => {
                 let Some(s) = session(id) else {
-                    return self.drive(|sh, _| sh.core.handle_sample_answer(&rid, Err("the session ended".into())));
+                    return self.drive(|sh, _| sh.core.handle_sample_answer(&rid, Err(NoAnswer::SessionEnded)));
                 };
                 self.ask_host(rid, async move { s.sample(params).await }, Core::handle_sample_answer);
             }
             (Event::ListRoots { session: id, rid }, _) => {
                 let Some(s) = session(id) else {
-                    return self.drive(|sh, _| sh.core.handle_roots_answer(&rid, Err("the session ended".into())));
+                    return self.drive(|sh, _| sh.core.handle_roots_answer(&rid, Err(NoAnswer::SessionEnded)));
                 };
                 self.ask_host(rid, async move { s.list_roots().await }, Core::handle_roots_answer);
             }
@@ -127,14 +128,14 @@ impl Bridge {
         &self,
         rid: String,
         ask: impl Future<Output = Result<Value, ReverseError>> + Send + 'static,
-        answer: fn(&mut Core, &str, Result<Value, String>),
+        answer: fn(&mut Core, &str, Result<Value, NoAnswer>),
     ) {
         let this = self.self_arc();
         let bound = self.cfg.call_timeout + Duration::from_secs(1);
         tokio::spawn(async move {
             let r = match tokio::time::timeout(bound, ask).await {
-                Ok(r) => r.map_err(|e| e.to_string()),
-                Err(_) => Err("no answer in time".into()),
+                Ok(r) => r.map_err(|e| NoAnswer::Host(e.to_string())),
+                Err(_) => Err(NoAnswer::Late),
             };
             this.drive(|sh, _| answer(&mut sh.core, &rid, r));
         });

@@ -110,7 +110,7 @@ impl Core {
                 let arm = crate::Arm::of(&other).name();
                 self.start_failed(format!("the tool process answered ListToolsRequest with {arm}"));
             }
-            Err(e) => self.start_failed(e),
+            Err(e) => self.start_failed(e.to_string()),
         }
     }
 
@@ -242,7 +242,7 @@ impl Core {
                 let arm = crate::Arm::of(&other).name();
                 self.reload_failed(reload.middleware, format!("the tool process answered ReloadRequest with {arm}"))
             }
-            Err(e) => self.reload_failed(reload.middleware, e),
+            Err(e) => self.reload_failed(reload.middleware, e.to_string()),
         }
     }
 

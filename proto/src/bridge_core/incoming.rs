@@ -2,7 +2,7 @@
 //! markers of a handshake, tool-list control, progress, logs, resource updates, reverse
 //! requests, sideband transfers and streams, and the replies to our requests.
 
-use super::{Core, Envelope, EnvelopeExt, Event, Instant, ListKind, Msg, ToolOp, pb, shapes};
+use super::{Core, Envelope, EnvelopeExt, Event, Instant, ListKind, Msg, NoReply, ToolOp, pb, shapes};
 use crate::envelopes as env;
 use crate::frame::Sideband;
 use crate::sideband::StreamEvent;
@@ -46,7 +46,7 @@ impl Core {
                         self.resolve(now, &rid, Ok(Msg::CallResult(r)));
                     }
                     Some(StreamEvent::Failed { rid, error, .. }) => {
-                        self.resolve(now, &rid, Err(format!("stream: {error}")));
+                        self.resolve(now, &rid, Err(NoReply::Stream(error.to_string())));
                     }
                     Some(StreamEvent::Orphan { violation, .. }) => self.diag(violation.to_string()),
                     _ => {}
@@ -95,9 +95,9 @@ impl Core {
         }
         let rid = sb.header.request_id.clone();
         let reply = match sb.payload {
-            Err(e) => Err(format!("sideband payload: {e}")),
+            Err(e) => Err(NoReply::Sideband(e.to_string())),
             Ok(bytes) => match String::from_utf8(bytes.to_vec()) {
-                Err(_) => Err("sideband payload is not UTF-8".to_owned()),
+                Err(_) => Err(NoReply::SidebandNotUtf8),
                 Ok(text) => match sb.header.field_name.as_str() {
                     "result_json" => {
                         Ok(Msg::CallResult(pb::CallToolResponse { result_json: text, ..Default::default() }))
@@ -106,7 +106,7 @@ impl Core {
                         structured_content_json: text,
                         ..Default::default()
                     })),
-                    other => Err(format!("sideband field_name {other:?} is not a result field")),
+                    other => Err(NoReply::SidebandField(other.to_owned())),
                 },
             },
         };

@@ -48,7 +48,8 @@ use crate::sideband::{StreamAssembler, StreamLimits};
 use crate::spec::{DEFAULT_CALL_TIMEOUT, HANDSHAKE_QUIET};
 use crate::violation::Party;
 
-pub use tools::{Mode, Rejected, ToolOp, ToolSet};
+pub use reverse::{MessagesNotArray, NoAnswer};
+pub use tools::{Invalid, Mode, Rejected, ToolOp, ToolSet};
 
 /// Identity of a host session (the shell's numbering).
 pub type SessionId = u64;
@@ -205,12 +206,37 @@ enum Pull {
 }
 
 /// The answer to a pending request: the reply's message, or why there is none.
-type Reply = Result<Msg, String>;
+type Reply = Result<Msg, NoReply>;
+
+/// Why a request the bridge sent to its tool process got no usable reply. Each is the tool
+/// process's side of the connection; the text is what the host's error says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoReply {
+    /// Nothing within the call timeout (BR-CALL-15).
+    #[error("no reply from the tool process within {0:?}")]
+    Timeout(Duration),
+    /// The connection ended first (BR-LIFECYCLE-03), as the shell saw it end.
+    #[error("{0}")]
+    Closed(String),
+    /// The frame could not be queued for the tool process (it does not read).
+    #[error("{0}")]
+    NotSent(String),
+    /// A stream of the reply failed (BR-STREAM-*).
+    #[error("stream: {0}")]
+    Stream(String),
+    /// A sideband transfer of the reply failed (BR-SIDEBAND-*).
+    #[error("sideband payload: {0}")]
+    Sideband(String),
+    #[error("sideband payload is not UTF-8")]
+    SidebandNotUtf8,
+    #[error("sideband field_name {0:?} is not a result field")]
+    SidebandField(String),
+}
 
 fn describe(r: &Reply) -> String {
     match r {
         Ok(m) => format!("unexpected reply {}", crate::Arm::of(m).name()),
-        Err(e) => e.clone(),
+        Err(e) => e.to_string(),
     }
 }
 
@@ -396,7 +422,7 @@ impl Core {
     /// A frame could not be queued for the tool process (it does not read): the request it
     /// carried fails now.
     pub fn handle_send_failed(&mut self, now: Instant, rid: &str, reason: String) {
-        self.resolve(now, rid, Err(reason));
+        self.resolve(now, rid, Err(NoReply::NotSent(reason)));
     }
 
     /// Everything whose time has come: requests unanswered within the call timeout, the end of
@@ -413,11 +439,10 @@ impl Core {
             match what {
                 Waiting::Op(op) => self.op_timed_out(now, op, &rid),
                 _ => {
-                    let reason = format!("no reply from the tool process within {:?}", self.cfg.call_timeout);
                     if let Some(c) = self.conn.as_mut() {
                         c.streams.abort(&rid, "the request timed out");
                     }
-                    self.resolve(now, &rid, Err(reason));
+                    self.resolve(now, &rid, Err(NoReply::Timeout(self.cfg.call_timeout)));
                 }
             }
         }
@@ -445,7 +470,7 @@ impl Core {
         pending.sort_by(|a, b| a.0.cmp(&b.0));
         for (_, p) in pending {
             if let Waiting::Op(op) = p.what {
-                self.op_reply(now, op, Err(reason.to_owned()));
+                self.op_reply(now, op, Err(NoReply::Closed(reason.to_owned())));
             }
         }
         self.reverse.clear();

@@ -7,8 +7,8 @@ use prost::Message as _;
 use serde_json::{Map, Value, json};
 
 use super::{
-    Core, Envelope, EnvelopeExt, Event, HostError, Instant, ListKind, Msg, OpId, PlantedBug, Reply, SessionId, Status,
-    Waiting, describe, pb, shapes,
+    Core, Envelope, EnvelopeExt, Event, HostError, Instant, ListKind, Msg, NoReply, OpId, PlantedBug, Reply, SessionId,
+    Status, Waiting, describe, pb, shapes,
 };
 use crate::envelopes as env;
 use crate::frame::MAX_FRAME;
@@ -233,8 +233,7 @@ impl Core {
             c.streams.abort(rid, "the request timed out");
         }
         if !at_tool {
-            let reason = format!("no reply from the tool process within {:?}", self.cfg.call_timeout);
-            return self.resolve(now, rid, Err(reason));
+            return self.resolve(now, rid, Err(NoReply::Timeout(self.cfg.call_timeout)));
         }
         self.pending.remove(rid);
         let Some(mut o) = self.ops.remove(&op) else { return };
@@ -330,7 +329,9 @@ impl Core {
             }
             Kind::Prompt => {
                 let r = match reply {
-                    Ok(Msg::GetPromptResponse(r)) => shapes::mcp_prompt_result(&r).map_err(HostError::Internal),
+                    Ok(Msg::GetPromptResponse(r)) => {
+                        shapes::mcp_prompt_result(&r).map_err(|e| HostError::Internal(e.to_string()))
+                    }
                     other => Err(HostError::Internal(format!("prompts/get: {}", describe(&other)))),
                 };
                 return self.events.push_back(done(r));

@@ -15,9 +15,29 @@ fn sampling_error(e: &str) -> pb::SamplingResponse {
     pb::SamplingResponse { error: e.to_owned(), ..Default::default() }
 }
 
+/// Why a host's answer to a reverse request (sampling, roots) did not come: the tool process
+/// is told so (a SamplingResponse error, an empty root list).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoAnswer {
+    /// The host's session ended first.
+    #[error("the session ended")]
+    SessionEnded,
+    /// Nothing within the call timeout (BR-SAMPLING-07).
+    #[error("no answer in time")]
+    Late,
+    /// The host answered with an error, or an answer that does not read.
+    #[error("{0}")]
+    Host(String),
+}
+
+/// A SamplingRequest whose messages_json is not a JSON array (BR-SAMPLING-05).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("messages_json is not a JSON array")]
+pub struct MessagesNotArray;
+
 /// A SamplingRequest as `sampling/createMessage` params: string contents become text blocks,
 /// `maxTokens` defaults to 1024.
-pub fn sampling_params(req: &pb::SamplingRequest) -> Result<Value, String> {
+pub fn sampling_params(req: &pb::SamplingRequest) -> Result<Value, MessagesNotArray> {
     let messages = match serde_json::from_str::<Value>(&req.messages_json) {
         Ok(Value::Array(items)) => items
             .into_iter()
@@ -28,7 +48,7 @@ pub fn sampling_params(req: &pb::SamplingRequest) -> Result<Value, String> {
                 m
             })
             .collect::<Vec<_>>(),
-        _ => return Err("messages_json is not a JSON array".into()),
+        _ => return Err(MessagesNotArray),
     };
     let mut params = json!({
         "messages": messages,
@@ -83,7 +103,7 @@ impl Core {
             return self.reply_under(rid, sampling_error(NO_SAMPLING_CAP).into());
         }
         match sampling_params(req) {
-            Err(e) => self.reply_under(rid, sampling_error(&e).into()),
+            Err(e) => self.reply_under(rid, sampling_error(&e.to_string()).into()),
             Ok(params) => {
                 let deadline = now + self.cfg.call_timeout;
                 self.reverse.insert(rid.clone(), Reverse { sampling: true, deadline });
@@ -104,19 +124,19 @@ impl Core {
 
     /// The host's answer to [`Event::Sample`]: the result, or why there is none. Too late (or
     /// for a request of an ended connection) it is dropped.
-    pub fn handle_sample_answer(&mut self, rid: &str, result: Result<Value, String>) {
+    pub fn handle_sample_answer(&mut self, rid: &str, result: Result<Value, NoAnswer>) {
         if self.reverse.remove(rid).is_none() {
             return;
         }
         let response = match result {
             Ok(r) => sampling_response(&r),
-            Err(e) => sampling_error(&e),
+            Err(e) => sampling_error(&e.to_string()),
         };
         self.reply_under(rid.to_owned(), response.into());
     }
 
     /// The host's answer to [`Event::ListRoots`]; a failure becomes an empty list.
-    pub fn handle_roots_answer(&mut self, rid: &str, result: Result<Value, String>) {
+    pub fn handle_roots_answer(&mut self, rid: &str, result: Result<Value, NoAnswer>) {
         if self.reverse.remove(rid).is_none() {
             return;
         }

@@ -257,13 +257,18 @@ pub fn log_data(data_json: &str) -> Value {
     serde_json::from_str(data_json).unwrap_or_else(|_| Value::String(data_json.to_owned()))
 }
 
+/// A PromptMessage whose role MCP does not know (BR-PROMPT-06): the tool process's fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("prompt message with role {0:?}")]
+pub struct UnknownRole(pub String);
+
 /// A GetPromptResponse as an MCP GetPromptResult (BR-PROMPT-05); an error for a message role
 /// MCP does not know (BR-PROMPT-06).
-pub fn mcp_prompt_result(r: &pb::GetPromptResponse) -> Result<Value, String> {
+pub fn mcp_prompt_result(r: &pb::GetPromptResponse) -> Result<Value, UnknownRole> {
     let mut messages = Vec::new();
     for m in &r.messages {
         if m.role != "user" && m.role != "assistant" {
-            return Err(format!("prompt message with role {:?}", m.role));
+            return Err(UnknownRole(m.role.clone()));
         }
         let content = match serde_json::from_str::<Value>(&m.content_json) {
             Ok(v) if v.get("type").is_some_and(Value::is_string) => v,

@@ -64,14 +64,26 @@ pub struct ToolSet {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejected {
     pub name: String,
-    pub reason: String,
+    pub reason: Invalid,
 }
 
-fn object_schema(text: &str, what: &str) -> Result<(), String> {
+/// Why a tool definition is left out of tools/list (BR-HANDSHAKE-12): the tool process's fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Invalid {
+    #[error("empty name")]
+    EmptyName,
+    /// `field` (input_schema_json, output_schema_json) is JSON but not an object schema.
+    #[error("{field} is not a JSON object with \"type\": \"object\"")]
+    NotObjectSchema { field: &'static str },
+    #[error("{field} is not JSON: {error}")]
+    NotJson { field: &'static str, error: String },
+}
+
+fn object_schema(text: &str, field: &'static str) -> Result<(), Invalid> {
     match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(o)) if o.get("type") == Some(&Value::String("object".into())) => Ok(()),
-        Ok(_) => Err(format!("{what} is not a JSON object with \"type\": \"object\"")),
-        Err(e) => Err(format!("{what} is not JSON: {e}")),
+        Ok(_) => Err(Invalid::NotObjectSchema { field }),
+        Err(e) => Err(Invalid::NotJson { field, error: e.to_string() }),
     }
 }
 
@@ -84,7 +96,7 @@ impl ToolSet {
         self.tools.clear();
         for d in defs {
             let check = if d.name.is_empty() {
-                Err("empty name".to_owned())
+                Err(Invalid::EmptyName)
             } else if !d.input_schema_json.is_empty() {
                 object_schema(&d.input_schema_json, "input_schema_json")
             } else {

@@ -187,7 +187,11 @@ pub fn bridge_core_ops(data: &[u8]) {
             7 => {
                 if !run.asked.is_empty() {
                     let (rid, sampling) = run.asked.remove(usize::from(arg) % run.asked.len());
-                    let r = if arg & 1 == 0 { Ok(json!({"roots": []})) } else { Err("no".to_owned()) };
+                    let r = if arg & 1 == 0 {
+                        Ok(json!({"roots": []}))
+                    } else {
+                        Err(crate::bridge_core::NoAnswer::Host("no".to_owned()))
+                    };
                     if sampling {
                         run.core.handle_sample_answer(&rid, r);
                     } else {
