@@ -151,7 +151,7 @@ impl BridgeModel {
         let content = got.get("content").cloned().unwrap_or(Value::Array(Vec::new()));
         if !same_json(&content, &want.content) {
             self.find(
-                content_rule(&want.result_json, &content),
+                content_rule(want.shape.as_deref(), &want.content, &content),
                 format!("tools/call {id}: content {content} is not what the tool process sent ({})", want.content),
             );
         }

@@ -188,8 +188,9 @@ struct Listener {
 /// What the tool process answered to a CallToolRequest, as the host must see it.
 #[derive(Debug, Clone, PartialEq)]
 struct Expected {
-    /// The tool process's result_json, as sent: which mapping rule a difference breaks.
-    result_json: String,
+    /// The shape of result_json, for naming the mapping rule a difference breaks
+    /// ([`content_shape`]).
+    shape: Option<Vec<bool>>,
     content: Value,
     is_error: bool,
     structured: Option<Value>,
@@ -262,20 +263,28 @@ pub(crate) fn same_json(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// The mapping rule that `got`, a tools/call result's content, breaks when it differs from what
-/// `result_json` maps to: BR-CALL-09 when result_json is not an array (or empty); for an array,
-/// at the first element that differs (or is missing, or extra), BR-CALL-10 for an image or
-/// audio block whose `data` or `mimeType` changed, BR-CALL-07 for another typed block,
-/// BR-CALL-08 for an element that is not one.
-pub fn content_rule(result_json: &str, got: &Value) -> &'static str {
-    let Ok(Value::Array(items)) = serde_json::from_str::<Value>(result_json) else { return "BR-CALL-09" };
-    let want = content_of(result_json);
-    let (Some(want), Some(got)) = (want.as_array(), got.as_array()) else { return "BR-CALL-09" };
+/// The shape of a result_json, all that [`content_rule`] needs of it: `None` when it is not a JSON
+/// array (or empty), else whether each element is a typed block (an object with a string `type`).
+pub fn content_shape(result_json: &str) -> Option<Vec<bool>> {
+    match serde_json::from_str::<Value>(result_json) {
+        Ok(Value::Array(items)) => {
+            Some(items.iter().map(|i| i.is_object() && i.get("type").is_some_and(Value::is_string)).collect())
+        }
+        _ => None,
+    }
+}
+
+/// The mapping rule that `got`, a tools/call result's content, breaks when it differs from
+/// `want` (what a result_json of `shape` maps to): BR-CALL-09 when result_json is not an array
+/// (or empty); for an array, at the first element that differs (or is missing, or extra),
+/// BR-CALL-10 for an image or audio block whose `data` or `mimeType` changed, BR-CALL-07 for
+/// another typed block, BR-CALL-08 for an element that is not one.
+pub fn content_rule(shape: Option<&[bool]>, want: &Value, got: &Value) -> &'static str {
+    let (Some(typed), Some(want), Some(got)) = (shape, want.as_array(), got.as_array()) else { return "BR-CALL-09" };
     let at = (0..want.len().max(got.len()))
         .find(|&i| !matches!((want.get(i), got.get(i)), (Some(w), Some(g)) if same_json(w, g)))
         .unwrap_or(0);
-    let Some(item) = items.get(at) else { return "BR-CALL-07" };
-    let typed = item.is_object() && item.get("type").is_some_and(Value::is_string);
+    let (Some(&typed), Some(item)) = (typed.get(at), want.get(at)) else { return "BR-CALL-07" };
     if !typed {
         return "BR-CALL-08";
     }

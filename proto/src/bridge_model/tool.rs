@@ -1,6 +1,8 @@
 //! The tool process's side: the Envelopes it received and sent, and its connection's end.
 
-use super::{BridgeModel, Expected, Msg, NEEDS_TOOL, SessionName, T_PROMPT, Value, content_of, pb, same_json};
+use super::{
+    BridgeModel, Expected, Msg, NEEDS_TOOL, SessionName, T_PROMPT, Value, content_of, content_shape, pb, same_json,
+};
 
 impl BridgeModel {
     /// An Envelope the bridge sent to the tool process.
@@ -108,7 +110,7 @@ impl BridgeModel {
                 let structured =
                     serde_json::from_str::<Value>(&r.structured_content_json).ok().filter(Value::is_object);
                 let want = Expected {
-                    result_json: r.result_json.clone(),
+                    shape: content_shape(&r.result_json),
                     content: content_of(&r.result_json),
                     is_error: r.is_error,
                     structured,
