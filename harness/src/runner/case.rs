@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::scenario::Scenario;
-use crate::scenario::SocketSetup;
-use crate::testee::ENV_SOCKET;
 use tokio::net::UnixListener;
+
+use crate::scenario::{Scenario, SocketSetup};
+use crate::testee::ENV_SOCKET;
 
 use super::exec::leaked;
 use super::{

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use crate::requirements::TP_FEATURES;
 use crate::scenario::{Action, Profile, Role, Scenario, SocketSetup};
 
-/// Known failures: scenario id → its entries (one per check where it fails).
 /// How the harness reaches the bridge.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum BridgeTransport {
@@ -30,6 +29,7 @@ impl BridgeTransport {
     }
 }
 
+/// Known failures: scenario id (or [`ANY_SCENARIO`]) → its entries (one per check where it fails).
 pub type KnownFailures = BTreeMap<String, Vec<super::verdict::KnownFailure>>;
 
 /// How the testee is started.
@@ -136,7 +136,6 @@ impl Target {
         }
     }
 
-    /// The known-failures entries of scenario `id` (none: empty).
     /// The known-failures entries that apply to scenario `id`: its own, then the target-wide
     /// ones (key [`ANY_SCENARIO`]).
     pub fn known(&self, id: &str) -> Vec<super::verdict::KnownFailure> {
@@ -422,7 +421,7 @@ impl Manifest {
 /// The key of target-wide entries in a known-failures file: a deviation an observer finds in
 /// whichever scenario happens to provoke it (e.g. a notification the target sends on its own
 /// timer). Such an entry pins an observer's rule and is intermittent: a case where it does not
-/// occur passes; [`unused_target_wide`] names the entries a whole run never needed.
+/// occur passes; [`target_wide_lines`] says which ones a whole run needed, and how often.
 pub const ANY_SCENARIO: &str = "*";
 
 /// The form of an entry, for messages.
