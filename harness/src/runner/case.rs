@@ -42,7 +42,8 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
     let outcome = blocked(s, outcome, &mut res);
     let known = target.known(&s.id);
     let known = known.as_slice();
-    res.intermittent = known.iter().any(|k| k.intermittent);
+    // Intermittent: an own entry says so (a target-wide one only where it excused a finding, below).
+    res.intermittent = known.iter().any(|k| k.intermittent && !k.anywhere);
     // The steps answer for the entries that pin steps (or any check); the observers for all.
     let step_known: Vec<KnownFailure> =
         known.iter().filter(|k| !matches!(k.check, Some(Check::Rule(_)))).cloned().collect();
@@ -61,6 +62,7 @@ pub async fn run_scenario(s: &Scenario, target: &Target, cfg: &Config) -> CaseRe
         for j in judged.iter().filter(|j| j.verdict == Verdict::Xfail) {
             if let Some(k) = known.iter().find(|k| k.matches(Some(&j.check), &j.broken)) {
                 res.known_used.push(k.at.clone());
+                res.intermittent |= k.intermittent;
             }
         }
         (verdict, message) = with_findings(s, &mut res, (verdict, message), judged);

@@ -105,6 +105,15 @@ mod tests {
     }
 
     #[test]
+    fn a_run_that_a_target_wide_entry_excused_folds_with_passing_runs_to_an_intermittent_xfail() {
+        // Only the run whose finding a target-wide entry excused is marked intermittent.
+        let folded = fold_repeats(vec![result(Verdict::Pass, false), result(Verdict::Xfail, true)]);
+        assert_eq!(folded.verdict, Verdict::Xfail);
+        let flaky = fold_repeats(vec![result(Verdict::Pass, false), result(Verdict::Xfail, false)]);
+        assert_eq!(flaky.verdict, Verdict::Flaky);
+    }
+
+    #[test]
     fn globs() {
         assert!(glob_match("calls.*", "calls.echo"));
         assert!(glob_match("*echo", "calls.echo"));

@@ -60,8 +60,9 @@ pub struct CaseResult {
     /// With `--repeat N`: the verdict and first message line of each run, in run order (empty
     /// for a single run).
     pub runs: Vec<(Verdict, String)>,
-    /// The known-failures entry says the deviation is intermittent (runs that differ only in
-    /// PASS and XFAIL fold to XFAIL, not FLAKY).
+    /// An own known-failures entry says the deviation is intermittent, or a target-wide one
+    /// (intermittent by rule) excused a finding of this run: repeated runs that differ only in
+    /// PASS and XFAIL fold to XFAIL, not FLAKY.
     pub intermittent: bool,
     /// What the testee's process group held when it connected and when the steps were done
     /// (`/proc`, [`crate::io::resources`]); `None` when it was not sampled both times.
@@ -180,7 +181,7 @@ pub fn fold_repeats(mut runs: Vec<CaseResult>) -> CaseResult {
     let same =
         runs.iter().all(|r| r.verdict == runs[0].verdict && r.broken == runs[0].broken && r.check == runs[0].check);
     // An intermittent known failure that occurred in some runs: XFAIL (the first run where it did).
-    let intermittent = runs[0].intermittent
+    let intermittent = runs.iter().any(|r| r.intermittent)
         && runs.iter().all(|r| matches!(r.verdict, Verdict::Pass | Verdict::Xfail))
         && runs.iter().any(|r| r.verdict == Verdict::Xfail);
     if !same && intermittent {
