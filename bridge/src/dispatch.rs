@@ -8,7 +8,7 @@ use protomcp_proto::bridge_core::NoAnswer;
 use protomcp_proto::frame::Sideband;
 use protomcp_proto::pb::Envelope;
 
-use super::error::ReverseError;
+use super::error::{ReverseError, StartFailure};
 use super::{
     Arc, Bridge, Core, Duration, HostError, HostSession, Instant, SessionId, Shared, Value, bcore, diag, oneshot,
 };
@@ -114,7 +114,7 @@ impl Bridge {
                 }
             }
             (Event::StartFailed { reason, .. } | Event::ReloadFailed { reason }, Waiter::Start(tx)) => {
-                let _ = tx.send(Err(reason));
+                let _ = tx.send(Err(StartFailure::Handshake(reason)));
             }
             (Event::StartFailed { reason, .. } | Event::ReloadFailed { reason }, _) => diag(&reason),
             (Event::Diag(line), _) => diag(&line),
@@ -175,7 +175,7 @@ impl Bridge {
 enum Waiter {
     None,
     Op(oneshot::Sender<Result<Value, HostError>>),
-    Start(oneshot::Sender<Result<(), String>>),
+    Start(oneshot::Sender<Result<(), StartFailure>>),
 }
 
 impl Sink for Bridge {

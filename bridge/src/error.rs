@@ -51,28 +51,15 @@ pub enum SendError {
     WriterStopped,
 }
 
-/// Why a host gave no result to a reverse request (sampling/createMessage, roots/list).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ReverseError {
-    #[error("the session is not initialized")]
-    NotInitialized,
-    /// The request could not be put to this host (invalid params, a capability it lacks).
-    #[error("{0}")]
-    Invalid(String),
-    /// The host answered with an error, or the session's transport failed.
-    #[error("{0}")]
-    Host(String),
-    /// The host answered with a result of another method.
-    #[error("{method} answered with {answer}")]
-    Unexpected { method: &'static str, answer: String },
-}
+/// Why a host gave no result to a reverse request (sampling/createMessage, roots/list): the
+/// host core decides it.
+pub use protomcp_proto::host_core::ReverseError;
 
 /// Why serving MCP to the host ended with an error.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServeError {
-    /// The MCP session failed (rmcp's error, as text).
+    /// The MCP session's transport failed.
     #[error("the MCP session failed: {0}")]
-    Session(String),
+    Session(#[source] std::io::Error),
 }

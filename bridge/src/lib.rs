@@ -6,28 +6,27 @@
 //!
 //! - [`link`]: one tool-process connection (reader and writer tasks);
 //! - [`process`]: the tool process and its socket (start, accept, terminate);
-//! - [`mcp`]: the MCP side, the only module that knows rmcp;
+//! - [`mcp`]: the MCP side: a shell over the sans-IO host core [`protomcp_proto::host_core`],
+//!   on stdio and Streamable HTTP;
 //! - `dispatch`: feeding the core and carrying out what it asks (Envelopes to the link,
 //!   answers to waiting host requests, notifications to sessions, reverse requests to a host),
 //!   with one timer task for its deadlines;
 //! - `serve`: the host operations as async calls; `lifecycle`: start, supervision with
 //!   restarts and backoff, reloads, shutdown.
 //!
-//! The core speaks JSON values towards the MCP side ([`HostSession`]), so rmcp stays behind
-//! one module. This crate is the only one of the workspace that depends on rmcp and hyper.
+//! The core speaks JSON values towards the MCP side ([`HostSession`]). This crate is the only
+//! one of the workspace that depends on hyper.
 
 #![deny(unsafe_code)]
 
-use protomcp_common::{bounded, io, jsonrpc, limits, os, transcript};
+use protomcp_common::{io, limits, os, transcript};
 use protomcp_scenario as scenario;
 
 pub mod error;
-pub mod gate;
 pub mod host_lines;
 pub mod http;
 pub mod link;
 pub mod mcp;
-pub mod notes;
 pub mod process;
 pub mod spin;
 /// The MCP shapes, under their old path for the MCP side.
@@ -153,9 +152,9 @@ struct Shared {
     /// Host operations waiting for their answer.
     waiters: HashMap<OpId, oneshot::Sender<Result<Value, HostError>>>,
     /// Starts waiting for their connection to be served, by generation.
-    starts: HashMap<u64, oneshot::Sender<Result<(), String>>>,
+    starts: HashMap<u64, oneshot::Sender<Result<(), error::StartFailure>>>,
     /// A reload by ReloadRequest waiting for its end.
-    reload: Option<oneshot::Sender<Result<(), String>>>,
+    reload: Option<oneshot::Sender<Result<(), error::StartFailure>>>,
     /// The deadline the timer task sleeps towards.
     armed: Option<Instant>,
 }

@@ -37,7 +37,7 @@ impl Bridge {
         });
         let started = tokio::select! {
             r = rx => match r {
-                Ok(r) => r.map_err(StartFailure::Handshake),
+                Ok(r) => r,
                 Err(_) => Err(StartFailure::Ended),
             },
             _ = self.shutdown.cancelled() => Err(StartFailure::Stopped),
@@ -152,7 +152,7 @@ impl Bridge {
             });
             if begun {
                 diag("reloading the tool process (ReloadRequest)");
-                match rx.await.unwrap_or_else(|_| Err("the bridge ended".into())) {
+                match rx.await.unwrap_or(Err(StartFailure::Ended)) {
                     Ok(()) => diag("tool process reloaded"),
                     Err(e) => diag(&format!("reload failed, the previous lists stay: {e}")),
                 }

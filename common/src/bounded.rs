@@ -6,31 +6,7 @@ use std::collections::VecDeque;
 use serde_json::Value;
 
 use crate::limits::Bound;
-
-impl Bound {
-    /// The bound in words, for reports: `the first 2,000 items (80 MiB) and the last 500 (8 MiB)`.
-    pub fn describe(&self) -> String {
-        format!(
-            "the first {} items ({}) and the last {} ({})",
-            thousands(self.head_items as u64),
-            mib(self.head_bytes),
-            thousands(self.tail_items as u64),
-            mib(self.tail_bytes)
-        )
-    }
-}
-
-fn mib(bytes: usize) -> String {
-    const KIB: usize = 1024;
-    const MIB: usize = 1024 * 1024;
-    if bytes >= MIB && bytes.is_multiple_of(MIB) {
-        format!("{} MiB", bytes / MIB)
-    } else if bytes >= KIB && bytes.is_multiple_of(KIB) {
-        format!("{} KiB", bytes / KIB)
-    } else {
-        format!("{bytes} bytes")
-    }
-}
+pub use protomcp_proto::bound::{thousands, value_size};
 
 /// What an item is, for the count of what was dropped (`notifications/message`, `log`, …).
 pub trait Kind {
@@ -66,18 +42,6 @@ impl Kind for String {
     }
 }
 
-/// About how many bytes of memory `v` holds: its strings and keys, and a node's own size for
-/// every value.
-pub fn value_size(v: &Value) -> usize {
-    const NODE: usize = 32;
-    match v {
-        Value::String(s) => NODE + s.len(),
-        Value::Array(a) => NODE + a.iter().map(value_size).sum::<usize>(),
-        Value::Object(o) => NODE + o.iter().map(|(k, v)| NODE + k.len() + value_size(v)).sum::<usize>(),
-        _ => NODE,
-    }
-}
-
 /// Most distinct kinds counted by name in [`Dropped::kinds`]; the rest are counted as `other`.
 const KINDS: usize = 8;
 
@@ -110,19 +74,6 @@ impl Dropped {
         let kinds: Vec<String> = self.kinds.iter().map(|(k, n)| format!("{k} {}", thousands(*n))).collect();
         format!("{} items ({} bytes; {})", thousands(self.items), thousands(self.bytes), kinds.join(", "))
     }
-}
-
-/// `1234567` as `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// A sequence bounded by a [`Bound`]: the first items, then the last ones, and a count of the

@@ -25,16 +25,7 @@
 const KIB: usize = 1024;
 const MIB: usize = 1024 * 1024;
 
-/// A bound on a sequence of items: the first `head_items` items (while they hold at most
-/// `head_bytes`) are kept; after them, the last `tail_items` items (at most `tail_bytes`; the
-/// newest item is always kept); the ones between are dropped and counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bound {
-    pub head_items: usize,
-    pub head_bytes: usize,
-    pub tail_items: usize,
-    pub tail_bytes: usize,
-}
+pub use protomcp_proto::bound::Bound;
 
 /// The transcript of one scenario run (frames both ways, host messages, events), as the report,
 /// `--transcripts` and `explore` see it. The head holds the 64 MiB answer of

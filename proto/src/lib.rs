@@ -13,6 +13,8 @@
 //! - [`fuzzing`]: the bodies of the cargo-fuzz targets, also replayed by `cargo test`;
 //! - [`session`]: a model of a session for generated exploration, and its invariant oracle;
 //! - [`mcp_input`]: a bridge's decisions about its host's MCP input (bounded lines, the gate);
+//! - [`bound`]: bounds on what a peer can make us hold, and the memory estimate of a JSON value;
+//! - [`host_core`]: the reference bridge's MCP-side decisions (typed JSON-RPC, the gate, initialize, pages, log thresholds, the notification queue, reverse requests), driven by `handle_*`/`poll_*`;
 //! - [`bridge_core`]: the reference bridge's protocol decisions, driven by `handle_*`/`poll_*`;
 //! - [`jsonrpc`]: JSON-RPC error codes and request ids;
 //! - [`bridge_model`]: a model of a bridge under test that checks its invariants from outside;
@@ -27,6 +29,7 @@ pub mod pb {
     include!(concat!(env!("OUT_DIR"), "/protomcp.rs"));
 }
 
+pub mod bound;
 pub mod bridge_core;
 pub mod bridge_model;
 pub mod dynamic;
@@ -34,6 +37,7 @@ pub mod envelopes;
 pub mod fixture;
 pub mod frame;
 pub mod fuzzing;
+pub mod host_core;
 pub mod jsonrpc;
 pub mod mcp;
 pub mod mcp_input;

@@ -1,80 +1,136 @@
-//! MCP's Streamable HTTP transport: the guard, DELETE, and POSTs through the session's gate.
+//! MCP's Streamable HTTP transport, by hand on hyper: the guard, sessions by `Mcp-Session-Id`,
+//! POSTs into the session's core, a response stream per request (what the request causes travels
+//! on it, BR-HTTP-14, and its answer ends it), the session's GET stream for the rest, DELETE and
+//! the idle end (BR-HTTP-26).
 
-use super::{
-    Arc, Bridge, HOLD_FOR_ANSWER, Handler, Held, HttpBody, HttpService, MAX_POST_BODY, Registry, Release, ServeError,
-    UntilAnswer, Value, Verdict, m,
-};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-/// Accepts the next connection of the HTTP endpoint, with `TCP_NODELAY` set. A response goes
-/// out as several small writes (the head with the SSE priming event, then the message, then the
-/// end of the chunked body); with Nagle's algorithm on, each write after the first waits for the
-/// client's (delayed) acknowledgement, about 40 ms per call on a keep-alive connection.
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Bytes;
+use protomcp_proto::host_core::{Intake, Route, Transmit, VERSIONS};
+use protomcp_proto::jsonrpc::RequestId;
+use protomcp_proto::mcp_input::{MAX_POST_BODY, post_status};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::session::Session;
+use crate::Bridge;
+use crate::error::ServeError;
+
+type HttpBody = http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>;
+
+/// How long the head of a request's event stream waits for the answer, so that a quick call
+/// goes out in one write (head, answer, end of the body) instead of two.
+const HOLD_FOR_ANSWER: Duration = Duration::from_millis(2);
+
+/// One event stream of a session: a request's or the GET's.
+struct Stream {
+    events: mpsc::UnboundedSender<Bytes>,
+    /// Bytes on `events` not yet handed to the connection.
+    queued: Arc<AtomicUsize>,
+}
+
+impl Stream {
+    fn new() -> (Stream, Events) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        (Stream { events: tx, queued: queued.clone() }, Events { rx, queued })
+    }
+
+    /// Puts `msg` on the stream as one event. A droppable one (a notification) is dropped while
+    /// the host reads too slowly ([`crate::limits::BRIDGE_HOST_QUEUE`]'s bytes).
+    fn send(&self, msg: &Value, droppable: bool) -> bool {
+        let event = Bytes::from(format!("data: {msg}\n\n"));
+        let bound = crate::limits::BRIDGE_HOST_QUEUE.head_bytes + crate::limits::BRIDGE_HOST_QUEUE.tail_bytes;
+        if droppable && self.queued.load(Ordering::Relaxed) + event.len() > bound {
+            return true;
+        }
+        self.queued.fetch_add(event.len(), Ordering::Relaxed);
+        self.events.send(event).is_ok()
+    }
+}
+
+/// Where a session's messages go.
+#[derive(Default)]
+struct Streams {
+    /// The open POSTs' streams, by the id of their request.
+    requests: HashMap<RequestId, Stream>,
+    get: Option<Stream>,
+    /// Messages for the GET stream before it opened (bounded like a stream).
+    early: VecDeque<Value>,
+}
+
+/// One session over HTTP.
+struct HttpSession {
+    session: Arc<Session>,
+    streams: Mutex<Streams>,
+    last_seen: Mutex<Instant>,
+}
+
+/// The sessions by `Mcp-Session-Id`.
+#[derive(Default)]
+struct Registry {
+    sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+}
+
+impl Registry {
+    fn get(&self, id: &str) -> Option<Arc<HttpSession>> {
+        self.sessions.lock().unwrap().get(id).cloned()
+    }
+
+    /// Ends session `id` (DELETE, idle): its calls in flight are cancelled (BR-CANCEL-06), its
+    /// streams end.
+    fn end(&self, id: &str) -> bool {
+        let Some(s) = self.sessions.lock().unwrap().remove(id) else { return false };
+        s.session.end();
+        *s.streams.lock().unwrap() = Streams::default();
+        true
+    }
+}
+
+/// Accepts the next connection of the HTTP endpoint, with `TCP_NODELAY` set: a response goes
+/// out as a few small writes, and with Nagle's algorithm each after the first would wait for
+/// the client's delayed acknowledgement.
 pub async fn accept(listener: &tokio::net::TcpListener) -> std::io::Result<tokio::net::TcpStream> {
     let (stream, _) = listener.accept().await?;
     stream.set_nodelay(true)?;
     Ok(stream)
 }
 
-/// Serves MCP's Streamable HTTP transport on `listener` (rmcp's server, one session per
-/// `Mcp-Session-Id`), behind `guard` (Host, Origin, credentials), until `stop` resolves.
+/// Serves MCP's Streamable HTTP transport on `listener`, behind `guard` (Host, Origin,
+/// credentials), until `stop` resolves. Sessions without a request for `idle` end.
 pub async fn serve_http(
     bridge: Arc<Bridge>,
     listener: tokio::net::TcpListener,
     guard: crate::http::Guard,
-    idle: std::time::Duration,
+    idle: Duration,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-
-    let ct = tokio_util::sync::CancellationToken::new();
-    // Host and Origin are checked by `guard`, in front of rmcp, as the spec words them.
-    let config =
-        StreamableHttpServerConfig::default().disable_allowed_hosts().with_cancellation_token(ct.child_token());
-    let factory_bridge = bridge.clone();
-    let registry: Registry = Arc::default();
-    let factory_registry = registry.clone();
-    // Idle sessions end after `idle` (BR-HTTP-26); rmcp then drops the handler (`Life`).
-    let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(idle);
-    let manager = Arc::new(sessions);
-    let service = StreamableHttpService::new(
-        move || Ok(Handler::with_registry(factory_bridge.clone(), true, Some(factory_registry.clone()))),
-        manager.clone(),
-        config,
-    );
+    let registry: Arc<Registry> = Arc::default();
     let guard = Arc::new(guard);
+    let sweeper = tokio::spawn(sweep(registry.clone(), idle));
     tokio::pin!(stop);
     loop {
         let stream = tokio::select! {
             a = accept(&listener) => match a {
                 Ok(s) => s,
                 Err(e) => {
-                    eprintln!("protomcp-conform bridge: accept failed: {e}");
+                    crate::diag(&format!("accept failed: {e}"));
                     continue;
                 }
             },
             _ = &mut stop => break,
         };
-        let service = service.clone();
-        let guard = guard.clone();
-        let registry = registry.clone();
-        let bridge = bridge.clone();
-        let manager = manager.clone();
+        let (guard, registry, bridge) = (guard.clone(), registry.clone(), bridge.clone());
         tokio::spawn(async move {
-            // One request at a time on an HTTP/1.1 connection: one hold timer for all of them.
-            let hold = Arc::new(super::on_http_fast::Hold::default());
             let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                let hold = hold.clone();
-                let service = service.clone();
-                let guard = guard.clone();
-                let registry = registry.clone();
-                let bridge = bridge.clone();
-                let manager = manager.clone();
+                let (guard, registry, bridge) = (guard.clone(), registry.clone(), bridge.clone());
                 async move {
                     bridge.spin.arrived();
-                    let r = answer(req, &service, &guard, &registry, &bridge, &manager, &hold).await;
-                    // Written by hyper right after this returns; the host's next request follows.
+                    let r = answer(req, &guard, &registry, &bridge).await;
                     bridge.spin.wrote();
                     Ok::<_, std::convert::Infallible>(r)
                 }
@@ -83,253 +139,385 @@ pub async fn serve_http(
             let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
         });
     }
-    ct.cancel();
+    sweeper.abort();
+    let ids: Vec<String> = registry.sessions.lock().unwrap().keys().cloned().collect();
+    for id in ids {
+        registry.end(&id);
+    }
     Ok(())
 }
 
-/// The answer to one HTTP request: a refusal of the guard, or the request through DELETE's
-/// session end, the gated POST or rmcp.
+/// Ends the sessions idle for `idle` (BR-HTTP-26).
+async fn sweep(registry: Arc<Registry>, idle: Duration) {
+    let every = (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(5));
+    loop {
+        tokio::time::sleep(every).await;
+        let stale: Vec<String> = {
+            let sessions = registry.sessions.lock().unwrap();
+            sessions
+                .iter()
+                .filter(|(_, s)| s.last_seen.lock().unwrap().elapsed() >= idle)
+                .map(|(k, _)| k.clone())
+                .collect()
+        };
+        for id in stale {
+            registry.end(&id);
+        }
+    }
+}
+
+fn plain(status: u16, text: &str) -> hyper::Response<HttpBody> {
+    let mut resp = hyper::Response::new(Full::new(Bytes::from(text.to_owned())).boxed());
+    *resp.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    resp
+}
+
+fn json_response(status: u16, v: &Value) -> hyper::Response<HttpBody> {
+    let mut resp = plain(status, &v.to_string());
+    resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    resp
+}
+
+/// The answer to one HTTP request.
 async fn answer(
     req: hyper::Request<hyper::body::Incoming>,
-    service: &HttpService,
     guard: &crate::http::Guard,
-    registry: &Registry,
+    registry: &Arc<Registry>,
     bridge: &Arc<Bridge>,
-    manager: &rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
-    hold: &super::on_http_fast::Hold,
 ) -> hyper::Response<HttpBody> {
-    use http_body_util::{BodyExt, Full};
-    use hyper::body::Bytes;
-    use rmcp::transport::streamable_http_server::SessionManager;
-
-    let header = |name: http::header::HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok());
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
     let refusal = guard.check(
         req.method().as_str(),
         req.uri().path(),
-        header(http::header::HOST),
-        header(http::header::ORIGIN),
-        crate::http::Credentials {
-            authorization: header(http::header::AUTHORIZATION),
-            api_key: header(http::header::HeaderName::from_static("x-api-key")),
-        },
+        header("host"),
+        header("origin"),
+        crate::http::Credentials { authorization: header("authorization"), api_key: header("x-api-key") },
     );
-    match refusal {
-        Some(r) => {
-            let mut resp = hyper::Response::new(Full::new(Bytes::from(r.reason)).boxed());
-            *resp.status_mut() = http::StatusCode::from_u16(r.status).unwrap_or_default();
-            let headers = resp.headers_mut();
-            if r.challenge {
-                headers.insert(http::header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
-            }
-            if r.status == 405 {
-                headers.insert(http::header::ALLOW, http::HeaderValue::from_static("GET, POST, DELETE"));
-            }
-            resp
+    if let Some(r) = refusal {
+        let mut resp = plain(r.status, r.reason);
+        if r.challenge {
+            resp.headers_mut().insert(http::header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
         }
-        None => {
-            // DELETE ends the session at once: its calls in flight are cancelled
-            // (BR-CANCEL-06) and it gets no more notifications; rmcp then closes it.
-            if req.method() == http::Method::DELETE
-                && let Some(id) = header(http::header::HeaderName::from_static("mcp-session-id"))
-                && let Some(session) = registry.sessions.lock().unwrap().remove(id)
-            {
-                session.end();
-                bridge.remove_session(session.id);
-                registry.gates.remove(id);
+        if r.status == 405 {
+            resp.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static("GET, POST, DELETE"));
+        }
+        return resp;
+    }
+    // BR-HTTP-15
+    if let Some(v) = header("mcp-protocol-version")
+        && !VERSIONS.contains(&v)
+    {
+        return plain(400, &format!("Bad Request: unsupported MCP-Protocol-Version {v}"));
+    }
+    let session = header("mcp-session-id").map(str::to_owned);
+    match *req.method() {
+        http::Method::POST => post(req, session, registry, bridge).await,
+        http::Method::GET => get(header("accept"), session.as_deref(), registry),
+        http::Method::DELETE => match session {
+            None => plain(400, "Bad Request: Mcp-Session-Id header is required"),
+            Some(id) if registry.end(&id) => plain(200, ""),
+            // BR-HTTP-12: an ended or unknown session is gone.
+            Some(_) => plain(404, "Not Found: Session not found"),
+        },
+        _ => plain(405, "Method Not Allowed"),
+    }
+}
+
+/// GET: the session's event stream for messages not tied to a request (BR-HTTP-13).
+fn get(accept: Option<&str>, session: Option<&str>, registry: &Registry) -> hyper::Response<HttpBody> {
+    if !accept.is_some_and(|a| a.contains("text/event-stream") || a.contains("*/*")) {
+        return plain(406, "Not Acceptable: the GET stream is text/event-stream");
+    }
+    let Some(id) = session else { return plain(400, "Bad Request: Mcp-Session-Id header is required") };
+    let Some(s) = registry.get(id) else { return plain(404, "Not Found: Session not found") };
+    let events = {
+        let mut streams = s.streams.lock().unwrap();
+        if streams.get.as_ref().is_some_and(|g| !g.events.is_closed()) {
+            return plain(409, "Conflict: the session's GET stream is open already");
+        }
+        let (stream, events) = Stream::new();
+        for v in streams.early.drain(..) {
+            stream.send(&v, false);
+        }
+        streams.get = Some(stream);
+        events
+    };
+    s.session.wake.notify_one();
+    event_stream(Held::new(Vec::new(), events))
+}
+
+fn event_stream<B>(body: B) -> hyper::Response<HttpBody>
+where
+    B: hyper::body::Body<Data = Bytes, Error = std::convert::Infallible> + Send + Sync + Unpin + 'static,
+{
+    let mut resp = hyper::Response::new(body.boxed());
+    let headers = resp.headers_mut();
+    headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/event-stream"));
+    headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-cache"));
+    resp
+}
+
+/// A new session for an initialize POST, its router started; `None` when the body is not one.
+fn open_session(registry: &Arc<Registry>, bridge: &Arc<Bridge>, body: &Value) -> Option<(String, Arc<HttpSession>)> {
+    if body.get("method").and_then(Value::as_str) != Some("initialize") || body.get("id").is_none() {
+        return None;
+    }
+    let id = session_id();
+    let s = Arc::new(HttpSession {
+        session: Session::new(bridge.clone()),
+        streams: Mutex::default(),
+        last_seen: Mutex::new(Instant::now()),
+    });
+    registry.sessions.lock().unwrap().insert(id.clone(), s.clone());
+    tokio::spawn(route(s.clone()));
+    Some((id, s))
+}
+
+/// A session id: 128 random bits as hex (BR-HTTP-10).
+fn session_id() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    if std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).is_err() {
+        // No /dev/urandom: the clock and a counter, distinct per session all the same.
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        bytes[..8].copy_from_slice(&(t.as_nanos() as u64).to_le_bytes());
+        bytes[8..].copy_from_slice(&N.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// POST: one JSON-RPC message into the session's core.
+async fn post(
+    req: hyper::Request<hyper::body::Incoming>,
+    session: Option<String>,
+    registry: &Arc<Registry>,
+    bridge: &Arc<Bridge>,
+) -> hyper::Response<HttpBody> {
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+    // BR-HTTP-08: application/json, with or without parameters.
+    let json = header("content-type")
+        .is_some_and(|c| c.get(..16).is_some_and(|prefix| prefix.eq_ignore_ascii_case("application/json")));
+    if !json {
+        return plain(415, "Unsupported Media Type: the body must be application/json");
+    }
+    let accept = header("accept").map(str::to_owned);
+    let accepts = |t: &str| accept.as_deref().is_none_or(|a| a.contains(t) || a.contains("*/*"));
+    if !accepts("application/json") && !accepts("text/event-stream") {
+        return plain(406, "Not Acceptable: application/json or text/event-stream");
+    }
+    let sse = accepts("text/event-stream");
+    let bytes = match Limited::new(req.into_body(), MAX_POST_BODY).collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(e) => return plain(413, &format!("cannot read the body: {e}")),
+    };
+    let parsed = serde_json::from_slice::<Value>(&bytes).ok();
+    let (key, s) = match session {
+        Some(id) => match registry.get(&id) {
+            Some(s) => (None, s),
+            None => return plain(404, "Not Found: Session not found"),
+        },
+        None => match parsed.as_ref().and_then(|v| open_session(registry, bridge, v)) {
+            Some((id, s)) => (Some(id), s),
+            None => return plain(400, "Bad Request: Mcp-Session-Id header is required"),
+        },
+    };
+    *s.last_seen.lock().unwrap() = Instant::now();
+    if bridge.tracing() {
+        match &parsed {
+            Some(v) => bridge.trace_mcp(true, v),
+            None => bridge.trace_host_line(true, &String::from_utf8_lossy(&bytes)),
+        }
+    }
+    let (intake, events) = {
+        // The request's stream is there before its answer can be routed.
+        let mut streams = s.streams.lock().unwrap();
+        let intake = s.session.with(|c, now| match &parsed {
+            Some(v) => c.handle_value(now, v),
+            None => c.handle_bytes(now, &bytes).0,
+        });
+        let events = match &intake {
+            Intake::Request(id) => {
+                let (stream, events) = Stream::new();
+                streams.requests.insert(id.clone(), stream);
+                Some(events)
             }
-            if req.method() == http::Method::POST {
-                gated_post(req, service, manager, registry, hold).await
-            } else if req.method() == http::Method::DELETE
-                && let Some(id) = header(http::header::HeaderName::from_static("mcp-session-id"))
-                && !manager.has_session(&Arc::from(id)).await.unwrap_or(false)
-            {
-                // BR-HTTP-12: an ended or unknown session is gone (rmcp answers
-                // a DELETE of an unknown id with 202).
-                let body = Full::new(Bytes::from("Not Found: Session not found")).boxed();
-                let mut resp = hyper::Response::new(body);
-                *resp.status_mut() = http::StatusCode::NOT_FOUND;
-                resp
-            } else {
-                service.handle(req).await
+            _ => None,
+        };
+        (intake, events)
+    };
+    let mut resp = match (intake, events) {
+        (Intake::Request(_), Some(events)) if sse => event_stream(Held::gather(events).await),
+        (Intake::Request(_), Some(events)) => json_answer(events).await,
+        (Intake::Refused(v), _) => {
+            let status = post_status(&protomcp_proto::mcp_input::Verdict::Answer(v.clone())).unwrap_or(200);
+            json_response(status, &v)
+        }
+        // BR-HTTP-07: nothing to answer.
+        _ => plain(202, ""),
+    };
+    if let Some(id) = key
+        && let Ok(v) = http::HeaderValue::from_str(&id)
+    {
+        resp.headers_mut().insert("mcp-session-id", v);
+    }
+    resp
+}
+
+/// The answer of a request whose host reads JSON only: the response alone, as JSON.
+async fn json_answer(mut events: Events) -> hyper::Response<HttpBody> {
+    let mut last = None;
+    while let Some(e) = events.rx.recv().await {
+        last = Some(e);
+    }
+    let text = last.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
+    let data = text.trim().strip_prefix("data: ").unwrap_or_default();
+    match serde_json::from_str::<Value>(data) {
+        Ok(v) => json_response(200, &v),
+        Err(_) => plain(500, "the request ended without an answer"),
+    }
+}
+
+/// The router of one session: the core's messages onto its streams.
+async fn route(s: Arc<HttpSession>) {
+    let bridge = s.session.bridge.clone();
+    loop {
+        let woken = s.session.wake.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        let batch = s.session.take(64);
+        if batch.is_empty() {
+            if s.session.ended.is_cancelled() {
+                return;
+            }
+            woken.await;
+            continue;
+        }
+        let mut streams = s.streams.lock().unwrap();
+        for t in batch {
+            let v = t.message.to_value();
+            if bridge.tracing() {
+                bridge.trace_mcp(false, &v);
+            }
+            deliver(&mut streams, t, &v);
+        }
+    }
+}
+
+/// One message onto the stream its route names: a response ends its request's stream; what a
+/// request causes goes on its stream while it is open, else on the session's.
+fn deliver(streams: &mut Streams, t: Transmit, v: &Value) {
+    let droppable = matches!(t.message, protomcp_proto::host_core::msg::Message::Notification(_));
+    match t.route {
+        Route::Answer(id) => {
+            if let Some(stream) = streams.requests.remove(&id) {
+                stream.send(v, false);
+                return;
+            }
+        }
+        Route::Cause(id) => {
+            if let Some(stream) = streams.requests.get(&id) {
+                stream.send(v, droppable);
+                return;
+            }
+        }
+        Route::Session => {}
+    }
+    match &streams.get {
+        Some(g) if !g.events.is_closed() => {
+            g.send(v, droppable);
+        }
+        _ => {
+            // No GET stream (yet): kept for it, bounded; the oldest notification goes first.
+            streams.early.push_back(v.clone());
+            let bound = crate::limits::BRIDGE_HOST_QUEUE.head_items;
+            while streams.early.len() > bound {
+                streams.early.pop_front();
             }
         }
     }
 }
 
-impl Drop for Release {
-    fn drop(&mut self) {
-        self.registry.gates.done(&self.session, &self.id);
-    }
+/// A stream's events as the body of its response; it ends when the stream's sender is gone
+/// (after the answer, or with the session).
+struct Events {
+    rx: mpsc::UnboundedReceiver<Bytes>,
+    queued: Arc<AtomicUsize>,
 }
 
-impl UntilAnswer {
-    /// Whether `data` (events of the stream) holds the response to request `id`.
-    fn answers(data: &[u8], id: &Value) -> bool {
-        use serde::de::IgnoredAny;
-        #[derive(serde::Deserialize)]
-        struct Head {
-            id: Option<Value>,
-            method: Option<IgnoredAny>,
-            result: Option<IgnoredAny>,
-            error: Option<IgnoredAny>,
-        }
-        let text = String::from_utf8_lossy(data);
-        text.lines().filter_map(|l| l.strip_prefix("data:")).any(|d| {
-            matches!(serde_json::from_str::<Head>(d.trim()),
-                Ok(Head { id: Some(i), method: None, result, error }) if &i == id && (result.is_some() || error.is_some()))
-        })
-    }
-}
-
-impl hyper::body::Body for UntilAnswer {
-    type Data = hyper::body::Bytes;
+impl hyper::body::Body for Events {
+    type Data = Bytes;
     type Error = std::convert::Infallible;
 
     fn poll_frame(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
-        use std::task::Poll;
-        let Some(release) = &self.release else { return Poll::Ready(None) };
-        let id = release.id.clone();
-        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &polled
-            && frame.data_ref().is_some_and(|d| UntilAnswer::answers(d, &id))
-        {
-            self.release = None;
-        }
-        polled
+        self.rx.poll_recv(cx).map(|e| {
+            e.map(|b| {
+                self.queued.fetch_sub(b.len(), Ordering::Relaxed);
+                Ok(hyper::body::Frame::data(b))
+            })
+        })
     }
+}
 
-    fn is_end_stream(&self) -> bool {
-        self.release.is_none() || self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.inner.size_hint()
-    }
+/// An event stream whose first events, those that came within [`HOLD_FOR_ANSWER`] (up to the
+/// answer), go out as one frame with the head; then the rest as it comes.
+struct Held {
+    first: Option<Bytes>,
+    rest: Events,
+    /// The stream ended within the hold.
+    done: bool,
 }
 
 impl Held {
-    pub(super) async fn gather(mut rest: UntilAnswer) -> Held {
-        use http_body_util::BodyExt;
+    fn new(first: Vec<u8>, rest: Events) -> Held {
+        Held { first: (!first.is_empty()).then(|| first.into()), rest, done: false }
+    }
+
+    async fn gather(mut rest: Events) -> Held {
         let mut first = Vec::new();
         let deadline = tokio::time::sleep(HOLD_FOR_ANSWER);
         tokio::pin!(deadline);
-        while rest.release.is_some() {
-            let frame = tokio::select! {
-                f = rest.frame() => f,
+        let mut done = false;
+        loop {
+            tokio::select! {
+                e = rest.rx.recv() => match e {
+                    Some(b) => {
+                        rest.queued.fetch_sub(b.len(), Ordering::Relaxed);
+                        first.extend_from_slice(&b);
+                    }
+                    None => {
+                        done = true;
+                        break;
+                    }
+                },
                 _ = &mut deadline => break,
-            };
-            match frame.map(|f| f.map(|f| f.into_data())) {
-                Some(Ok(Ok(data))) => first.extend_from_slice(&data),
-                // rmcp's event streams carry data only; anything else ends the stream here.
-                _ => {
-                    rest.release = None;
-                    break;
-                }
             }
         }
-        Held::new(first, rest)
+        Held { done, ..Held::new(first, rest) }
     }
 }
 
-/// A POST of an established session goes through the session's [`Gate`] (as stdio lines do);
-/// anything else (initialize, a missing or unknown session, an unsupported protocol version,
-/// another media type) is left to rmcp, which answers it as BR-HTTP-08/11/15 want.
-async fn gated_post(
-    req: hyper::Request<hyper::body::Incoming>,
-    service: &HttpService,
-    manager: &rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
-    registry: &Registry,
-    hold: &super::on_http_fast::Hold,
-) -> hyper::Response<HttpBody> {
-    use http_body_util::{BodyExt, Full, Limited};
-    use hyper::body::Bytes;
-    use rmcp::transport::streamable_http_server::SessionManager;
+impl hyper::body::Body for Held {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
 
-    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
-    let json = header("content-type")
-        .is_some_and(|c| c.get(..16).is_some_and(|prefix| prefix.eq_ignore_ascii_case("application/json")));
-    let accept = header("accept");
-    let accepts_json = accept.is_none_or(|a| a.contains("application/json") || a.contains("*/*"));
-    let known = m::ProtocolVersion::known_up_to(&m::ProtocolVersion::V_2025_11_25);
-    let version_ok = header("mcp-protocol-version").is_none_or(|v| known.iter().any(|k| k.as_str() == v));
-    // Whether the host reads event streams (the hot path answers on one).
-    let sse = accept.is_none_or(|a| a.contains("text/event-stream") || a.contains("*/*"));
-    let session = match header("mcp-session-id") {
-        Some(id) if json && accepts_json && version_ok => id.to_owned(),
-        _ => return service.handle(req).await,
-    };
-    if !manager.has_session(&Arc::from(session.as_str())).await.unwrap_or(false) {
-        return service.handle(req).await;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        if let Some(first) = self.first.take() {
+            return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(first))));
+        }
+        if self.done {
+            return std::task::Poll::Ready(None);
+        }
+        std::pin::Pin::new(&mut self.rest).poll_frame(cx)
     }
-    let (parts, body) = req.into_parts();
-    let bytes = match Limited::new(body, MAX_POST_BODY).collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(e) => {
-            let mut resp = hyper::Response::new(Full::new(Bytes::from(format!("cannot read the body: {e}"))).boxed());
-            *resp.status_mut() = http::StatusCode::PAYLOAD_TOO_LARGE;
-            return resp;
-        }
-    };
-    // The hot path's own traffic: answers to its requests, cancellations of its calls.
-    let ours = registry.sessions.lock().unwrap().get(&session).cloned();
-    let parsed = ours.as_ref().and_then(|_| serde_json::from_slice::<Value>(&bytes).ok());
-    if let (Some(s), Some(v)) = (&ours, &parsed)
-        && super::on_http_fast::intercept(s, v)
-    {
-        let mut resp = hyper::Response::new(Full::new(Bytes::new()).boxed());
-        *resp.status_mut() = http::StatusCode::ACCEPTED;
-        return resp;
-    }
-    let (verdict, id) = match &parsed {
-        Some(v) => registry.gates.check_parsed(&session, v),
-        None => registry.gates.check(&session, &bytes),
-    };
-    // A message without an id to answer (parse error, invalid request) is a bad request; an error
-    // answer to a request is an ordinary JSON-RPC response; nothing to answer is 202 (BR-HTTP-07).
-    let status = protomcp_proto::mcp_input::post_status(&verdict).and_then(|s| http::StatusCode::from_u16(s).ok());
-    match verdict {
-        Verdict::Answer(v) => {
-            let status = status.unwrap_or(http::StatusCode::OK);
-            let mut resp = hyper::Response::new(Full::new(Bytes::from(v.to_string())).boxed());
-            *resp.status_mut() = status;
-            resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
-            resp
-        }
-        Verdict::Drop => {
-            let mut resp = hyper::Response::new(Full::new(Bytes::new()).boxed());
-            *resp.status_mut() = status.unwrap_or(http::StatusCode::ACCEPTED);
-            resp
-        }
-        Verdict::Pass => {
-            // A tools/call takes the hot path when the host reads event streams.
-            if let (Some(s), Some(v), Some(id), true) = (ours, parsed, &id, sse) {
-                let traced = s.trace.then(|| v.clone());
-                if let Ok(call) = super::fast::FastRequest::of(&s, v) {
-                    if let Some(v) = traced {
-                        s.bridge.trace_mcp(true, &v);
-                    }
-                    let release = Release { registry: registry.clone(), session, id: id.clone() };
-                    return super::on_http_fast::post(s, call, release, hold).await;
-                }
-            }
-            let resp = service.handle(hyper::Request::from_parts(parts, Full::new(bytes))).await;
-            match id {
-                None => resp,
-                Some(id) => {
-                    let release = Release { registry: registry.clone(), session, id };
-                    let stream = resp
-                        .headers()
-                        .get(http::header::CONTENT_TYPE)
-                        .is_some_and(|c| c.as_bytes().starts_with(b"text/event-stream"));
-                    let (head, body) = resp.into_parts();
-                    let body = UntilAnswer { inner: body, release: Some(release) };
-                    let body = if stream { Held::gather(body).await.boxed() } else { body.boxed() };
-                    hyper::Response::from_parts(head, body)
-                }
-            }
-        }
+
+    fn is_end_stream(&self) -> bool {
+        self.first.is_none() && self.done
     }
 }

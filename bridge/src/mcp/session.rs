@@ -1,173 +1,205 @@
-//! One MCP session as the core sees it: its notifications to the host, and its requests to
-//! the host (sampling, roots).
+//! One MCP session of the shell: the sans-IO [`HostCore`] under a lock, the actions it asks for
+//! carried out (requests to the bridge, cancellations, answers to our requests), and the
+//! bridge's view of it ([`HostSession`]). The transports drain its outgoing messages.
 
-use super::{
-    Arc, AtomicU64, AtomicUsize, BoxFuture, Bridge, ErrorData, HashMap, HashSet, HostSession, ListKind, Mutex, Note,
-    OnceLock, Ordering, Out, Peer, Popped, ReverseError, RoleServer, SESSION_IDS, Session, SessionId, Value, json, m,
-    mpsc, oneshot, state, to_json,
-};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
 
-impl crate::notes::Queued for Note {
-    fn droppable(&self) -> bool {
-        matches!(self, Note::Log(_) | Note::Progress(_) | Note::ResourceUpdated(_))
-    }
+use protomcp_proto::host_core::{Action, Ask, AskId, Config, Forward, HostCore, Listing, Note, Transmit};
+use protomcp_proto::jsonrpc::RequestId;
+use serde_json::Value;
+use tokio::sync::{Notify, oneshot};
+use tokio_util::sync::CancellationToken;
 
-    fn size(&self) -> usize {
-        match self {
-            Note::Log(v) | Note::Progress(v) => crate::bounded::value_size(v),
-            Note::ResourceUpdated(uri) => 32 + uri.len(),
-            Note::ListChanged(_) | Note::Flush(_) => 32,
-        }
-    }
+use crate::error::ReverseError;
+use crate::{BoxFuture, Bridge, HostError, HostSession, ListKind, SessionId};
 
-    fn same(&self, other: &Self) -> bool {
-        matches!((self, other), (Note::ListChanged(a), Note::ListChanged(b)) if a == b)
+static SESSION_IDS: AtomicU64 = AtomicU64::new(1);
+
+/// One MCP session; see the module documentation.
+pub struct Session {
+    id: SessionId,
+    pub(super) bridge: Arc<Bridge>,
+    core: Mutex<HostCore>,
+    /// Wakes the transport's writer when messages wait.
+    pub(super) wake: Notify,
+    /// Requests forwarded to the bridge and running, by the host's id.
+    running: Mutex<HashMap<RequestId, CancellationToken>>,
+    /// Our requests to the host waiting for the answer.
+    asked: Mutex<HashMap<AskId, oneshot::Sender<Result<Value, ReverseError>>>>,
+    /// Cancelled when the session ends.
+    pub(super) ended: CancellationToken,
+    me: Weak<Session>,
+}
+
+/// Forgets a request of ours when its caller goes away unanswered (the bridge's timeout).
+struct Asked<'a> {
+    session: &'a Session,
+    ask: AskId,
+}
+
+impl Drop for Asked<'_> {
+    fn drop(&mut self) {
+        self.session.asked.lock().unwrap().remove(&self.ask);
+        self.session.core.lock().unwrap().forget(self.ask);
     }
 }
 
 impl Session {
-    pub(super) fn new(bridge: Arc<Bridge>, trace: bool) -> Arc<Session> {
-        Arc::new(Session {
+    pub fn new(bridge: Arc<Bridge>) -> Arc<Session> {
+        let cfg = Config {
+            page_size: bridge.cfg.page_size,
+            queue: crate::limits::BRIDGE_HOST_QUEUE,
+            name: "protomcp-conform-bridge".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        };
+        Arc::new_cyclic(|me| Session {
             id: SESSION_IDS.fetch_add(1, Ordering::Relaxed),
-            peer: OnceLock::new(),
-            notes: Arc::new(crate::notes::Queue::new(crate::limits::BRIDGE_HOST_QUEUE)),
-            threshold: Arc::new(AtomicUsize::new(0)),
-            subscriptions: Mutex::new(HashSet::new()),
             bridge,
-            trace,
-            ended: tokio_util::sync::CancellationToken::new(),
-            ready: tokio_util::sync::CancellationToken::new(),
-            calls: Mutex::new(Vec::new()),
-            lines: OnceLock::new(),
-            http_calls: Mutex::new(HashMap::new()),
-            asked: Arc::default(),
-            asks: AtomicU64::new(0),
+            core: Mutex::new(HostCore::new(cfg)),
+            wake: Notify::new(),
+            running: Mutex::new(HashMap::new()),
+            asked: Mutex::new(HashMap::new()),
+            ended: CancellationToken::new(),
+            me: me.clone(),
         })
     }
 
-    /// The one tools/call of this session in flight, if there is exactly one: the call that
-    /// caused a sampling or roots request of the tool process (the core sends those only to the
-    /// session with calls in flight). Over HTTP such a request then travels on that call's
-    /// response stream (BR-HTTP-14); with several calls in flight the cause is unknown and it
-    /// goes on the session's GET stream.
-    fn sole_call(&self) -> Option<m::RequestId> {
-        let calls = self.calls.lock().unwrap();
-        (calls.len() == 1).then(|| calls[0].clone())
+    /// Runs `f` on the core, then carries out what it asks for and wakes the writer.
+    pub fn with<R>(&self, f: impl FnOnce(&mut HostCore, Instant) -> R) -> R {
+        let r = f(&mut self.core.lock().unwrap(), Instant::now());
+        self.act();
+        self.wake.notify_one();
+        r
     }
 
-    /// Ends the session: its calls in flight are cancelled (BR-CANCEL-06).
-    pub(super) fn end(&self) {
+    /// Up to `max` messages for the host.
+    pub fn take(&self, max: usize) -> Vec<Transmit> {
+        let out: Vec<Transmit> = {
+            let mut core = self.core.lock().unwrap();
+            std::iter::from_fn(|| core.poll_transmit()).take(max).collect()
+        };
+        // Taking may have dropped notifications: that is a diagnostic.
+        self.act();
+        out
+    }
+
+    /// Whether nothing waits to go out.
+    pub fn is_idle(&self) -> bool {
+        self.core.lock().unwrap().is_idle()
+    }
+
+    /// Ends the session: its requests in flight are cancelled (BR-CANCEL-06).
+    pub fn end(&self) {
+        self.with(|c, _| c.close());
         self.ended.cancel();
     }
 
-    /// Binds the session to its peer and starts the task that sends its notifications in order.
-    /// `list_changed` waits for notifications/initialized ([`Session::ready`]): a change between
-    /// initialize and initialized is announced right after it, never before, and never lost.
-    pub(super) fn attach(&self, peer: Peer<RoleServer>) {
-        if self.peer.set(peer.clone()).is_err() {
-            return;
-        }
-        let rx = self.notes.clone();
-        let threshold = self.threshold.clone();
-        let bridge = self.bridge.clone();
-        let trace = self.trace;
-        let ready = self.ready.clone();
-        let lines = self.lines.get().cloned();
-        tokio::spawn(async move {
-            let mut held: Vec<ListKind> = Vec::new();
-            loop {
-                let note = tokio::select! {
-                    note = rx.recv() => match note {
-                        None => break,
-                        // The host reads slower than the tool process sends (the queue's bound):
-                        // it learns how many notifications it missed, where it missed them.
-                        Some(Popped::Dropped(n)) => {
-                            let n = crate::bounded::thousands(n);
-                            let why = "the host reads slower than the tool process sends";
-                            crate::diag(&format!("dropped {n} notifications for a host session: {why}"));
-                            if state::level_rank("warning") < threshold.load(Ordering::Relaxed) {
-                                continue;
-                            }
-                            let text = format!("… {n} notifications dropped: {why} …");
-                            let p = json!({"level": "warning", "logger": "protomcp-conform bridge", "data": text});
-                            vec![Note::Log(p)]
-                        }
-                        Some(Popped::Item(Note::ListChanged(kind))) if !ready.is_cancelled() => {
-                            if !held.contains(&kind) {
-                                held.push(kind);
-                            }
-                            continue;
-                        }
-                        Some(Popped::Item(note)) => vec![note],
-                    },
-                    _ = ready.cancelled(), if !held.is_empty() => held.drain(..).map(Note::ListChanged).collect(),
-                };
-                for note in note {
-                    if !send_note(&peer, lines.as_ref(), &bridge, trace, note).await {
-                        return;
+    /// Waits (at most `bound`) until the requests forwarded to the bridge have ended: after
+    /// [`Session::end`], until their cancellations reached the bridge core (BR-CANCEL-06).
+    pub async fn settle(&self, bound: std::time::Duration) {
+        let _ = tokio::time::timeout(bound, async {
+            while !self.running.lock().unwrap().is_empty() {
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
+        })
+        .await;
+    }
+
+    fn act(&self) {
+        loop {
+            let Some(action) = self.core.lock().unwrap().poll_action() else { return };
+            match action {
+                Action::Open(_) => {
+                    if let Some(me) = self.me.upgrade() {
+                        self.bridge.add_session(me);
                     }
                 }
+                Action::Forward { id, forward } => self.forward(id, forward),
+                Action::Cancel { id } => {
+                    // The task leaves `running` when its cancellation has reached the bridge.
+                    if let Some(ct) = self.running.lock().unwrap().get(&id) {
+                        ct.cancel();
+                    }
+                }
+                Action::Answer { ask, outcome } => {
+                    if let Some(tx) = self.asked.lock().unwrap().remove(&ask) {
+                        let _ = tx.send(outcome);
+                    }
+                }
+                Action::Diag(line) => crate::diag(&line),
+                Action::Closed => self.bridge.remove_session(self.id),
             }
+        }
+    }
+
+    /// Asks the bridge for what request `id` needs; the outcome goes back to the core.
+    fn forward(&self, id: RequestId, forward: Forward) {
+        let b = &self.bridge;
+        let items = match forward {
+            Forward::List(Listing::Tools) => b.tools(),
+            Forward::List(Listing::Resources) => b.resources(),
+            Forward::List(Listing::Templates) => b.templates(),
+            Forward::List(Listing::Prompts) => b.prompts(),
+            other => return self.spawn(id, other),
+        };
+        self.core.lock().unwrap().handle_outcome(Instant::now(), id, Ok(Value::Array(items)));
+    }
+
+    fn spawn(&self, id: RequestId, forward: Forward) {
+        let Some(me) = self.me.upgrade() else { return };
+        let ct = CancellationToken::new();
+        self.running.lock().unwrap().insert(id.clone(), ct.clone());
+        tokio::spawn(async move {
+            let b = me.bridge.clone();
+            let sid = me.id;
+            let outcome = match forward {
+                Forward::Call { name, arguments, progress } => {
+                    let host: Arc<dyn HostSession> = me.clone();
+                    b.call_tool(&host, &name, arguments, progress, ct.cancelled()).await
+                }
+                Forward::Read { uri } => cancellable(&ct, b.read_resource(sid, &uri)).await,
+                Forward::Prompt { name, arguments } => cancellable(&ct, b.get_prompt(sid, &name, arguments)).await,
+                Forward::Complete { reference, name, value } => {
+                    cancellable(&ct, b.complete(sid, &reference, &name, &value)).await
+                }
+                Forward::List(_) => unreachable!("lists are answered at once"),
+            };
+            me.running.lock().unwrap().remove(&id);
+            me.with(|c, now| c.handle_outcome(now, id, outcome));
         });
     }
 
-    /// The host sent notifications/initialized: held `list_changed` notifications go out.
-    pub(super) fn initialized(&self) {
-        self.ready.cancel();
+    /// Puts a request of ours to the host and waits for its answer.
+    async fn ask(&self, ask: Ask) -> Result<Value, ReverseError> {
+        let (tx, rx) = oneshot::channel();
+        let asked = {
+            let mut core = self.core.lock().unwrap();
+            let ask = core.ask(Instant::now(), ask)?;
+            self.asked.lock().unwrap().insert(ask, tx);
+            Asked { session: self, ask }
+        };
+        self.wake.notify_one();
+        let answer = rx.await.unwrap_or_else(|_| Err(ReverseError::Host("the session ended".into())));
+        drop(asked);
+        answer
     }
 
-    fn caps(&self) -> Option<m::ClientCapabilities> {
-        self.peer.get().and_then(|p| p.peer_info()).map(|i| i.capabilities.clone())
+    fn note(&self, note: Note) {
+        self.with(|c, now| c.handle_note(now, note));
     }
 }
 
-impl Drop for Session {
-    /// The task sending the notes ends once it has sent the ones queued.
-    fn drop(&mut self) {
-        self.notes.close();
-    }
-}
-
-/// Sends one note to the host, through `lines` when given (stdio) or else rmcp's peer, and
-/// waits until it is written; false when the session is gone.
-async fn send_note(
-    peer: &Peer<RoleServer>,
-    lines: Option<&mpsc::UnboundedSender<Out>>,
-    bridge: &Bridge,
-    trace: bool,
-    note: Note,
-) -> bool {
-    let (method, params) = match note {
-        Note::Flush(done) => {
-            let _ = done.send(());
-            return true;
-        }
-        Note::ListChanged(ListKind::Tools) => ("notifications/tools/list_changed", None),
-        Note::ListChanged(ListKind::Resources) => ("notifications/resources/list_changed", None),
-        Note::ListChanged(ListKind::Prompts) => ("notifications/prompts/list_changed", None),
-        Note::Log(p) => ("notifications/message", Some(p)),
-        Note::Progress(p) => ("notifications/progress", Some(p)),
-        Note::ResourceUpdated(uri) => ("notifications/resources/updated", Some(json!({"uri": uri}))),
-    };
-    let mut msg = json!({"method": method});
-    if let Some(p) = params {
-        msg["params"] = p;
-    }
-    if trace {
-        bridge.trace_mcp(false, &msg);
-    }
-    match serde_json::from_value::<m::ServerNotification>(msg) {
-        Ok(n) if let Some(out) = lines => {
-            let message = m::JsonRpcNotification { jsonrpc: m::JsonRpcVersion2_0, notification: n };
-            let Ok(line) = serde_json::to_string(&message) else { return true };
-            let (written, done) = oneshot::channel();
-            out.send(Out { line, answers: None, written: Some(written) }).is_ok() && done.await.is_ok()
-        }
-        Ok(n) => peer.send_notification(n).await.is_ok(),
-        Err(e) => {
-            eprintln!("protomcp-conform bridge: cannot build {method}: {e}");
-            true
-        }
+/// `f`, or [`HostError::Cancelled`] once `ct` is cancelled.
+async fn cancellable(
+    ct: &CancellationToken,
+    f: impl std::future::Future<Output = Result<Value, HostError>>,
+) -> Result<Value, HostError> {
+    tokio::select! {
+        r = f => r,
+        _ = ct.cancelled() => Err(HostError::Cancelled),
     }
 }
 
@@ -177,163 +209,46 @@ impl HostSession for Session {
     }
 
     fn list_changed(&self, kind: ListKind) {
-        let _ = self.notes.send(Note::ListChanged(kind));
+        self.note(Note::ListChanged(kind));
     }
 
     fn log(&self, level: &'static str, logger: Option<String>, data: Value) {
-        if state::level_rank(level) < self.threshold.load(Ordering::Relaxed) {
-            return;
-        }
-        let mut p = json!({"level": level, "data": data});
-        if let Some(l) = logger {
-            p["logger"] = Value::String(l);
-        }
-        let _ = self.notes.send(Note::Log(p));
+        self.note(Note::Log { level, logger, data });
     }
 
     fn progress(&self, token: Value, progress: i64, total: Option<i64>, message: Option<String>) {
-        let mut p = json!({"progressToken": token, "progress": progress});
-        if let Some(t) = total {
-            p["total"] = json!(t);
-        }
-        if let Some(msg) = message {
-            p["message"] = Value::String(msg);
-        }
-        // A call of the HTTP hot path has its own stream (BR-HTTP-14).
-        if self.http_progress(&token, &p) {
-            return;
-        }
-        let _ = self.notes.send(Note::Progress(p));
+        self.note(Note::Progress { token, progress, total, message });
     }
 
     fn resource_updated(&self, uri: &str) {
-        if self.subscriptions.lock().unwrap().contains(uri) {
-            let _ = self.notes.send(Note::ResourceUpdated(uri.to_owned()));
-        }
+        self.note(Note::ResourceUpdated(uri.to_owned()));
     }
 
+    /// Everything queued before is in the core's queue ahead of what follows: nothing to wait
+    /// for (one queue, in order, for notifications and responses).
     fn flush(&self) -> BoxFuture<()> {
-        // Nothing queued and nothing being sent: what came before is out already (a flush
-        // marker would come straight back, two task hand-offs later).
-        if self.notes.idle() {
-            return Box::pin(std::future::ready(()));
-        }
-        let (tx, rx) = oneshot::channel();
-        let queued = self.notes.send(Note::Flush(tx)).is_ok() && self.peer.get().is_some();
-        Box::pin(async move {
-            if queued {
-                let _ = rx.await;
-            }
-        })
+        Box::pin(std::future::ready(()))
     }
 
     fn can_sample(&self) -> bool {
-        self.caps().is_some_and(|c| c.sampling.is_some())
+        self.core.lock().unwrap().session_caps().sampling
     }
 
     fn can_list_roots(&self) -> bool {
-        self.caps().is_some_and(|c| c.roots.is_some())
+        self.core.lock().unwrap().session_caps().roots
     }
 
     fn sample(&self, params: Value) -> BoxFuture<Result<Value, ReverseError>> {
-        let origin = self.sole_call();
-        let on_stream = self.call_stream_asker(origin.as_ref());
-        let peer = self.peer.get().cloned();
-        let bridge = self.bridge.clone();
-        let trace = self.trace;
-        Box::pin(async move {
-            let peer = peer.ok_or(ReverseError::NotInitialized)?;
-            if trace {
-                bridge.trace_mcp(false, &json!({"method": "sampling/createMessage", "params": params}));
-            }
-            let params: m::CreateMessageRequestParams = serde_json::from_value(params)
-                .map_err(|e| ReverseError::Invalid(format!("invalid sampling request: {e}")))?;
-            // The checks rmcp's `create_message` makes before it sends.
-            let invalid = |e: String| {
-                ReverseError::Invalid(rmcp::ServiceError::McpError(ErrorData::invalid_params(e, None)).to_string())
-            };
-            if (params.tools.is_some() || params.tool_choice.is_some()) && !peer.supports_sampling_tools() {
-                return Err(invalid(
-                    "tools or toolChoice provided but client does not support sampling tools capability".into(),
-                ));
-            }
-            params.validate().map_err(invalid)?;
-            let r = if let Some(asker) = on_stream {
-                let answer = asker.ask("sampling/createMessage", Some(to_json(&params))).await?;
-                match serde_json::from_value::<m::CreateMessageResult>(answer.clone()) {
-                    Ok(r) => to_json(&r),
-                    Err(_) => {
-                        let answer = answer.to_string();
-                        return Err(ReverseError::Unexpected { method: "sampling/createMessage", answer });
-                    }
-                }
-            } else {
-                let req = m::ServerRequest::CreateMessageRequest(m::CreateMessageRequest::new(params));
-                match ask_host(&peer, req, origin).await? {
-                    m::ClientResult::CreateMessageResult(r) => to_json(&r),
-                    other => {
-                        let answer = to_json(&other).to_string();
-                        return Err(ReverseError::Unexpected { method: "sampling/createMessage", answer });
-                    }
-                }
-            };
-            if trace {
-                bridge.trace_mcp(true, &json!({"result": r}));
-            }
-            Ok(r)
-        })
+        let Some(me) = self.me.upgrade() else {
+            return Box::pin(std::future::ready(Err(ReverseError::NotInitialized)));
+        };
+        Box::pin(async move { me.ask(Ask::Sample(params)).await })
     }
 
     fn list_roots(&self) -> BoxFuture<Result<Value, ReverseError>> {
-        let origin = self.sole_call();
-        let on_stream = self.call_stream_asker(origin.as_ref());
-        let peer = self.peer.get().cloned();
-        let bridge = self.bridge.clone();
-        let trace = self.trace;
-        Box::pin(async move {
-            let peer = peer.ok_or(ReverseError::NotInitialized)?;
-            if trace {
-                bridge.trace_mcp(false, &json!({"method": "roots/list"}));
-            }
-            let r = if let Some(asker) = on_stream {
-                let answer = asker.ask("roots/list", None).await?;
-                match serde_json::from_value::<m::ListRootsResult>(answer.clone()) {
-                    Ok(r) => to_json(&r),
-                    Err(_) => {
-                        return Err(ReverseError::Unexpected { method: "roots/list", answer: answer.to_string() });
-                    }
-                }
-            } else {
-                let req = m::ServerRequest::ListRootsRequest(m::ListRootsRequest {
-                    method: Default::default(),
-                    extensions: Default::default(),
-                });
-                match ask_host(&peer, req, origin).await? {
-                    m::ClientResult::ListRootsResult(r) => to_json(&r),
-                    other => {
-                        let answer = to_json(&other).to_string();
-                        return Err(ReverseError::Unexpected { method: "roots/list", answer });
-                    }
-                }
-            };
-            if trace {
-                bridge.trace_mcp(true, &json!({"result": r}));
-            }
-            Ok(r)
-        })
+        let Some(me) = self.me.upgrade() else {
+            return Box::pin(std::future::ready(Err(ReverseError::NotInitialized)));
+        };
+        Box::pin(async move { me.ask(Ask::ListRoots).await })
     }
-}
-
-/// Sends a request to the host and waits for its answer; `origin`, the tools/call that caused
-/// it, makes rmcp's HTTP transport send it on that call's response stream (BR-HTTP-14).
-async fn ask_host(
-    peer: &Peer<RoleServer>,
-    mut req: m::ServerRequest,
-    origin: Option<m::RequestId>,
-) -> Result<m::ClientResult, ReverseError> {
-    use rmcp::model::GetExtensions;
-    if let Some(id) = origin {
-        req.extensions_mut().insert(rmcp::service::OriginatingRequestId(id));
-    }
-    peer.send_request(req).await.map_err(|e| ReverseError::Host(e.to_string()))
 }

@@ -8,6 +8,8 @@
 //! - every decoded Envelope re-encodes to bytes that decode back to it;
 //! - the wire scanner and prost agree on what is a valid Envelope;
 //! - the bridge core answers every operation once, and its timer never spins ([`bridge_core_ops`]);
+//! - the host core answers every host request at most once, only after the bridge's outcome, and
+//!   nothing after the session's end ([`host_core_ops`]);
 //! - no allocation exceeds the limits (with the `alloc-guard` feature, any single allocation
 //!   above [`GUARD_LIMIT`] aborts the process).
 
@@ -24,6 +26,7 @@ use crate::wire;
 mod alloc;
 mod bridge;
 mod frame;
+mod host;
 mod mcp;
 
 pub use alloc::CountingAlloc;
@@ -31,6 +34,7 @@ pub use bridge::bridge_core_ops;
 #[cfg(feature = "arbitrary")]
 pub use frame::session_ops;
 pub use frame::{envelope_roundtrip, frame_decoder, sideband};
+pub use host::host_core_ops;
 pub use mcp::{MCP_INPUT_LINE, check_gate_verdict, mcp_input, mcp_message_frame};
 
 /// Limits the fuzz targets decode with: small, so that "never beyond the limit" is testable.

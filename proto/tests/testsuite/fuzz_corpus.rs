@@ -30,6 +30,11 @@ fn mcp_message_frame_seeds() {
 }
 
 #[test]
+fn host_core_ops_seeds() {
+    replay("host_core_ops", fuzzing::host_core_ops);
+}
+
+#[test]
 fn mcp_input_seeds() {
     replay("mcp_input", fuzzing::mcp_input);
 }
