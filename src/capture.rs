@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use protomcp_harness::capture::run::{Options, Stop, bridge_argv, capture};
-use protomcp_harness::capture::{Session, TOOL_PLACEHOLDER, scenario};
+use protomcp_harness::capture::{Recording, TOOL_PLACEHOLDER, scenario};
 
 /// File names written into `--out`.
 pub const CAPTURE_FILE: &str = "capture.txt";
@@ -109,7 +109,7 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode> {
     let session = match &a.from {
         Some(f) => {
             let text = std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
-            Session::parse(&text).with_context(|| format!("{}", f.display()))?
+            Recording::parse(&text).with_context(|| format!("{}", f.display()))?
         }
         None => {
             let tool: Vec<String> =

@@ -7,14 +7,14 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 use protomcp_proto::mcp::MCP_MAX_FRAME;
-use protomcp_proto::mcp::server::Misbehave;
+use protomcp_proto::mcp::server::ServerFault;
 
 #[derive(Args)]
 pub struct ServerArgs {
     /// Break one rule on purpose (otherwise behaving normally), for self-tests of the harness:
     /// buffer-first-16 (PM-FRAME-03) or silent-on-undecodable (PM-ERROR-08).
-    #[arg(long, value_name = "KIND", value_parser = |s: &str| s.parse::<Misbehave>())]
-    misbehave: Option<Misbehave>,
+    #[arg(long, value_name = "KIND", value_parser = |s: &str| s.parse::<ServerFault>())]
+    misbehave: Option<ServerFault>,
     /// Largest frame body accepted; a longer prefix gets -32600 (id 0) and the server exits.
     #[arg(long, default_value_t = MCP_MAX_FRAME)]
     max_frame: u32,

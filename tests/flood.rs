@@ -336,7 +336,7 @@ fn a_line_longer_than_one_message_is_dropped_as_it_arrives_and_named() {
 #[test]
 fn over_http_an_event_or_body_longer_than_one_message_is_dropped_as_it_arrives_and_named() {
     let _alone = own_peak_alone();
-    use protomcp_harness::host::session::{Endpoint, Event, HttpSession};
+    use protomcp_harness::host::session::{Arrival, Endpoint, HttpSession};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
@@ -380,11 +380,11 @@ fn over_http_an_event_or_body_longer_than_one_message_is_dropped_as_it_arrives_a
             let ev = h.events();
             assert!(
                 ev.iter().any(
-                    |e| matches!(e, Event::Note { text, .. } if text.starts_with(&format!("{what} of more than")))
+                    |e| matches!(e, Arrival::Note { text, .. } if text.starts_with(&format!("{what} of more than")))
                 ),
                 "{ev:?}"
             );
-            assert!(!ev.iter().any(|e| matches!(e, Event::Message { .. })), "{ev:?}");
+            assert!(!ev.iter().any(|e| matches!(e, Arrival::Message { .. })), "{ev:?}");
         }
     });
     assert!(own_hwm() < 250_000, "VmHWM {} kB", own_hwm());

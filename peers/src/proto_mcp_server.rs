@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 
 use bytes::BytesMut;
 use protomcp_proto::frame::{MessageDecoder, MessageFrameError};
-use protomcp_proto::mcp::server::{JsonSession, Misbehave, Server, Sniff, sniff};
+use protomcp_proto::mcp::server::{JsonSession, Server, ServerFault, Sniff, sniff};
 use protomcp_proto::mcp::{MCP_MAX_FRAME, McpMessage};
 
 /// Exit status after a clean EOF.
@@ -16,14 +16,14 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_ABANDONED: i32 = 1;
 
 /// Serves one session on stdin/stdout; returns the exit status.
-pub fn run(misbehave: Option<Misbehave>, max_frame: u32) -> i32 {
+pub fn run(misbehave: Option<ServerFault>, max_frame: u32) -> i32 {
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     serve(stdin.lock(), stdout.lock(), misbehave, max_frame)
 }
 
 /// [`run`] over any reader and writer (tests drive it with byte slices).
-pub fn serve(mut input: impl Read, mut output: impl Write, misbehave: Option<Misbehave>, max_frame: u32) -> i32 {
+pub fn serve(mut input: impl Read, mut output: impl Write, misbehave: Option<ServerFault>, max_frame: u32) -> i32 {
     let mut server = Server::new(misbehave);
     let mut buf = BytesMut::new();
     let mut chunk = vec![0u8; 64 * 1024];

@@ -280,7 +280,7 @@ impl ServerReader for SpecReader {
 
 /// What to do with one message from the host.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Verdict {
+pub enum Admission {
     /// Hand it to the MCP server.
     Pass,
     /// Answer it here with this error response; the server never sees it.
@@ -324,31 +324,31 @@ impl<R: ServerReader> Gate<R> {
     }
 
     /// Checks one line from the host (stdio).
-    pub fn inbound_line(&mut self, line: &str) -> Verdict {
+    pub fn inbound_line(&mut self, line: &str) -> Admission {
         self.inbound_parsed(line).0
     }
 
     /// [`Gate::inbound_line`], also handing back the message it parsed (when it is JSON), so
     /// that the caller need not parse the line again.
-    pub fn inbound_parsed(&mut self, line: &str) -> (Verdict, Option<Value>) {
+    pub fn inbound_parsed(&mut self, line: &str) -> (Admission, Option<Value>) {
         if line.trim().is_empty() {
-            return (Verdict::Drop, None);
+            return (Admission::Drop, None);
         }
         match serde_json::from_str::<Value>(line) {
             Ok(v) => (self.inbound(&v), Some(v)),
-            Err(_) => (Verdict::Answer(error_response(Value::Null, ErrorCode::PARSE_ERROR, "parse error")), None),
+            Err(_) => (Admission::Answer(error_response(Value::Null, ErrorCode::PARSE_ERROR, "parse error")), None),
         }
     }
 
     /// Checks the body of an HTTP POST: the verdict and, for a request passed on, its id (in
     /// flight until [`Gate::answered`]).
-    pub fn inbound_body(&mut self, body: &[u8]) -> (Verdict, Option<Value>) {
+    pub fn inbound_body(&mut self, body: &[u8]) -> (Admission, Option<Value>) {
         let Ok(v) = serde_json::from_slice::<Value>(body) else {
-            return (Verdict::Answer(error_response(Value::Null, ErrorCode::PARSE_ERROR, "parse error")), None);
+            return (Admission::Answer(error_response(Value::Null, ErrorCode::PARSE_ERROR, "parse error")), None);
         };
         let verdict = self.inbound(&v);
         let id = match verdict {
-            Verdict::Pass if v.get("method").is_some() => v.get("id").cloned(),
+            Admission::Pass if v.get("method").is_some() => v.get("id").cloned(),
             _ => None,
         };
         (verdict, id)
@@ -360,11 +360,11 @@ impl<R: ServerReader> Gate<R> {
     }
 
     /// Checks one JSON value from the host.
-    pub fn inbound(&mut self, v: &Value) -> Verdict {
+    pub fn inbound(&mut self, v: &Value) -> Admission {
         let o = match v {
             // BR-MCP-21
             Value::Array(_) => {
-                return Verdict::Answer(error_response(
+                return Admission::Answer(error_response(
                     Value::Null,
                     ErrorCode::INVALID_REQUEST,
                     "batches are not supported",
@@ -372,7 +372,7 @@ impl<R: ServerReader> Gate<R> {
             }
             Value::Object(o) => o,
             _ => {
-                return Verdict::Answer(error_response(
+                return Admission::Answer(error_response(
                     Value::Null,
                     ErrorCode::INVALID_REQUEST,
                     "not a JSON-RPC message",
@@ -381,7 +381,7 @@ impl<R: ServerReader> Gate<R> {
         };
         let id = o.get("id");
         let reply_id = id.filter(|i| valid_id(i)).cloned().unwrap_or(Value::Null);
-        let invalid = |why: &str| Verdict::Answer(error_response(reply_id.clone(), ErrorCode::INVALID_REQUEST, why));
+        let invalid = |why: &str| Admission::Answer(error_response(reply_id.clone(), ErrorCode::INVALID_REQUEST, why));
         if o.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
             return invalid("not a JSON-RPC 2.0 message: \"jsonrpc\" must be \"2.0\"");
         }
@@ -392,14 +392,14 @@ impl<R: ServerReader> Gate<R> {
                 return invalid("not a JSON-RPC message: neither a request, a notification nor a response");
             }
             // An answer the server cannot read is dropped, never answered (BR-MCP-22).
-            return if self.reader.reads(v) { Verdict::Pass } else { Verdict::Drop };
+            return if self.reader.reads(v) { Admission::Pass } else { Admission::Drop };
         };
         let Some(method) = method.as_str() else { return invalid("\"method\" must be a string") };
         let params = o.get("params");
         let bad_params = params.is_some_and(|p| !p.is_object() && !p.is_array() && !p.is_null());
         let Some(id) = id else {
             if bad_params {
-                return Verdict::Drop;
+                return Admission::Drop;
             }
             // A notification: never answered (BR-MCP-19); one the server cannot read is dropped.
             if method == "notifications/cancelled"
@@ -407,7 +407,7 @@ impl<R: ServerReader> Gate<R> {
             {
                 self.in_flight.remove(&key(rid));
             }
-            return if self.reader.reads(v) { Verdict::Pass } else { Verdict::Drop };
+            return if self.reader.reads(v) { Admission::Pass } else { Admission::Drop };
         };
         if !valid_id(id) {
             return invalid("a request id must be a string or an integer");
@@ -417,7 +417,7 @@ impl<R: ServerReader> Gate<R> {
         }
         if self.in_flight.contains(&key(id)) {
             // BR-MCP-20: the original stays in flight and gets its own answer.
-            return Verdict::Answer(error_response(
+            return Admission::Answer(error_response(
                 id.clone(),
                 ErrorCode::INVALID_REQUEST,
                 "a request with this id is still in flight",
@@ -425,7 +425,7 @@ impl<R: ServerReader> Gate<R> {
         }
         if TYPED_METHODS.contains(&method) {
             if !self.reader.reads_params(method, params) {
-                return Verdict::Answer(error_response(
+                return Admission::Answer(error_response(
                     id.clone(),
                     ErrorCode::INVALID_PARAMS,
                     &format!("invalid params for {method}"),
@@ -435,7 +435,7 @@ impl<R: ServerReader> Gate<R> {
             return invalid("not a valid MCP request");
         }
         self.in_flight.insert(key(id));
-        Verdict::Pass
+        Admission::Pass
     }
 
     /// Sees one message the server sends to the host: a response ends its request.
@@ -489,12 +489,12 @@ pub fn response_id(line: &str) -> Option<Value> {
 /// The HTTP status of the gate's own answer to a POST: a message without an id to answer (parse
 /// error, invalid request) is a bad request (400); an error answer to a request is an ordinary
 /// JSON-RPC response (200); nothing to answer is 202 (BR-HTTP-07). `None`: the server answers.
-pub fn post_status(verdict: &Verdict) -> Option<u16> {
+pub fn post_status(verdict: &Admission) -> Option<u16> {
     match verdict {
-        Verdict::Answer(v) if v["id"].is_null() => Some(400),
-        Verdict::Answer(_) => Some(200),
-        Verdict::Drop => Some(202),
-        Verdict::Pass => None,
+        Admission::Answer(v) if v["id"].is_null() => Some(400),
+        Admission::Answer(_) => Some(200),
+        Admission::Drop => Some(202),
+        Admission::Pass => None,
     }
 }
 
@@ -568,7 +568,7 @@ mod tests {
 
     fn answer(g: &mut SpecGate, line: &str) -> (Value, i64) {
         match g.inbound_line(line) {
-            Verdict::Answer(v) => (v["id"].clone(), v["error"]["code"].as_i64().unwrap()),
+            Admission::Answer(v) => (v["id"].clone(), v["error"]["code"].as_i64().unwrap()),
             other => panic!("{line}: {other:?}"),
         }
     }
@@ -576,7 +576,7 @@ mod tests {
     #[test]
     fn what_is_not_json_rpc_is_answered_minus_32700_or_minus_32600() {
         let mut g = SpecGate::new();
-        assert_eq!(g.inbound_line("  "), Verdict::Drop);
+        assert_eq!(g.inbound_line("  "), Admission::Drop);
         assert_eq!(answer(&mut g, "nope"), (Value::Null, -32700));
         assert_eq!(answer(&mut g, "[]"), (Value::Null, -32600));
         assert_eq!(answer(&mut g, "3"), (Value::Null, -32600));
@@ -611,15 +611,18 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":7,"method":"no/such/method","params":{"a":1}}"#,
             r#"{"jsonrpc":"2.0","id":8,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":"b"}}}"#,
         ] {
-            assert_eq!(g.inbound_line(ok), Verdict::Pass, "{ok}");
+            assert_eq!(g.inbound_line(ok), Admission::Pass, "{ok}");
         }
     }
 
     #[test]
     fn notifications_and_responses_are_never_answered() {
         let mut g = SpecGate::new();
-        assert_eq!(g.inbound_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#), Verdict::Pass);
-        assert_eq!(g.inbound_line(r#"{"jsonrpc":"2.0","method":"notifications/whatever","params":{}}"#), Verdict::Pass);
+        assert_eq!(g.inbound_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#), Admission::Pass);
+        assert_eq!(
+            g.inbound_line(r#"{"jsonrpc":"2.0","method":"notifications/whatever","params":{}}"#),
+            Admission::Pass
+        );
         // Whatever the server makes of these, the host gets no answer.
         for line in [
             r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":[]}}"#,
@@ -628,24 +631,24 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":9,"error":{"code":-1,"message":"m"}}"#,
             r#"{"jsonrpc":"2.0","id":9,"error":"what"}"#,
         ] {
-            assert!(!matches!(g.inbound_line(line), Verdict::Answer(_)), "{line}");
+            assert!(!matches!(g.inbound_line(line), Admission::Answer(_)), "{line}");
         }
-        assert_eq!(g.inbound_line(r#"{"jsonrpc":"2.0","id":9,"result":{}}"#), Verdict::Pass);
+        assert_eq!(g.inbound_line(r#"{"jsonrpc":"2.0","id":9,"result":{}}"#), Admission::Pass);
     }
 
     #[test]
     fn http_bodies_go_through_the_same_gate_and_give_the_id_in_flight() {
         let mut g = SpecGate::new();
         let call = br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x"}}"#;
-        assert_eq!(g.inbound_body(call), (Verdict::Pass, Some(json!(2))));
+        assert_eq!(g.inbound_body(call), (Admission::Pass, Some(json!(2))));
         let (again, None) = g.inbound_body(call) else { panic!() };
         assert_eq!(post_status(&again), Some(200));
         g.answered(&json!(2));
-        assert_eq!(g.inbound_body(call), (Verdict::Pass, Some(json!(2))));
+        assert_eq!(g.inbound_body(call), (Admission::Pass, Some(json!(2))));
         let (bad, None) = g.inbound_body(b"{nope") else { panic!() };
         assert_eq!(post_status(&bad), Some(400));
         let note = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-        assert_eq!(g.inbound_body(note), (Verdict::Pass, None));
+        assert_eq!(g.inbound_body(note), (Admission::Pass, None));
         let (unread, None) = g.inbound_body(br#"{"jsonrpc":"2.0","id":3,"error":"x"}"#) else { panic!() };
         assert_eq!(post_status(&unread), Some(202));
     }
@@ -654,23 +657,23 @@ mod tests {
     fn an_id_in_flight_is_not_taken_twice() {
         let mut g = SpecGate::new();
         let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x"}}"#;
-        assert_eq!(g.inbound_line(call), Verdict::Pass);
+        assert_eq!(g.inbound_line(call), Admission::Pass);
         assert_eq!(answer(&mut g, r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#), (json!(2), -32600));
         // "2" is another id than 2.
-        assert_eq!(g.inbound_line(r#"{"jsonrpc":"2.0","id":"2","method":"ping"}"#), Verdict::Pass);
+        assert_eq!(g.inbound_line(r#"{"jsonrpc":"2.0","id":"2","method":"ping"}"#), Admission::Pass);
         g.outbound(&json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {}}));
         assert_eq!(g.in_flight(), 2);
         g.outbound(&json!({"jsonrpc": "2.0", "id": 2, "result": {}}));
-        assert_eq!(g.inbound_line(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#), Verdict::Pass);
+        assert_eq!(g.inbound_line(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#), Admission::Pass);
         // The same, from the line the server writes: a request of the server's does not count.
         g.outbound_line(r#"{"jsonrpc":"2.0","id":2,"method":"roots/list"}"#);
         assert_eq!(answer(&mut g, r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#), (json!(2), -32600));
         g.outbound_line(r#"{"jsonrpc":"2.0","id":2,"error":{"code":-1,"message":"m"}}"#);
-        assert_eq!(g.inbound_line(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#), Verdict::Pass);
+        assert_eq!(g.inbound_line(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#), Admission::Pass);
         // A cancelled request is no longer in flight.
         let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#;
-        assert_eq!(g.inbound_line(cancel), Verdict::Pass);
-        assert_eq!(g.inbound_line(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#), Verdict::Pass);
+        assert_eq!(g.inbound_line(cancel), Admission::Pass);
+        assert_eq!(g.inbound_line(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#), Admission::Pass);
     }
 
     #[test]

@@ -412,7 +412,7 @@ pub(crate) fn until_interrupted<R>(what: &str, work: impl std::future::Future<Ou
 
 /// The golden directory of `--golden`, in the mode `--accept` and the environment give.
 fn golden_dir(a: &RunArgs) -> std::result::Result<Option<runner::golden::GoldenDir>, String> {
-    use runner::golden::{GoldenDir, Mode};
+    use runner::golden::{GoldenDir, GoldenMode};
     let Some(dir) = &a.golden else { return Ok(None) };
     let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
     let mode = match (a.accept, ci) {
@@ -421,14 +421,14 @@ fn golden_dir(a: &RunArgs) -> std::result::Result<Option<runner::golden::GoldenD
                         (run --accept where CI is unset, and commit the files)"
                 .to_owned());
         }
-        (true, false) => Mode::Accept,
-        (false, true) => Mode::ReadOnly,
-        (false, false) => Mode::Check,
+        (true, false) => GoldenMode::Accept,
+        (false, true) => GoldenMode::ReadOnly,
+        (false, false) => GoldenMode::Check,
     };
     if dir.exists() && !dir.is_dir() {
         return Err(format!("--golden {}: not a directory", dir.display()));
     }
-    if mode == Mode::ReadOnly && !dir.is_dir() {
+    if mode == GoldenMode::ReadOnly && !dir.is_dir() {
         return Err(format!(
             "--golden {}: no such directory, and CI is set, so it would not be written (write it with --accept where CI is unset)",
             dir.display()

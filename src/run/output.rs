@@ -222,11 +222,11 @@ pub(super) fn golden_exit(
     let n = unaccepted.count();
     if n > 0 {
         let hint = match g.mode {
-            runner::golden::Mode::Check => {
+            runner::golden::GoldenMode::Check => {
                 format!("left as .snap.new: review them, then re-run with --accept to write {}/*.snap", g.dir.display())
             }
-            runner::golden::Mode::ReadOnly => "nothing written (CI is set)".to_owned(),
-            runner::golden::Mode::Accept => unreachable!("--accept writes them"),
+            runner::golden::GoldenMode::ReadOnly => "nothing written (CI is set)".to_owned(),
+            runner::golden::GoldenMode::Accept => unreachable!("--accept writes them"),
         };
         writeln!(std::io::stdout().lock(), "golden: {n} transcript(s) new or changed ({hint})")?;
         exit = 1;

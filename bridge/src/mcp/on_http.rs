@@ -16,7 +16,7 @@ use protomcp_proto::mcp_input::{MAX_POST_BODY, post_status};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::session::Session;
+use super::session::McpSession;
 use crate::Bridge;
 use crate::error::ServeError;
 
@@ -65,7 +65,7 @@ struct Streams {
 
 /// One session over HTTP.
 struct HttpSession {
-    session: Arc<Session>,
+    session: Arc<McpSession>,
     streams: Mutex<Streams>,
     last_seen: Mutex<Instant>,
 }
@@ -264,7 +264,7 @@ fn open_session(registry: &Arc<Registry>, bridge: &Arc<Bridge>, body: &Value) ->
     }
     let id = session_id();
     let s = Arc::new(HttpSession {
-        session: Session::new(bridge.clone()),
+        session: McpSession::new(bridge.clone()),
         streams: Mutex::default(),
         last_seen: Mutex::new(Instant::now()),
     });
@@ -350,7 +350,7 @@ async fn post(
         (Intake::Request(_), Some(events)) if sse => event_stream(Held::gather(events).await),
         (Intake::Request(_), Some(events)) => json_answer(events).await,
         (Intake::Refused(v), _) => {
-            let status = post_status(&protomcp_proto::mcp_input::Verdict::Answer(v.clone())).unwrap_or(200);
+            let status = post_status(&protomcp_proto::mcp_input::Admission::Answer(v.clone())).unwrap_or(200);
             json_response(status, &v)
         }
         // BR-HTTP-07: nothing to answer.

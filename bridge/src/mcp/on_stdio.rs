@@ -6,7 +6,7 @@ use std::sync::Arc;
 use protomcp_proto::host_core::Intake;
 use serde_json::Value;
 
-use super::session::Session;
+use super::session::McpSession;
 use crate::Bridge;
 use crate::error::ServeError;
 
@@ -19,7 +19,7 @@ const DRAIN: std::time::Duration = std::time::Duration::from_millis(500);
 /// Serves one MCP session on stdin/stdout until the host closes stdin or `stop` resolves.
 /// With `--trace` every message goes into the trace.
 pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Output = ()>) -> Result<(), ServeError> {
-    let session = Session::new(bridge);
+    let session = McpSession::new(bridge);
     let output = tokio::spawn(write_output(session.clone()));
     tokio::select! {
         _ = read_input(&session) => {}
@@ -40,7 +40,7 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
 }
 
 /// The output task: the core's messages, a batch of whole lines per write.
-async fn write_output(session: Arc<Session>) {
+async fn write_output(session: Arc<McpSession>) {
     use tokio::io::AsyncWriteExt;
     let mut stdout = crate::stdio::stdout();
     let bridge = session.bridge.clone();
@@ -71,7 +71,7 @@ async fn write_output(session: Arc<Session>) {
 }
 
 /// The input: the host's lines into the core; end-of-file ends the session.
-async fn read_input(session: &Session) {
+async fn read_input(session: &McpSession) {
     let bridge = &session.bridge;
     let mut lines = crate::host_lines::HostLines::new(crate::stdio::stdin(), crate::limits::BRIDGE_HOST_LINE);
     while let Some(line) = lines.next().await {

@@ -19,7 +19,7 @@ use crate::{BoxFuture, Bridge, HostError, HostSession, ListKind, SessionId};
 static SESSION_IDS: AtomicU64 = AtomicU64::new(1);
 
 /// One MCP session; see the module documentation.
-pub struct Session {
+pub struct McpSession {
     id: SessionId,
     pub(super) bridge: Arc<Bridge>,
     core: Mutex<HostCore>,
@@ -31,12 +31,12 @@ pub struct Session {
     asked: Mutex<HashMap<AskId, oneshot::Sender<Result<Value, ReverseError>>>>,
     /// Cancelled when the session ends.
     pub(super) ended: CancellationToken,
-    me: Weak<Session>,
+    me: Weak<McpSession>,
 }
 
 /// Forgets a request of ours when its caller goes away unanswered (the bridge's timeout).
 struct Asked<'a> {
-    session: &'a Session,
+    session: &'a McpSession,
     ask: AskId,
 }
 
@@ -47,15 +47,15 @@ impl Drop for Asked<'_> {
     }
 }
 
-impl Session {
-    pub fn new(bridge: Arc<Bridge>) -> Arc<Session> {
+impl McpSession {
+    pub fn new(bridge: Arc<Bridge>) -> Arc<McpSession> {
         let cfg = Config {
             page_size: bridge.cfg.page_size,
             queue: crate::limits::BRIDGE_HOST_QUEUE,
             name: "protomcp-conform-bridge".into(),
             version: env!("CARGO_PKG_VERSION").into(),
         };
-        Arc::new_cyclic(|me| Session {
+        Arc::new_cyclic(|me| McpSession {
             id: SESSION_IDS.fetch_add(1, Ordering::Relaxed),
             bridge,
             core: Mutex::new(HostCore::new(cfg)),
@@ -98,7 +98,7 @@ impl Session {
     }
 
     /// Waits (at most `bound`) until the requests forwarded to the bridge have ended: after
-    /// [`Session::end`], until their cancellations reached the bridge core (BR-CANCEL-06).
+    /// [`McpSession::end`], until their cancellations reached the bridge core (BR-CANCEL-06).
     pub async fn settle(&self, bound: std::time::Duration) {
         let _ = tokio::time::timeout(bound, async {
             while !self.running.lock().unwrap().is_empty() {
@@ -203,7 +203,7 @@ async fn cancellable(
     }
 }
 
-impl HostSession for Session {
+impl HostSession for McpSession {
     fn id(&self) -> SessionId {
         self.id
     }

@@ -15,8 +15,8 @@
 //!
 //! Everything is recorded with its time in the transcript line format of
 //! [`crate::transcript`] (the convention of the bridge's `--trace`: the bridge is the testee), one
-//! item per line after the seconds since the start and the channel ([`Session::render`],
-//! [`Session::parse`]). [`scenario`] turns a session into the scenario files (sans-IO).
+//! item per line after the seconds since the start and the channel ([`Recording::render`],
+//! [`Recording::parse`]). [`scenario`] turns a session into the scenario files (sans-IO).
 
 pub mod launcher;
 pub mod run;
@@ -108,7 +108,7 @@ fn parse_time(s: &str) -> Option<Duration> {
 
 /// One recorded item; `at` in whole microseconds (as the capture file keeps it).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Event {
+pub struct Recorded {
     /// Since the capture started.
     pub at: Duration,
     pub chan: Chan,
@@ -117,7 +117,7 @@ pub struct Event {
 
 /// A recorded session: the commands, the paths that differ from run to run, and the items.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Session {
+pub struct Recording {
     /// The bridge command as given, with `{tool}`.
     pub bridge: Vec<String>,
     /// The tool process's command.
@@ -125,7 +125,7 @@ pub struct Session {
     /// Paths that belong to this capture only (its temp dir, the sockets): in what the peer
     /// sends they are matched as "any path".
     pub paths: Vec<String>,
-    pub events: Vec<Event>,
+    pub events: Vec<Recorded>,
     /// Items that were not kept past [`MAX_EVENTS`].
     pub dropped: u64,
 }
@@ -134,7 +134,7 @@ fn header(key: &str, v: &Value) -> String {
     format!("# {key}: {}\n", serde_json::to_string(v).unwrap_or_default())
 }
 
-impl Session {
+impl Recording {
     /// The header lines of a capture file.
     pub fn render_header(&self) -> String {
         let mut s = format!("{MAGIC}\n");
@@ -147,7 +147,7 @@ impl Session {
     }
 
     /// One item as one line of a capture file.
-    pub fn render_event(e: &Event) -> String {
+    pub fn render_event(e: &Recorded) -> String {
         let line = Normalizer::verbatim().line(&e.item);
         format!("{:>6}.{:06} {:<6} {line}\n", e.at.as_secs(), e.at.subsec_micros(), e.chan.name())
     }
@@ -165,8 +165,8 @@ impl Session {
     }
 
     /// Reads a capture file back.
-    pub fn parse(text: &str) -> Result<Session, CaptureError> {
-        let mut s = Session::default();
+    pub fn parse(text: &str) -> Result<Recording, CaptureError> {
+        let mut s = Recording::default();
         let mut lines = text.lines().enumerate();
         let err = |line: usize, message: String| CaptureError::Parse { line: line + 1, message };
         match lines.next() {
@@ -202,7 +202,7 @@ impl Session {
             let (chan, rest) = rest.trim_start().split_once(' ').ok_or_else(|| err(i, "no channel".into()))?;
             let chan = Chan::parse(chan).ok_or_else(|| err(i, format!("channel {chan:?}: host, bridge or tpN")))?;
             let item = parse_line(rest.trim_start()).map_err(|e| err(i, e.to_string()))?;
-            s.events.push(Event { at, chan, item });
+            s.events.push(Recorded { at, chan, item });
         }
         if s.bridge.is_empty() || s.tool.is_empty() {
             return Err(err(0, "the header names no bridge or no tool command".into()));
@@ -219,12 +219,12 @@ mod tests {
 
     #[test]
     fn a_capture_file_reads_back_to_the_same_session() {
-        let s = Session {
+        let s = Recording {
             bridge: vec!["pmcp".into(), "run".into(), "{tool}".into()],
             tool: vec!["python3".into(), "testee.py".into()],
             paths: vec!["/tmp/x".into()],
             events: vec![
-                Event {
+                Recorded {
                     at: Duration::from_millis(12),
                     chan: Chan::Host,
                     item: Item::Host {
@@ -233,8 +233,8 @@ mod tests {
                         raw: None,
                     },
                 },
-                Event { at: Duration::from_millis(20), chan: Chan::Tool(1), item: Item::Connected },
-                Event {
+                Recorded { at: Duration::from_millis(20), chan: Chan::Tool(1), item: Item::Connected },
+                Recorded {
                     at: Duration::from_millis(1500),
                     chan: Chan::Tool(1),
                     item: Item::Frame {
@@ -244,8 +244,8 @@ mod tests {
                         note: None,
                     },
                 },
-                Event { at: Duration::from_secs(2), chan: Chan::Tool(1), item: Item::Eof },
-                Event {
+                Recorded { at: Duration::from_secs(2), chan: Chan::Tool(1), item: Item::Eof },
+                Recorded {
                     at: Duration::from_secs(3),
                     chan: Chan::Bridge,
                     item: Item::Exit { status: "exit status 0".into() },
@@ -255,18 +255,18 @@ mod tests {
         };
         let text = s.render();
         assert!(text.contains("     1.500000 tp1    testee→harness {"), "{text}");
-        assert_eq!(Session::parse(&text).unwrap(), s);
+        assert_eq!(Recording::parse(&text).unwrap(), s);
     }
 
     #[test]
     fn a_file_that_is_no_capture_is_refused_with_its_line() {
-        let e = Session::parse("hello\n").unwrap_err().to_string();
+        let e = Recording::parse("hello\n").unwrap_err().to_string();
         assert!(e.contains("line 1") && e.contains("not a capture file"), "{e}");
         let text =
             format!("{MAGIC}\n# bridge: [\"b\",\"{{tool}}\"]\n# tool: [\"t\"]\n     0.100000 tp0    -- connected\n");
-        let e = Session::parse(&text).unwrap_err().to_string();
+        let e = Recording::parse(&text).unwrap_err().to_string();
         assert!(e.contains("line 4") && e.contains("channel"), "{e}");
         let text = format!("{MAGIC}\n# bridge: [\"b\"]\n# tool: [\"t\"]\n     0.100000 host   what\n");
-        assert!(Session::parse(&text).unwrap_err().to_string().contains("line 4"));
+        assert!(Recording::parse(&text).unwrap_err().to_string().contains("line 4"));
     }
 }

@@ -25,7 +25,7 @@ use tokio::sync::watch;
 
 use super::launcher::{Answer, Hello};
 use super::scenario::{HOST_EOF, SIDEBAND_HEADER, SIDEBAND_PAYLOAD};
-use super::{CaptureError, Chan, ENV_CAPTURE, Event, LAUNCHER_NAME, MAX_EVENTS, Session, TOOL_PLACEHOLDER};
+use super::{CaptureError, Chan, ENV_CAPTURE, LAUNCHER_NAME, MAX_EVENTS, Recorded, Recording, TOOL_PLACEHOLDER};
 use crate::runner::process::{self, ExitInfo, ScenarioDir, process_alive as alive};
 use crate::scenario::normalize::sideband_value;
 use crate::transcript::{Dir, Item, hex};
@@ -69,7 +69,7 @@ pub enum Stop {
 /// A finished capture.
 #[derive(Debug)]
 pub struct Captured {
-    pub session: Session,
+    pub session: Recording,
     pub stop: Stop,
     /// False when a process survived the teardown.
     pub clean: bool,
@@ -79,7 +79,7 @@ pub struct Captured {
 struct Recorder {
     start: Instant,
     file: std::fs::File,
-    events: Vec<Event>,
+    events: Vec<Recorded>,
     dropped: u64,
     /// The bridge's sockets, as the launchers reported them.
     paths: Vec<String>,
@@ -94,8 +94,8 @@ impl Rec {
         let mut r = self.0.lock().unwrap_or_else(|e| e.into_inner());
         // Whole microseconds: what the capture file keeps, so that `--from` sees the same times.
         let at = Duration::from_micros(u64::try_from(r.start.elapsed().as_micros()).unwrap_or(u64::MAX));
-        let e = Event { at, chan, item };
-        let _ = r.file.write_all(Session::render_event(&e).as_bytes());
+        let e = Recorded { at, chan, item };
+        let _ = r.file.write_all(Recording::render_event(&e).as_bytes());
         if r.events.len() < MAX_EVENTS {
             r.events.push(e);
         } else {
@@ -492,18 +492,18 @@ async fn kill_tools(pids: &[i32], dir: &Path) -> bool {
 
 /// Creates the capture file with its header and the recorder that appends to it; returns the
 /// recorder and the header's session.
-fn open_capture_file(opts: &Options, d: &Path) -> Result<(Rec, Session), CaptureError> {
+fn open_capture_file(opts: &Options, d: &Path) -> Result<(Rec, Recording), CaptureError> {
     if let Some(parent) = opts.file.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .map_err(|e| CaptureError::io(format!("cannot create {}", parent.display()), e))?;
     }
     let file = std::fs::File::create(&opts.file)
         .map_err(|e| CaptureError::io(format!("cannot write {}", opts.file.display()), e))?;
-    let header = Session {
+    let header = Recording {
         bridge: opts.bridge.clone(),
         tool: opts.tool.clone(),
         paths: vec![d.display().to_string()],
-        ..Session::default()
+        ..Recording::default()
     };
     {
         use std::io::Write;
@@ -594,7 +594,7 @@ where
     let mut r = rec.0.lock().unwrap_or_else(|e| e.into_inner());
     let mut paths = header.paths.clone();
     paths.extend(r.paths.iter().cloned());
-    let session = Session {
+    let session = Recording {
         bridge: opts.bridge.clone(),
         tool: opts.tool.clone(),
         paths,

@@ -31,7 +31,7 @@ use crate::limits;
 
 /// What went wrong while driving the bridge.
 #[derive(Debug, thiserror::Error)]
-pub enum HostError {
+pub enum DriverError {
     #[error("starting the bridge: {0}")]
     Spawn(#[from] std::io::Error),
     #[error("no response to {method} (id {id}) within {within:?}")]
@@ -80,12 +80,16 @@ pub struct StdioHost {
 
 impl StdioHost {
     /// Starts `argv` (the bridge) with stdin and stdout piped and stderr inherited.
-    pub fn spawn(argv: &[String], env: &[(String, String)]) -> Result<StdioHost, HostError> {
+    pub fn spawn(argv: &[String], env: &[(String, String)]) -> Result<StdioHost, DriverError> {
         Self::spawn_with_stderr(argv, env, Stdio::inherit())
     }
 
     /// [`StdioHost::spawn`] with stderr going to `stderr` (e.g. a file).
-    pub fn spawn_with_stderr(argv: &[String], env: &[(String, String)], stderr: Stdio) -> Result<StdioHost, HostError> {
+    pub fn spawn_with_stderr(
+        argv: &[String],
+        env: &[(String, String)],
+        stderr: Stdio,
+    ) -> Result<StdioHost, DriverError> {
         Self::spawn_in(argv, env, stderr, None)
     }
 
@@ -95,7 +99,7 @@ impl StdioHost {
         env: &[(String, String)],
         stderr: Stdio,
         cwd: Option<&std::path::Path>,
-    ) -> Result<StdioHost, HostError> {
+    ) -> Result<StdioHost, DriverError> {
         let (program, args) = argv.split_first().ok_or_else(|| std::io::Error::other("empty command"))?;
         let mut cmd = Command::new(program);
         if let Some(d) = cwd {
@@ -185,7 +189,7 @@ impl StdioHost {
     }
 
     /// Sends a request and waits for its response message (`result` or `error` inside).
-    pub async fn request(&self, method: &str, params: Option<Value>) -> Result<Value, HostError> {
+    pub async fn request(&self, method: &str, params: Option<Value>) -> Result<Value, DriverError> {
         let (id, rx) = self.start_request(method, params);
         self.wait(method, id, rx, self.timeout).await
     }
@@ -197,20 +201,20 @@ impl StdioHost {
         id: i64,
         rx: oneshot::Receiver<Value>,
         within: Duration,
-    ) -> Result<Value, HostError> {
+    ) -> Result<Value, DriverError> {
         match tokio::time::timeout(within, rx).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(_)) => Err(HostError::Closed { method: method.into(), id }),
+            Ok(Err(_)) => Err(DriverError::Closed { method: method.into(), id }),
             Err(_) => {
                 self.shared.pending.lock().unwrap().remove(&id);
-                Err(HostError::Timeout { method: method.into(), id, within })
+                Err(DriverError::Timeout { method: method.into(), id, within })
             }
         }
     }
 
     /// initialize + notifications/initialized with these client capabilities; returns the
     /// initialize result.
-    pub async fn initialize(&self, version: &str, capabilities: Value) -> Result<Value, HostError> {
+    pub async fn initialize(&self, version: &str, capabilities: Value) -> Result<Value, DriverError> {
         let r = self
             .request(
                 "initialize",
@@ -295,7 +299,7 @@ impl StdioHost {
         method: &str,
         count: usize,
         within: Duration,
-    ) -> Result<Vec<Value>, HostError> {
+    ) -> Result<Vec<Value>, DriverError> {
         let deadline = tokio::time::Instant::now() + within;
         loop {
             let arrived = self.shared.arrived.notified();
@@ -304,7 +308,7 @@ impl StdioHost {
                 return Ok(have);
             }
             if tokio::time::timeout_at(deadline, arrived).await.is_err() {
-                return Err(HostError::NoNotification { method: method.into(), within });
+                return Err(DriverError::NoNotification { method: method.into(), within });
             }
         }
     }

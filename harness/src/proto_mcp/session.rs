@@ -25,7 +25,7 @@ const STDERR_TAIL: usize = 8 * 1024;
 
 /// What the first byte the harness sent selected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub enum Framing {
     Unknown,
     Binary,
     Json,
@@ -98,7 +98,7 @@ fn hex_preview(b: &[u8]) -> String {
 }
 
 /// The server process and both ends of its pipes.
-pub struct Session {
+pub struct ServerProcess {
     child: Child,
     pgid: i32,
     stdin: Option<ChildStdin>,
@@ -110,7 +110,7 @@ pub struct Session {
     pending: VecDeque<McpMessage>,
     sent: HashMap<u64, Option<Arm>>,
     answers: HashMap<u64, usize>,
-    pub mode: Mode,
+    pub mode: Framing,
     pub stdout_closed: bool,
     /// Bytes received on stdout, in total.
     pub received: u64,
@@ -131,10 +131,10 @@ pub struct SpawnError {
     pub error: std::io::Error,
 }
 
-impl Session {
+impl ServerProcess {
     /// Starts `command` (argv) in its own process group. `clean_env`: only PATH and HOME (a new
     /// temp dir) in its environment (PM-LIFECYCLE-02).
-    pub fn spawn(command: &[String], clean_env: bool) -> Result<Session, SpawnError> {
+    pub fn spawn(command: &[String], clean_env: bool) -> Result<ServerProcess, SpawnError> {
         let spawn_err = |error| SpawnError { command: command.join(" "), error };
         let (prog, args) = command.split_first().ok_or_else(|| spawn_err(std::io::Error::other("empty command")))?;
         let mut cmd = Command::new(prog);
@@ -183,7 +183,7 @@ impl Session {
                 }
             }
         });
-        Ok(Session {
+        Ok(ServerProcess {
             child,
             pgid,
             stdin,
@@ -195,7 +195,7 @@ impl Session {
             pending: VecDeque::new(),
             sent: HashMap::new(),
             answers: HashMap::new(),
-            mode: Mode::Unknown,
+            mode: Framing::Unknown,
             stdout_closed: false,
             received: 0,
             transcript: Transcript::default(),
@@ -235,17 +235,17 @@ impl Session {
     /// of the session decides how output is read. A failed write is noted, not fatal: the next
     /// expectation judges.
     pub fn send(&mut self, bytes: &[u8], pace: Option<Duration>, label: &str) {
-        if self.mode == Mode::Unknown
+        if self.mode == Framing::Unknown
             && let Some(&b) = bytes.first()
         {
             self.mode = match b {
-                0x00..=0x1f => Mode::Binary,
-                b'{' => Mode::Json,
-                _ => Mode::Other,
+                0x00..=0x1f => Framing::Binary,
+                b'{' => Framing::Json,
+                _ => Framing::Other,
             };
         }
         self.note(format!(">> {label} [{}]", hex_preview(bytes)));
-        if self.mode == Mode::Binary {
+        if self.mode == Framing::Binary {
             self.track_outgoing(bytes);
         }
         let Some(stdin) = self.stdin.as_mut() else {
@@ -316,19 +316,19 @@ impl Session {
                 self.received += d.len() as u64;
                 self.buf.extend_from_slice(&d);
                 match self.mode {
-                    Mode::Binary => self.decode_frames(false),
-                    Mode::Other | Mode::Unknown => {
+                    Framing::Binary => self.decode_frames(false),
+                    Framing::Other | Framing::Unknown => {
                         let preview = hex_preview(&d);
                         self.note(format!("<< bytes [{preview}]"));
                         self.buf.clear();
                     }
-                    Mode::Json => {}
+                    Framing::Json => {}
                 }
             }
             Chunk::Eof => {
                 self.stdout_closed = true;
                 self.note("<< stdout closed".into());
-                if self.mode == Mode::Binary {
+                if self.mode == Framing::Binary {
                     self.decode_frames(true);
                 }
             }
@@ -521,7 +521,7 @@ impl Session {
     }
 }
 
-impl Drop for Session {
+impl Drop for ServerProcess {
     fn drop(&mut self) {
         self.finish();
     }

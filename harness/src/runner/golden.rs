@@ -150,7 +150,7 @@ pub fn compare(golden: &str, now: &str) -> Option<String> {
 
 /// What a run does with the golden files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub enum GoldenMode {
     /// Compare; leave `<id>.snap.new` for a new or changed transcript.
     Check,
     /// Compare and write every new or changed transcript as `<id>.snap`.
@@ -163,7 +163,7 @@ pub enum Mode {
 #[derive(Debug, Clone)]
 pub struct GoldenDir {
     pub dir: PathBuf,
-    pub mode: Mode,
+    pub mode: GoldenMode,
 }
 
 impl GoldenDir {
@@ -171,7 +171,7 @@ impl GoldenDir {
         self.dir.join(format!("{id}.{ext}"))
     }
 
-    /// Compares `r`'s transcript with its golden file, writing what [`Mode`] says.
+    /// Compares `r`'s transcript with its golden file, writing what [`GoldenMode`] says.
     pub fn judge(&self, r: &CaseResult) -> Result<Golden, GoldenError> {
         if r.verdict == Verdict::Skip {
             return Ok(Golden::NotCompared("skipped".into()));
@@ -195,7 +195,7 @@ impl GoldenDir {
         let diff = match &before {
             Some(b) => match compare(b, &now) {
                 None => {
-                    if self.mode != Mode::ReadOnly {
+                    if self.mode != GoldenMode::ReadOnly {
                         remove_if_there(&pending)?;
                     }
                     return Ok(Golden::Same);
@@ -206,9 +206,9 @@ impl GoldenDir {
         };
         let file = snapshot_file(&r.id, &r.title, &now);
         match self.mode {
-            Mode::ReadOnly => {}
-            Mode::Check => write(&self.dir, &pending, &file)?,
-            Mode::Accept => {
+            GoldenMode::ReadOnly => {}
+            GoldenMode::Check => write(&self.dir, &pending, &file)?,
+            GoldenMode::Accept => {
                 write(&self.dir, &snap, &file)?;
                 remove_if_there(&pending)?;
                 return Ok(Golden::Accepted { diff: diff.unwrap_or_default() });

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use protomcp_harness::scenario::template::{Captures, substitute};
-use protomcp_harness::scenario::{Action, HostLine, parse_str};
+use protomcp_harness::scenario::{Action, SendLine, parse_str};
 
 const BRIDGE: &str = "id: bridge.x\ntitle: X\nrequirements: [BR-FRAME-04]\nlevel: MUST\nrole: bridge\nsteps:\n";
 const TP: &str = "id: framing.x\ntitle: X\nrequirements: [TP-FRAME-03]\nlevel: MUST\nrole: tool-process\nsteps:\n";
@@ -24,7 +24,7 @@ fn a_send_with_a_fill_writes_an_envelope_body_of_exactly_that_size() {
 fn a_host_send_with_a_fill_writes_a_json_line_of_exactly_that_size() {
     let s = load(BRIDGE, "  - host_send: {message: {jsonrpc: \"2.0\", id: 2, method: tools/call, params: {name: echo, arguments: {text: \"${fill:4096:a}\"}}}}\n")
         .unwrap();
-    let Action::HostSend(HostLine::Json(v)) = &s.steps[0].action else { panic!("{:?}", s.steps[0].action) };
+    let Action::HostSend(SendLine::Json(v)) = &s.steps[0].action else { panic!("{:?}", s.steps[0].action) };
     assert_eq!(substitute(v, &Captures::new()).unwrap().to_string().len(), 4096);
 }
 

@@ -49,7 +49,7 @@ use crate::spec::{DEFAULT_CALL_TIMEOUT, HANDSHAKE_QUIET};
 use crate::violation::Party;
 
 pub use reverse::{MessagesNotArray, NoAnswer};
-pub use tools::{Invalid, Mode, Rejected, ToolOp, ToolSet};
+pub use tools::{Invalid, ListMode, Rejected, ToolOp, ToolSet};
 
 /// Identity of a host session (the shell's numbering).
 pub type SessionId = u64;

@@ -10,7 +10,7 @@ use crate::pb;
 
 /// The list mode of §10.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Mode {
+pub enum ListMode {
     #[default]
     Open,
     Allow,
@@ -54,7 +54,7 @@ impl ToolOp {
 pub struct ToolSet {
     /// Valid definitions in registration order, one per name (BR-HANDSHAKE-12/13).
     tools: Vec<pb::ToolDefinition>,
-    mode: Mode,
+    mode: ListMode,
     disabled: BTreeSet<String>,
     allowed: BTreeSet<String>,
     blocked: BTreeSet<String>,
@@ -124,15 +124,15 @@ impl ToolSet {
         *self = ToolSet::default();
     }
 
-    pub fn mode(&self) -> Mode {
+    pub fn mode(&self) -> ListMode {
         self.mode
     }
 
     fn visible(&self, name: &str) -> bool {
         match self.mode {
-            Mode::Open => !self.disabled.contains(name),
-            Mode::Allow => self.allowed.contains(name),
-            Mode::Block => !self.blocked.contains(name),
+            ListMode::Open => !self.disabled.contains(name),
+            ListMode::Allow => self.allowed.contains(name),
+            ListMode::Block => !self.blocked.contains(name),
         }
     }
 
@@ -161,13 +161,13 @@ impl ToolSet {
     fn enable(&mut self, names: &[String]) {
         for n in names {
             match self.mode {
-                Mode::Open => {
+                ListMode::Open => {
                     self.disabled.remove(n);
                 }
-                Mode::Allow => {
+                ListMode::Allow => {
                     self.allowed.insert(n.clone());
                 }
-                Mode::Block => {
+                ListMode::Block => {
                     self.blocked.remove(n);
                 }
             }
@@ -177,33 +177,33 @@ impl ToolSet {
     fn disable(&mut self, names: &[String]) {
         for n in names {
             match self.mode {
-                Mode::Open => {
+                ListMode::Open => {
                     self.disabled.insert(n.clone());
                 }
-                Mode::Allow => {
+                ListMode::Allow => {
                     self.allowed.remove(n);
                 }
-                Mode::Block => {
+                ListMode::Block => {
                     self.blocked.insert(n.clone());
                 }
             }
         }
     }
 
-    fn switch(&mut self, mode: Mode, names: &[String]) {
+    fn switch(&mut self, mode: ListMode, names: &[String]) {
         self.disabled.clear();
         self.allowed.clear();
         self.blocked.clear();
         if names.is_empty() {
-            self.mode = Mode::Open;
+            self.mode = ListMode::Open;
             return;
         }
         self.mode = mode;
         let set: BTreeSet<String> = names.iter().cloned().collect();
         match mode {
-            Mode::Allow => self.allowed = set,
-            Mode::Block => self.blocked = set,
-            Mode::Open => {}
+            ListMode::Allow => self.allowed = set,
+            ListMode::Block => self.blocked = set,
+            ListMode::Open => {}
         }
     }
 
@@ -214,18 +214,18 @@ impl ToolSet {
         match op {
             ToolOp::Enable(n) => self.enable(n),
             ToolOp::Disable(n) => self.disable(n),
-            ToolOp::SetAllowed(n) => self.switch(Mode::Allow, n),
-            ToolOp::SetBlocked(n) => self.switch(Mode::Block, n),
+            ToolOp::SetAllowed(n) => self.switch(ListMode::Allow, n),
+            ToolOp::SetBlocked(n) => self.switch(ListMode::Block, n),
             ToolOp::Get => {}
             ToolOp::Batch { enable, disable, allow, block } => {
                 if !allow.is_empty() && !block.is_empty() {
                     return false;
                 }
                 if !allow.is_empty() {
-                    self.switch(Mode::Allow, allow);
+                    self.switch(ListMode::Allow, allow);
                 }
                 if !block.is_empty() {
-                    self.switch(Mode::Block, block);
+                    self.switch(ListMode::Block, block);
                 }
                 self.enable(enable);
                 self.disable(disable);
@@ -291,7 +291,7 @@ mod tests {
             assert_eq!(t.apply(&op), changed, "step {}", i + 1);
             assert_eq!(t.active_names(), names(want), "step {}", i + 1);
         }
-        assert_eq!(t.mode(), Mode::Open);
+        assert_eq!(t.mode(), ListMode::Open);
     }
 
     #[test]

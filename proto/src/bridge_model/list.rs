@@ -1,6 +1,6 @@
 //! The active tool set and the list_changed notifications each change owes (§10).
 
-use super::{BTreeSet, BridgeModel, HostRequest, Mode, Msg, T_LISTCHANGE, Value, pb};
+use super::{BTreeSet, BridgeModel, HostRequest, ListMode, Msg, T_LISTCHANGE, Value, pb};
 
 impl BridgeModel {
     /// A tools/list result shows exactly an active set the bridge may have had between the
@@ -75,7 +75,7 @@ impl BridgeModel {
             // BR-TOOLLIST-01: a bridge that has just started is open with empty sets; what the
             // tool process changes before its first tool list applies to them (BR-TOOLLIST-07).
             t.fresh = false;
-            t.mode = Some(Mode::Open);
+            t.mode = Some(ListMode::Open);
         }
         match &env.msg {
             Some(Msg::ToolList(list)) if t.discovery.remove(&env.request_id) => {
@@ -94,13 +94,13 @@ impl BridgeModel {
             }
             Some(Msg::EnableTools(r)) => t.enable(&r.tool_names),
             Some(Msg::DisableTools(r)) => t.disable(&r.tool_names),
-            Some(Msg::SetAllowed(r)) => t.set(Mode::Allow, &r.tool_names),
-            Some(Msg::SetBlocked(r)) => t.set(Mode::Block, &r.tool_names),
+            Some(Msg::SetAllowed(r)) => t.set(ListMode::Allow, &r.tool_names),
+            Some(Msg::SetBlocked(r)) => t.set(ListMode::Block, &r.tool_names),
             Some(Msg::Batch(b)) if b.allow.is_empty() || b.block.is_empty() => {
                 if !b.allow.is_empty() {
-                    t.set(Mode::Allow, &b.allow);
+                    t.set(ListMode::Allow, &b.allow);
                 } else if !b.block.is_empty() {
-                    t.set(Mode::Block, &b.block);
+                    t.set(ListMode::Block, &b.block);
                 }
                 t.enable(&b.enable);
                 t.disable(&b.disable);

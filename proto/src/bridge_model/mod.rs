@@ -78,7 +78,7 @@ struct HostRequest {
 
 /// §10's list modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
+enum ListMode {
     Open,
     Allow,
     Block,
@@ -92,7 +92,7 @@ struct Tools {
     /// The names of the latest discovery; `None` before the first.
     registered: Option<BTreeSet<String>>,
     /// `None`: not known (before discovery, or after a restart or rediscovery, BR-TOOLLIST-15).
-    mode: Option<Mode>,
+    mode: Option<ListMode>,
     /// D, A and B.
     disabled: BTreeSet<String>,
     allowed: BTreeSet<String>,
@@ -123,9 +123,9 @@ impl Tools {
     fn active(&self) -> Option<BTreeSet<String>> {
         let registered = self.registered.as_ref()?;
         let keep = |n: &&String| match self.mode {
-            Some(Mode::Open) => !self.disabled.contains(*n),
-            Some(Mode::Allow) => self.allowed.contains(*n),
-            Some(Mode::Block) => !self.blocked.contains(*n),
+            Some(ListMode::Open) => !self.disabled.contains(*n),
+            Some(ListMode::Allow) => self.allowed.contains(*n),
+            Some(ListMode::Block) => !self.blocked.contains(*n),
             None => false,
         };
         self.mode?;
@@ -135,9 +135,9 @@ impl Tools {
     fn enable(&mut self, names: &[String]) {
         for n in names {
             match self.mode {
-                Some(Mode::Open) => drop(self.disabled.remove(n)),
-                Some(Mode::Allow) => drop(self.allowed.insert(n.clone())),
-                Some(Mode::Block) => drop(self.blocked.remove(n)),
+                Some(ListMode::Open) => drop(self.disabled.remove(n)),
+                Some(ListMode::Allow) => drop(self.allowed.insert(n.clone())),
+                Some(ListMode::Block) => drop(self.blocked.remove(n)),
                 None => {}
             }
         }
@@ -146,25 +146,25 @@ impl Tools {
     fn disable(&mut self, names: &[String]) {
         for n in names {
             match self.mode {
-                Some(Mode::Open) => drop(self.disabled.insert(n.clone())),
-                Some(Mode::Allow) => drop(self.allowed.remove(n)),
-                Some(Mode::Block) => drop(self.blocked.insert(n.clone())),
+                Some(ListMode::Open) => drop(self.disabled.insert(n.clone())),
+                Some(ListMode::Allow) => drop(self.allowed.remove(n)),
+                Some(ListMode::Block) => drop(self.blocked.insert(n.clone())),
                 None => {}
             }
         }
     }
 
     /// set_allowed / set_blocked: a known state whatever came before.
-    fn set(&mut self, mode: Mode, names: &[String]) {
+    fn set(&mut self, mode: ListMode, names: &[String]) {
         self.disabled.clear();
         self.allowed.clear();
         self.blocked.clear();
-        self.mode = Some(if names.is_empty() { Mode::Open } else { mode });
+        self.mode = Some(if names.is_empty() { ListMode::Open } else { mode });
         match mode {
             _ if names.is_empty() => {}
-            Mode::Allow => self.allowed.extend(names.iter().cloned()),
-            Mode::Block => self.blocked.extend(names.iter().cloned()),
-            Mode::Open => {}
+            ListMode::Allow => self.allowed.extend(names.iter().cloned()),
+            ListMode::Block => self.blocked.extend(names.iter().cloned()),
+            ListMode::Open => {}
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The targets over MCP input: proto-mcp frames, and a bridge's host input through its gates.
 
-use super::{BytesMut, FUZZ_LIMITS, Message, Verdict, XorShift};
+use super::{Admission, BytesMut, FUZZ_LIMITS, Message, XorShift};
 use crate::mcp_input::{Gate, HostLine, LineSplitter, SpecReader};
 
 /// The bound the `mcp_input` target splits lines with: small, so that over-long lines are common.
@@ -167,7 +167,7 @@ fn stdio_gate(lines: &[HostLine], rng: &mut XorShift) {
         let was = parsed.as_ref().and_then(|v| v.get("id")).map(|id| stdio.is_in_flight(id));
         let verdict = stdio.inbound_line(text);
         check_gate_verdict(text.trim().is_empty(), parsed.as_ref(), was == Some(true), &verdict);
-        if let (Verdict::Pass, Some(id)) = (&verdict, parsed.as_ref().and_then(request_id)) {
+        if let (Admission::Pass, Some(id)) = (&verdict, parsed.as_ref().and_then(request_id)) {
             assert!(stdio.is_in_flight(&id), "a request passed on is in flight");
             // The server answers some of them now.
             if rng.next().is_multiple_of(2) {
@@ -189,16 +189,16 @@ fn http_gate(input: &[u8], pieces: &[(&[u8], bool)], rng: &mut XorShift) {
         check_gate_verdict(false, parsed.as_ref(), was == Some(true), &verdict);
         let status = crate::mcp_input::post_status(&verdict);
         match &verdict {
-            Verdict::Pass => {
+            Admission::Pass => {
                 assert_eq!(status, None);
                 let v = parsed.as_ref().expect("only JSON is passed on");
                 assert_eq!(passed_id, request_id(v), "the id in flight is the request's");
             }
-            Verdict::Answer(a) => {
+            Admission::Answer(a) => {
                 assert_eq!(status, Some(if a["id"].is_null() { 400 } else { 200 }));
                 assert_eq!(passed_id, None);
             }
-            Verdict::Drop => assert_eq!((status, &passed_id), (Some(202), &None)),
+            Admission::Drop => assert_eq!((status, &passed_id), (Some(202), &None)),
         }
         if let Some(id) = passed_id
             && rng.next().is_multiple_of(2)
@@ -235,28 +235,28 @@ fn check_error_response(answer: &serde_json::Value) -> i64 {
 /// 20); a notification or a response is never answered (BR-MCP-19/22); text that is not JSON is
 /// answered -32700 with id null (BR-MCP-16), a batch -32600 with id null (BR-MCP-21); blank
 /// lines are dropped; an answer's id is the message's or null.
-pub fn check_gate_verdict(blank: bool, parsed: Option<&serde_json::Value>, id_in_flight: bool, verdict: &Verdict) {
+pub fn check_gate_verdict(blank: bool, parsed: Option<&serde_json::Value>, id_in_flight: bool, verdict: &Admission) {
     if blank {
-        assert_eq!(verdict, &Verdict::Drop, "a blank line is dropped");
+        assert_eq!(verdict, &Admission::Drop, "a blank line is dropped");
         return;
     }
     let Some(v) = parsed else {
-        let Verdict::Answer(a) = verdict else { panic!("BR-MCP-16: text that is not JSON is answered: {verdict:?}") };
+        let Admission::Answer(a) = verdict else { panic!("BR-MCP-16: text that is not JSON is answered: {verdict:?}") };
         assert_eq!((check_error_response(a), &a["id"]), (-32700, &serde_json::Value::Null), "BR-MCP-16");
         return;
     };
-    if let Verdict::Answer(a) = verdict {
+    if let Admission::Answer(a) = verdict {
         check_error_response(a);
         let id = v.get("id").filter(|id| crate::mcp_input::valid_id(id));
         assert!(a["id"].is_null() || Some(&a["id"]) == id, "the answer carries the message's id or null");
     }
     if v.is_array() {
-        let Verdict::Answer(a) = verdict else { panic!("BR-MCP-21: a batch is answered") };
+        let Admission::Answer(a) = verdict else { panic!("BR-MCP-21: a batch is answered") };
         assert_eq!((check_error_response(a), &a["id"]), (-32600, &serde_json::Value::Null));
         return;
     }
     let Some(o) = v.as_object() else {
-        assert!(matches!(verdict, Verdict::Answer(_)), "BR-MCP-17: a value that is not a message is answered");
+        assert!(matches!(verdict, Admission::Answer(_)), "BR-MCP-17: a value that is not a message is answered");
         return;
     };
     let json_rpc = o.get("jsonrpc").and_then(serde_json::Value::as_str) == Some("2.0");
@@ -266,18 +266,18 @@ pub fn check_gate_verdict(blank: bool, parsed: Option<&serde_json::Value>, id_in
         && (o.contains_key("result") ^ o.contains_key("error"))
         && o.get("id").is_some_and(crate::mcp_input::valid_id);
     if notification || response {
-        assert!(!matches!(verdict, Verdict::Answer(_)), "BR-MCP-19/22: a notification or response is never answered");
+        assert!(!matches!(verdict, Admission::Answer(_)), "BR-MCP-19/22: a notification or response is never answered");
     }
     if let Some(id) = request_id(v) {
         match verdict {
-            Verdict::Pass => assert!(!id_in_flight, "BR-MCP-20: a request reusing an id in flight is not passed on"),
-            Verdict::Answer(a) => {
+            Admission::Pass => assert!(!id_in_flight, "BR-MCP-20: a request reusing an id in flight is not passed on"),
+            Admission::Answer(a) => {
                 assert_eq!(a["id"], id, "BR-MCP-19: a request is answered with its id");
                 if id_in_flight {
                     assert_eq!(a["error"]["code"], -32600, "BR-MCP-20");
                 }
             }
-            Verdict::Drop => panic!("BR-MCP-19: a request is never dropped"),
+            Admission::Drop => panic!("BR-MCP-19: a request is never dropped"),
         }
     }
 }

@@ -17,7 +17,7 @@ use bytes::BytesMut;
 use prost::Message;
 
 use crate::frame::{Frame, FrameDecoder, FrameError, Limits};
-use crate::mcp_input::Verdict;
+use crate::mcp_input::Admission;
 use crate::pb::{Envelope, RawHeader};
 use crate::sideband::{Compression, StreamAssembler, StreamEvent, StreamLimits};
 use crate::violation::Party;

@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 use crate::bound::{Bound, thousands, value_size};
 use crate::bridge_core::{HostError, ListKind, SessionCaps};
 use crate::jsonrpc::{ErrorCode, RequestId};
-use crate::mcp_input::{self, LOG_LEVELS, SpecReader, Verdict};
+use crate::mcp_input::{self, Admission, LOG_LEVELS, SpecReader};
 use msg::{Message, Notification, Request, Response};
 use outbox::{Outbox, Popped};
 
@@ -305,9 +305,9 @@ impl HostCore {
             return Intake::Dropped;
         }
         match self.gate.inbound(v) {
-            Verdict::Answer(refusal) => return Intake::Refused(refusal),
-            Verdict::Drop => return Intake::Dropped,
-            Verdict::Pass => {}
+            Admission::Answer(refusal) => return Intake::Refused(refusal),
+            Admission::Drop => return Intake::Dropped,
+            Admission::Pass => {}
         }
         // The gate passed it: it is a message the schema allows.
         match Message::from_value(v) {

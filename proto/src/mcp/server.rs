@@ -22,7 +22,7 @@ pub const PACKAGE: &str = "conform.v1";
 
 /// Rules the reference server can break on purpose, to show that the catalogue catches them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Misbehave {
+pub enum ServerFault {
     /// Waits for 16 bytes before it sniffs the first byte (PM-FRAME-03: a 15-byte first frame
     /// is never answered).
     BufferFirst16,
@@ -31,26 +31,26 @@ pub enum Misbehave {
     SilentOnUndecodable,
 }
 
-impl Misbehave {
-    pub const ALL: &[(Misbehave, &str)] =
-        &[(Misbehave::BufferFirst16, "buffer-first-16"), (Misbehave::SilentOnUndecodable, "silent-on-undecodable")];
+impl ServerFault {
+    pub const ALL: &[(ServerFault, &str)] =
+        &[(ServerFault::BufferFirst16, "buffer-first-16"), (ServerFault::SilentOnUndecodable, "silent-on-undecodable")];
 
     pub fn name(self) -> &'static str {
-        Misbehave::ALL.iter().find(|(m, _)| *m == self).map(|(_, n)| *n).expect("listed")
+        ServerFault::ALL.iter().find(|(m, _)| *m == self).map(|(_, n)| *n).expect("listed")
     }
 
     pub fn summary(self) -> &'static str {
         match self {
-            Misbehave::BufferFirst16 => "read 16 bytes before sniffing the protocol (breaks PM-FRAME-03)",
-            Misbehave::SilentOnUndecodable => "drop undecodable frames without -32700 (breaks PM-ERROR-08)",
+            ServerFault::BufferFirst16 => "read 16 bytes before sniffing the protocol (breaks PM-FRAME-03)",
+            ServerFault::SilentOnUndecodable => "drop undecodable frames without -32700 (breaks PM-ERROR-08)",
         }
     }
 }
 
-impl std::str::FromStr for Misbehave {
+impl std::str::FromStr for ServerFault {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Misbehave::ALL
+        ServerFault::ALL
             .iter()
             .find(|(_, n)| *n == s)
             .map(|(m, _)| *m)
@@ -191,29 +191,29 @@ pub fn parse_version(v: &str) -> Option<(u64, u64, u64)> {
 /// One session of the reference server.
 #[derive(Debug, Clone)]
 pub struct Server {
-    misbehave: Option<Misbehave>,
+    misbehave: Option<ServerFault>,
     initialized: bool,
     /// The client declared `supports_bsr_refs` in the initialize that opened the session.
     client_bsr: bool,
 }
 
 impl Server {
-    pub fn new(misbehave: Option<Misbehave>) -> Server {
+    pub fn new(misbehave: Option<ServerFault>) -> Server {
         Server { misbehave, initialized: false, client_bsr: false }
     }
 
-    pub fn misbehave(&self) -> Option<Misbehave> {
+    pub fn misbehave(&self) -> Option<ServerFault> {
         self.misbehave
     }
 
     /// How many bytes to read before sniffing the first (1 unless misbehaving).
     pub fn sniff_after(&self) -> usize {
-        if self.misbehave == Some(Misbehave::BufferFirst16) { 16 } else { 1 }
+        if self.misbehave == Some(ServerFault::BufferFirst16) { 16 } else { 1 }
     }
 
     /// The answer to a complete frame whose body is not an MCPMessage (PM-ERROR-08).
     pub fn undecodable(&self, why: &str) -> Option<McpMessage> {
-        if self.misbehave == Some(Misbehave::SilentOnUndecodable) {
+        if self.misbehave == Some(ServerFault::SilentOnUndecodable) {
             return None;
         }
         Some(error_response(0, code::PARSE_ERROR, format!("the frame body is not an MCPMessage: {why}")))

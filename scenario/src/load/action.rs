@@ -3,9 +3,9 @@
 
 use super::{
     Action, Checker, CloseMode, Compiler, DEFAULT_HANDSHAKE_RID, Duration, ExitCode, Expect, ExpectAnyOrder,
-    ExpectExit, ExpectNothing, FrameBody, Handshake, HostExpect, HostExpectNothing, HostHttp, HostLine, HostStream,
-    HttpSessionRef, Loc, Node, NodeKind, Profile, RawStep, ReloadBegins, ReloadForm, SendFrame, Signal, Soak, SoakCall,
-    T_PROMPT, T_START, Template, ToolHandshake, loc, raw, requirements, template,
+    ExpectExit, ExpectNothing, FrameBody, Handshake, HostExpect, HostExpectNothing, HostHttp, HostStream,
+    HttpSessionRef, Loc, Node, NodeKind, Profile, RawStep, ReloadBegins, ReloadForm, SendFrame, SendLine, Signal, Soak,
+    SoakCall, T_PROMPT, T_START, Template, ToolHandshake, loc, raw, requirements, template,
 };
 
 impl Checker<'_> {
@@ -290,14 +290,14 @@ impl Checker<'_> {
                 if let Some(at) = fill? {
                     self.fill_fits(&v, at, false);
                 }
-                Some(Action::HostSend(HostLine::Json(v)))
+                Some(Action::HostSend(SendLine::Json(v)))
             }
             (None, Some(l)) => {
                 if l.value.contains('\n') {
                     self.error(loc(l), "a host_send line cannot hold a newline (it ends the line)");
                     return None;
                 }
-                Some(Action::HostSend(HostLine::Raw(l.value.clone())))
+                Some(Action::HostSend(SendLine::Raw(l.value.clone())))
             }
             (Some(m), Some(_)) => {
                 self.error(m.loc, "give host_send a `message` or a `line`, not both");

@@ -56,7 +56,7 @@ pub enum Action {
     /// The harness sends a signal to the testee.
     Signal(Signal),
     /// Bridge scenarios, host side: write one line to the bridge's stdin.
-    HostSend(HostLine),
+    HostSend(SendLine),
     /// Bridge scenarios, host side: the next MCP message from the bridge must match.
     HostExpect(HostExpect),
     /// Bridge scenarios, host side: no MCP message (except ignored methods) for the duration.
@@ -343,7 +343,7 @@ pub struct Handshake {
 /// What a `host_send` writes: a JSON-RPC message (placeholders filled in, written as compact
 /// JSON) or a line of text exactly as given (malformed JSON included).
 #[derive(Debug, Clone)]
-pub enum HostLine {
+pub enum SendLine {
     Json(serde_json::Value),
     Raw(String),
 }

@@ -111,7 +111,7 @@ pub struct PmWrite {
 
 /// What one write sends.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outgoing {
+pub struct Write {
     pub bytes: Vec<u8>,
     /// One byte per this gap (PM-FRAME-02).
     pub pace: Option<Duration>,
@@ -130,7 +130,7 @@ pub enum WriteError {
 
 impl PmWrite {
     /// The bytes, with the placeholders filled from `captures`.
-    pub fn render(&self, captures: &Captures) -> Result<Outgoing, WriteError> {
+    pub fn render(&self, captures: &Captures) -> Result<Write, WriteError> {
         let (mut bytes, mut label) = (Vec::new(), Vec::new());
         for item in &self.items {
             match item {
@@ -158,7 +158,7 @@ impl PmWrite {
                 }
             }
         }
-        Ok(Outgoing { bytes, pace: self.pace, label: label.join(" + ") })
+        Ok(Write { bytes, pace: self.pace, label: label.join(" + ") })
     }
 }
 

@@ -2,7 +2,7 @@
 
 use super::steps::*;
 use super::{
-    CaptureError, Chan, Dir, Duration, HOST_EOF, HashSet, Item, SIDEBAND_PAYLOAD, Session, TOOL_PLACEHOLDER,
+    CaptureError, Chan, Dir, Duration, HOST_EOF, HashSet, Item, Recording, SIDEBAND_PAYLOAD, TOOL_PLACEHOLDER,
     UNSOLICITED, Value, Vars,
 };
 
@@ -12,9 +12,9 @@ pub fn replay_bridge(bridge: &[String]) -> Vec<String> {
 }
 
 /// The bridge scenario: the harness plays the host and the tool process(es) against the bridge.
-pub fn bridge(s: &Session, id: &str) -> Result<String, CaptureError> {
+pub fn bridge(s: &Recording, id: &str) -> Result<String, CaptureError> {
     // The end of stdin alone is no session (an HTTP bridge, whose host side is not interposed).
-    let host_message = |e: &&crate::capture::Event| match &e.item {
+    let host_message = |e: &&crate::capture::Recorded| match &e.item {
         Item::Host { raw: Some(r), .. } => r != HOST_EOF,
         Item::Host { .. } => true,
         _ => false,
@@ -64,7 +64,7 @@ struct Gathered {
 }
 
 /// The events of the whole session, as the steps of the host and the tool process to write.
-fn bridge_events(s: &Session) -> Result<Gathered, CaptureError> {
+fn bridge_events(s: &Recording) -> Result<Gathered, CaptureError> {
     let mut events: Vec<(Duration, Ev)> = Vec::new();
     let mut open: Option<u32> = None;
     let mut bridge_closed: HashSet<u32> = HashSet::new();
@@ -154,7 +154,7 @@ fn bridge_events(s: &Session) -> Result<Gathered, CaptureError> {
 }
 
 /// Tracks the open tool-process connection in `open`: a bridge scenario plays one at a time.
-fn one_tool_process(open: &mut Option<u32>, e: &crate::capture::Event) -> Result<(), CaptureError> {
+fn one_tool_process(open: &mut Option<u32>, e: &crate::capture::Recorded) -> Result<(), CaptureError> {
     if let Chan::Tool(n) = e.chan {
         match (&e.item, *open) {
             (Item::Connected, Some(o)) if o != n => {

@@ -1,4 +1,4 @@
-//! A captured [`Session`] as scenario files (sans-IO): one where the harness plays the bridge
+//! A captured [`Recording`] as scenario files (sans-IO): one where the harness plays the bridge
 //! against the tool process ([`tool_process`]), one where it plays the host and the tool process
 //! against the bridge ([`bridge`]).
 //!
@@ -30,7 +30,7 @@ use serde_json::{Map, Value, json};
 use protomcp_proto::Party;
 use protomcp_proto::sideband::{StreamAssembler, StreamEvent, StreamLimits};
 
-use super::{CaptureError, Chan, Session, TOOL_PLACEHOLDER};
+use super::{CaptureError, Chan, Recording, TOOL_PLACEHOLDER};
 use crate::explore::yaml_out::{escape, flow_verbatim};
 use crate::scenario::pattern::KEYWORDS;
 use crate::transcript::{Dir, Item};

@@ -191,7 +191,7 @@ pub(super) fn stream_result(
 }
 
 /// At the item that says the capture ended the bridge: the comment that ends the steps.
-pub(super) fn ended_by_capture(e: &crate::capture::Event) -> Option<Ev> {
+pub(super) fn ended_by_capture(e: &crate::capture::Recorded) -> Option<Ev> {
     match &e.item {
         Item::Signal { name } if e.chan == Chan::Bridge && name == ENDED_BY_CAPTURE => Some(Ev::Comment(
             "the capture ended the bridge here (--grace, --max-time or a signal): what followed is not replayed".into(),

@@ -1,14 +1,14 @@
 use super::steps::*;
 use super::*;
-use crate::capture::Event;
+use crate::capture::Recorded;
 use std::path::Path;
 
 fn at(ms: u64) -> Duration {
     Duration::from_millis(ms)
 }
 
-fn ev(ms: u64, chan: Chan, item: Item) -> Event {
-    Event { at: at(ms), chan, item }
+fn ev(ms: u64, chan: Chan, item: Item) -> Recorded {
+    Recorded { at: at(ms), chan, item }
 }
 
 fn frame(dir: Dir, tree: Value) -> Item {
@@ -21,10 +21,10 @@ fn host(dir: Dir, m: Value) -> Item {
 
 /// A pmcp-like session: the bridge picks rids, the host its JSON-RPC ids, the tool process
 /// asks the host for a sample under a rid of its own.
-fn session() -> Session {
+fn session() -> Recording {
     use Dir::{FromTestee as FromBridge, ToTestee as ToBridge};
     let tp = Chan::Tool(1);
-    Session {
+    Recording {
         bridge: vec!["pmcp".into(), "run".into(), "{tool}".into()],
         tool: vec!["python3".into(), "testee.py".into()],
         paths: vec!["/tmp/protomcp-conform-abc".into()],

@@ -2,13 +2,13 @@
 
 use super::steps::*;
 use super::{
-    CaptureError, Chan, Dir, Duration, HOST_EOF, Item, Map, Party, SIDEBAND_HEADER, SIDEBAND_PAYLOAD, Session,
+    CaptureError, Chan, Dir, Duration, HOST_EOF, Item, Map, Party, Recording, SIDEBAND_HEADER, SIDEBAND_PAYLOAD,
     StreamAssembler, StreamLimits, Value, Vars,
 };
 
 /// The tool-process scenario: the harness plays the bridge against the first tool process's
 /// connection.
-pub fn tool_process(s: &Session, id: &str) -> Result<String, CaptureError> {
+pub fn tool_process(s: &Recording, id: &str) -> Result<String, CaptureError> {
     let conns: Vec<u32> = s
         .events
         .iter()
@@ -66,7 +66,7 @@ struct Gathered {
 }
 
 /// The events of tool-process connection `first` (and the bridge's), as steps to write.
-fn tool_events(s: &Session, first: u32) -> Result<Gathered, CaptureError> {
+fn tool_events(s: &Recording, first: u32) -> Result<Gathered, CaptureError> {
     let mut events: Vec<(Duration, Ev)> = Vec::new();
     let mut frames = 0usize;
     let (mut handshake, mut call) = (false, false);

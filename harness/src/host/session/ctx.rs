@@ -2,8 +2,8 @@
 //! readers of responses and event streams.
 
 use super::{
-    Arc, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, AtomicUsize, BufReader, Duration, Endpoint, Event, HttpError,
-    Instant, Mutex, Ordering, Outgoing, SETTLE, State, TcpStream, Value, limits, thousands, wait_listening,
+    Arc, Arrival, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, AtomicUsize, BufReader, Duration, Endpoint, HttpError,
+    HttpSend, Instant, Mutex, Ordering, SETTLE, State, TcpStream, Value, limits, thousands, wait_listening,
 };
 
 /// What a background reader needs.
@@ -18,7 +18,7 @@ impl Ctx {
     /// The queued sender of [`HttpSession::send`].
     pub(super) async fn sender(
         self,
-        mut rx: tokio::sync::mpsc::UnboundedReceiver<Outgoing>,
+        mut rx: tokio::sync::mpsc::UnboundedReceiver<HttpSend>,
         watchdog: Instant,
         timeout: Duration,
     ) {
@@ -36,12 +36,12 @@ impl Ctx {
         self.state.lock().unwrap().listening = true;
         while let Some(item) = rx.recv().await {
             match item {
-                Outgoing::Post(body) => {
+                HttpSend::Post(body) => {
                     if let Err((stream, e)) = self.post(body, timeout).await {
                         self.note(stream, format!("POST failed: {e}"));
                     }
                 }
-                Outgoing::Delete => {
+                HttpSend::Delete => {
                     let no_session = self.state.lock().unwrap().session.is_none();
                     if no_session {
                         let stream = self.next_stream.fetch_add(1, Ordering::Relaxed);
@@ -110,9 +110,9 @@ impl Ctx {
         Ok(stream)
     }
 
-    fn push(&self, e: Event) {
+    fn push(&self, e: Arrival) {
         let mut st = self.state.lock().unwrap();
-        if let Event::Message { value, .. } = &e
+        if let Arrival::Message { value, .. } = &e
             && let (Some(method), Some(id)) = (value.get("method").and_then(Value::as_str), value.get("id"))
             && !st.manual
         {
@@ -120,7 +120,7 @@ impl Ctx {
                 let text = format!("{method} not answered: {} answers in flight", st.answers);
                 let stream = self.next_stream.fetch_add(1, Ordering::Relaxed);
                 st.events.push(e);
-                st.events.push(Event::Note { stream, text });
+                st.events.push(Arrival::Note { stream, text });
                 return;
             }
             st.answers += 1;
@@ -144,7 +144,7 @@ impl Ctx {
                 ctx.state.lock().unwrap().answers -= 1;
             }));
         }
-        if let Event::Message { value, .. } = &e {
+        if let Arrival::Message { value, .. } = &e {
             // The negotiated version goes into MCP-Protocol-Version from now on.
             let r = &value["result"];
             if let (Some(v), true) = (r["protocolVersion"].as_str(), r.get("serverInfo").is_some()) {
@@ -167,7 +167,7 @@ impl Ctx {
     }
 
     fn note(&self, stream: usize, text: impl Into<String>) {
-        self.push(Event::Note { stream, text: text.into() });
+        self.push(Arrival::Note { stream, text: text.into() });
     }
 
     /// Reads one response: status and headers, then the body as JSON or as an event stream.
@@ -235,7 +235,7 @@ impl Ctx {
         }
         match serde_json::from_str::<Value>(&text) {
             Ok(v) if ctype.starts_with("application/json") || status >= 400 => {
-                self.push(Event::Message { stream, value: v })
+                self.push(Arrival::Message { stream, value: v })
             }
             _ => self.note(stream, format!("body: {}", excerpt(&text))),
         }
@@ -318,7 +318,7 @@ impl Ctx {
             return;
         }
         match serde_json::from_str::<Value>(&text) {
-            Ok(v) => self.push(Event::Message { stream, value: v }),
+            Ok(v) => self.push(Arrival::Message { stream, value: v }),
             Err(_) => self.note(stream, format!("event data that is not JSON: {}", excerpt(&text))),
         }
     }

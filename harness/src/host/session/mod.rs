@@ -27,7 +27,7 @@ use crate::limits;
 
 /// What arrived from the bridge.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Event {
+pub enum Arrival {
     /// A JSON-RPC message (or batch) on stream `stream`.
     Message { stream: usize, value: Value },
     /// Something that is not a message: an HTTP status other than 200/202, a body or event that
@@ -35,26 +35,26 @@ pub enum Event {
     Note { stream: usize, text: String },
 }
 
-impl Kind for Event {
+impl Kind for Arrival {
     fn kind(&self) -> String {
         match self {
-            Event::Message { value, .. } => value.kind(),
-            Event::Note { .. } => "notes".into(),
+            Arrival::Message { value, .. } => value.kind(),
+            Arrival::Note { .. } => "notes".into(),
         }
     }
 
     fn size(&self) -> usize {
         match self {
-            Event::Message { value, .. } => 16 + value_size(value),
-            Event::Note { text, .. } => 40 + text.len(),
+            Arrival::Message { value, .. } => 16 + value_size(value),
+            Arrival::Note { text, .. } => 40 + text.len(),
         }
     }
 }
 
-impl Event {
+impl Arrival {
     pub fn stream(&self) -> usize {
         match self {
-            Event::Message { stream, .. } | Event::Note { stream, .. } => *stream,
+            Arrival::Message { stream, .. } | Arrival::Note { stream, .. } => *stream,
         }
     }
 }
@@ -113,7 +113,7 @@ impl Endpoint {
 
 #[derive(Default)]
 struct State {
-    events: Kept<Event>,
+    events: Kept<Arrival>,
     /// The length of the longest body or event above [`limits::MESSAGE_BYTES`], if there was one.
     overlong: Option<usize>,
     /// Answers to requests from the bridge being sent.
@@ -139,7 +139,7 @@ struct State {
 
 /// What the queued sender does, in order ([`HttpSession::send`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outgoing {
+pub enum HttpSend {
     /// POST these bytes.
     Post(Vec<u8>),
     /// DELETE the session.
@@ -153,7 +153,7 @@ pub struct HttpSession {
     next_stream: Arc<AtomicUsize>,
     /// How long a POST may take to connect and write.
     pub send_timeout: Duration,
-    queue: Mutex<Option<tokio::sync::mpsc::UnboundedSender<Outgoing>>>,
+    queue: Mutex<Option<tokio::sync::mpsc::UnboundedSender<HttpSend>>>,
 }
 
 /// How long a send waits for the response's status line before the next step runs (keeps the
@@ -175,7 +175,7 @@ impl HttpSession {
     /// The first call starts the sender, which first waits until the endpoint accepts a TCP
     /// connection — until `watchdog` at most (the start-up watchdog, see [`HttpSession::failure`])
     /// — and then sends every queued item in order ([`HttpSession::post`], [`HttpSession::delete`]).
-    pub fn send(&self, item: Outgoing, watchdog: Instant) {
+    pub fn send(&self, item: HttpSend, watchdog: Instant) {
         let mut q = self.queue.lock().unwrap();
         let tx = q.get_or_insert_with(|| {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -238,13 +238,13 @@ impl HttpSession {
 
     /// Every event so far, in arrival order (past [`limits::HOST_MESSAGES`]: the first and the
     /// last ones).
-    pub fn events(&self) -> Vec<Event> {
+    pub fn events(&self) -> Vec<Arrival> {
         self.state.lock().unwrap().events.iter().cloned().collect()
     }
 
     /// The events kept whose number (from 0, in arrival order, dropped ones counted) is `seq` or
     /// later, with their numbers: a reader goes on where it stopped.
-    pub fn events_since(&self, seq: u64) -> Vec<(u64, Event)> {
+    pub fn events_since(&self, seq: u64) -> Vec<(u64, Arrival)> {
         self.state.lock().unwrap().events.since(seq).map(|(n, e)| (n, e.clone())).collect()
     }
 

@@ -52,11 +52,11 @@ async fn posts_and_event_streams() {
     }
     let ev = h.events();
     assert_eq!(h.session_id().as_deref(), Some("s1"));
-    let post: Vec<&Event> = ev.iter().filter(|e| e.stream() == 1).collect();
+    let post: Vec<&Arrival> = ev.iter().filter(|e| e.stream() == 1).collect();
     assert_eq!(post.len(), 2, "{ev:?}");
-    assert!(matches!(post[0], Event::Message { value, .. } if value["method"] == "p"));
-    assert!(matches!(post[1], Event::Message { value, .. } if value["id"] == 1));
-    assert!(ev.iter().any(|e| matches!(e, Event::Message { stream: 2, value } if value["method"] == "n")), "{ev:?}");
+    assert!(matches!(post[0], Arrival::Message { value, .. } if value["method"] == "p"));
+    assert!(matches!(post[1], Arrival::Message { value, .. } if value["id"] == 1));
+    assert!(ev.iter().any(|e| matches!(e, Arrival::Message { stream: 2, value } if value["method"] == "n")), "{ev:?}");
 }
 
 /// JSON bodies (with a length), error statuses with and without a JSON-RPC body, the queued
@@ -71,10 +71,10 @@ async fn json_bodies_statuses_and_the_queue() {
     let h = HttpSession::new(Endpoint::parse(&format!("http://127.0.0.1:{port}/mcp")).unwrap());
     // Queued before anything listens: sent once the server is up.
     let watchdog = Instant::now() + Duration::from_secs(5);
-    h.send(Outgoing::Post(br#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#.to_vec()), watchdog);
-    h.send(Outgoing::Post(b"{not json".to_vec()), watchdog);
-    h.send(Outgoing::Post(br#"{"jsonrpc":"2.0","id":3,"method":"x"}"#.to_vec()), watchdog);
-    h.send(Outgoing::Delete, watchdog);
+    h.send(HttpSend::Post(br#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#.to_vec()), watchdog);
+    h.send(HttpSend::Post(b"{not json".to_vec()), watchdog);
+    h.send(HttpSend::Post(br#"{"jsonrpc":"2.0","id":3,"method":"x"}"#.to_vec()), watchdog);
+    h.send(HttpSend::Delete, watchdog);
     assert!(!h.listening() && h.pending() == 4);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let l = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.unwrap();
@@ -139,13 +139,13 @@ async fn json_bodies_statuses_and_the_queue() {
     assert!(seen.iter().any(|l| l.starts_with("DELETE")), "{seen:?}");
     assert!(seen.iter().any(|l| l.contains("\"id\":\"s1\"") && l.contains("-32601")), "roots/list answered: {seen:?}");
     let ev = h.events();
-    let has = |f: &dyn Fn(&Event) -> bool| ev.iter().any(f);
-    assert!(has(&|e| matches!(e, Event::Message { value, .. } if value["id"] == 1)), "{ev:?}");
-    assert!(has(&|e| matches!(e, Event::Message { value, .. } if value["error"]["code"] == -32700)), "{ev:?}");
-    assert!(has(&|e| matches!(e, Event::Note { text, .. } if text == "HTTP 400 (application/json)")), "{ev:?}");
-    assert!(has(&|e| matches!(e, Event::Note { text, .. } if text == "HTTP 500")), "{ev:?}");
-    assert!(has(&|e| matches!(e, Event::Note { text, .. } if text == "body: oops")), "{ev:?}");
-    assert!(has(&|e| matches!(e, Event::Note { text, .. } if text == "DELETE: HTTP 404")), "{ev:?}");
+    let has = |f: &dyn Fn(&Arrival) -> bool| ev.iter().any(f);
+    assert!(has(&|e| matches!(e, Arrival::Message { value, .. } if value["id"] == 1)), "{ev:?}");
+    assert!(has(&|e| matches!(e, Arrival::Message { value, .. } if value["error"]["code"] == -32700)), "{ev:?}");
+    assert!(has(&|e| matches!(e, Arrival::Note { text, .. } if text == "HTTP 400 (application/json)")), "{ev:?}");
+    assert!(has(&|e| matches!(e, Arrival::Note { text, .. } if text == "HTTP 500")), "{ev:?}");
+    assert!(has(&|e| matches!(e, Arrival::Note { text, .. } if text == "body: oops")), "{ev:?}");
+    assert!(has(&|e| matches!(e, Arrival::Note { text, .. } if text == "DELETE: HTTP 404")), "{ev:?}");
     assert_eq!(h.session_id().as_deref(), Some("abc"));
 }
 
@@ -155,7 +155,7 @@ async fn the_watchdog_gives_up_on_an_endpoint_that_never_listens() {
     let port = probe.local_addr().unwrap().port();
     drop(probe);
     let h = HttpSession::new(Endpoint::parse(&format!("http://127.0.0.1:{port}/mcp")).unwrap());
-    h.send(Outgoing::Post(b"{}".to_vec()), Instant::now() + Duration::from_millis(300));
+    h.send(HttpSend::Post(b"{}".to_vec()), Instant::now() + Duration::from_millis(300));
     tokio::time::sleep(Duration::from_millis(700)).await;
     let f = h.failure().expect("the watchdog fired");
     assert!(

@@ -1,7 +1,9 @@
 //! What the steps and probes of a running scenario share: its state, step failures, one
 //! request and its answer.
 
-use super::{Arm, BTreeSet, Captures, Duration, Finding, Instant, McpMessage, Payload, Session, T_REPLY, Target, pb};
+use super::{
+    Arm, BTreeSet, Captures, Duration, Finding, Instant, McpMessage, Payload, ServerProcess, T_REPLY, Target, pb,
+};
 
 /// Why a step failed: the requirements it breaks and what was seen.
 pub(super) struct StepFailure {
@@ -40,7 +42,7 @@ impl Ctx<'_> {
         self.checks.is_empty() || self.checks.iter().any(|c| c == id)
     }
 
-    pub(super) fn deviate(&mut self, s: &mut Session, requirement: &str, message: String) {
+    pub(super) fn deviate(&mut self, s: &mut ServerProcess, requirement: &str, message: String) {
         s.note_harness(&format!("deviation {requirement}: {message}"));
         self.deviations.push(Finding { requirement: requirement.into(), message });
     }
@@ -59,7 +61,12 @@ pub(super) fn describe(m: &McpMessage) -> String {
 }
 
 /// One request and its answer (a probe's building block).
-pub(super) fn ask(s: &mut Session, ctx: &mut Ctx, payload: Payload, label: &str) -> Result<McpMessage, StepFailure> {
+pub(super) fn ask(
+    s: &mut ServerProcess,
+    ctx: &mut Ctx,
+    payload: Payload,
+    label: &str,
+) -> Result<McpMessage, StepFailure> {
     let id = ctx.fresh_id();
     let arm = Arm::of(&payload);
     s.send(&McpMessage::with(id, payload).to_frame(), None, &format!("{label} ({arm} id={id})"));
@@ -76,7 +83,7 @@ pub(super) fn ask(s: &mut Session, ctx: &mut Ctx, payload: Payload, label: &str)
 
 /// Every page of a tool listing: the tools, and for each the number of its page (from 1).
 pub(super) fn list_all_tools(
-    s: &mut Session,
+    s: &mut ServerProcess,
     ctx: &mut Ctx,
     base: pb::ListToolsRequest,
 ) -> Result<(Vec<pb::Tool>, Vec<usize>), StepFailure> {

@@ -1,5 +1,5 @@
 //! The proto-mcp profile's part of a run: one scenario against a server, in a fresh process,
-//! its steps in order, the rules of every answer checked as frames arrive ([`Session`]), the
+//! its steps in order, the rules of every answer checked as frames arrive ([`ServerProcess`]), the
 //! outcome judged with the runner's verdicts ([`crate::runner::verdict::judge`]) as a
 //! [`CaseResult`]. [`Server`] is that as the runner's target: the loop (selection, `-j`,
 //! `--repeat`, `exclusive`, folding, progress, reports, matrix) is [`crate::runner::run_all`]'s.
@@ -15,7 +15,7 @@ use protomcp_proto::mcp::{Arm, McpMessage, default_handshake};
 use serde_json::{Value, json};
 
 use super::requirements as pm;
-use super::session::{Finding, Session};
+use super::session::{Finding, ServerProcess};
 use crate::requirements::{Level, strength};
 use crate::runner::verdict::{KnownFailure, Outcome, Verdict, judge};
 use crate::runner::{CaseResult, ProfileServer};
@@ -69,7 +69,7 @@ pub fn detect_features(target: &Target) -> Features {
         f.on.insert(name.to_owned());
         f.notes.push(format!("{name}: {why}"));
     };
-    if let Ok(mut s) = Session::spawn(&target.command, false) {
+    if let Ok(mut s) = ServerProcess::spawn(&target.command, false) {
         s.send(&default_handshake(1).to_frame(), None, "feature probe: handshake");
         let deadline = Instant::now() + T_REPLY;
         if let Some(Payload::InitializeResponse(init)) = s.answer(1, deadline).and_then(|m| m.payload) {
@@ -134,7 +134,7 @@ pub fn detect_features(target: &Target) -> Features {
             }
         }
     }
-    if let Ok(mut s) = Session::spawn(&target.command, false) {
+    if let Ok(mut s) = ServerProcess::spawn(&target.command, false) {
         let line = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "protomcp-conform", "version": "0"}}});
         s.send(format!("{line}\n").as_bytes(), None, "feature probe: JSON-RPC initialize");
         if let Some(l) = s.next_line(Instant::now() + T_REPLY)
@@ -199,7 +199,7 @@ pub fn run_scenario(sc: &Scenario, target: &Target, features: &BTreeSet<String>,
         r.command.clear();
         return r;
     }
-    let mut s = match Session::spawn(&target.command, sc.testee.clean_env) {
+    let mut s = match ServerProcess::spawn(&target.command, sc.testee.clean_env) {
         Ok(s) => s,
         Err(e) => {
             (r.verdict, r.message) = judge(&Outcome::Error(e.to_string()), sc.level, &[], None, known);
@@ -277,7 +277,7 @@ pub fn run_scenario(sc: &Scenario, target: &Target, features: &BTreeSet<String>,
 /// Runs the steps until one fails or errs, or the scenario's time is up: (the failing step and
 /// its failure, the harness's error).
 fn run_steps(
-    s: &mut Session,
+    s: &mut ServerProcess,
     ctx: &mut Ctx,
     sc: &Scenario,
     deadline: Instant,
@@ -322,7 +322,7 @@ fn run_steps(
 }
 
 /// Writes the scenario's transcript, verdict and message into `dir`.
-fn write_transcript(dir: &Path, sc: &Scenario, r: &CaseResult, s: &Session, target: &Target) {
+fn write_transcript(dir: &Path, sc: &Scenario, r: &CaseResult, s: &ServerProcess, target: &Target) {
     let mut text = format!(
         "# {} ({})\n# verdict {}\n# command: {}\n",
         sc.id,

@@ -3,7 +3,7 @@
 
 use super::ctx::*;
 use super::{
-    BTreeMap, BTreeSet, FileDescriptorSet, McpMessage, Message, Payload, Session, Value, json, message_frame, pb,
+    BTreeMap, BTreeSet, FileDescriptorSet, McpMessage, Message, Payload, ServerProcess, Value, json, message_frame, pb,
 };
 
 /// `^buf\.build/owner/repo/pkg.Message:version$` (§2.5).
@@ -15,7 +15,7 @@ pub fn bsr_ref_ok(r: &str) -> bool {
     .is_match(r)
 }
 
-pub(super) fn probe_tools(s: &mut Session, ctx: &mut Ctx, include_schemas: bool) -> Result<(), StepFailure> {
+pub(super) fn probe_tools(s: &mut ServerProcess, ctx: &mut Ctx, include_schemas: bool) -> Result<(), StepFailure> {
     let (tools, page_of) = list_all_tools(s, ctx, pb::ListToolsRequest { include_schemas, ..Default::default() })?;
     s.note_harness(&format!("{} tools in {} pages", tools.len(), page_of.last().copied().unwrap_or(1)));
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
@@ -127,7 +127,7 @@ pub(super) fn missing_dependency(fds: &FileDescriptorSet) -> Option<String> {
         .cloned()
 }
 
-pub(super) fn probe_resources(s: &mut Session, ctx: &mut Ctx) -> Result<(), StepFailure> {
+pub(super) fn probe_resources(s: &mut ServerProcess, ctx: &mut Ctx) -> Result<(), StepFailure> {
     let advertised = ctx.init.as_ref().and_then(|i| i.capabilities.as_ref()).is_some_and(|c| c.resources.is_some());
     let (mut all, mut page_of, mut cursor, mut pages) = (Vec::new(), Vec::new(), String::new(), 0usize);
     loop {
@@ -217,7 +217,7 @@ pub(super) fn probe_resources(s: &mut Session, ctx: &mut Ctx) -> Result<(), Step
     Ok(())
 }
 
-pub(super) fn probe_bsr_filter(s: &mut Session, ctx: &mut Ctx) -> Result<(), StepFailure> {
+pub(super) fn probe_bsr_filter(s: &mut ServerProcess, ctx: &mut Ctx) -> Result<(), StepFailure> {
     let (all, _) = list_all_tools(s, ctx, Default::default())?;
     let refs: Vec<(String, String)> = all
         .iter()
@@ -273,7 +273,7 @@ pub(super) fn probe_bsr_filter(s: &mut Session, ctx: &mut Ctx) -> Result<(), Ste
     Ok(())
 }
 
-pub(super) fn probe_init_flags(s: &mut Session, ctx: &mut Ctx) -> Result<(), StepFailure> {
+pub(super) fn probe_init_flags(s: &mut ServerProcess, ctx: &mut Ctx) -> Result<(), StepFailure> {
     let Some(init) = ctx.init.clone() else { return Err(fail(&[], "probe init_flags needs a handshake first")) };
     match &init.capabilities {
         None => {
@@ -301,7 +301,7 @@ pub(super) fn probe_init_flags(s: &mut Session, ctx: &mut Ctx) -> Result<(), Ste
     Ok(())
 }
 
-pub(super) fn probe_version(s: &mut Session, ctx: &mut Ctx, sent: &str) -> Result<(), StepFailure> {
+pub(super) fn probe_version(s: &mut ServerProcess, ctx: &mut Ctx, sent: &str) -> Result<(), StepFailure> {
     let Some(init) = ctx.init.clone() else { return Err(fail(&[], "probe version needs a handshake first")) };
     let v = init.protocol_version;
     let re = regex::Regex::new(r"^1\.\d+\.\d+$").expect("valid");
@@ -317,7 +317,7 @@ pub(super) fn probe_version(s: &mut Session, ctx: &mut Ctx, sent: &str) -> Resul
     Ok(())
 }
 
-pub(super) fn probe_newer_major(s: &mut Session, ctx: &mut Ctx) -> Result<(), StepFailure> {
+pub(super) fn probe_newer_major(s: &mut ServerProcess, ctx: &mut Ctx) -> Result<(), StepFailure> {
     let id = ctx.fresh_id();
     let (frame, _) = message_frame(&json!({"id": id, "initialize_request": {"protocol_version": "2.0.0", "capabilities": {"supports_bsr_refs": true, "encodings": ["protobuf"]}}, "pad_to": 64}))
         .map_err(|e| fail(&[], e.to_string()))?;
@@ -338,7 +338,7 @@ pub(super) fn probe_newer_major(s: &mut Session, ctx: &mut Ctx) -> Result<(), St
     }
 }
 
-pub(super) fn probe_safe_call(s: &mut Session, ctx: &mut Ctx) -> Result<(), StepFailure> {
+pub(super) fn probe_safe_call(s: &mut ServerProcess, ctx: &mut Ctx) -> Result<(), StepFailure> {
     let Some(tool) = ctx.target.safe_tool.clone() else { return Err(fail(&[], "no safe tool configured")) };
     if ctx.wants("PM-SCHEMA-08") {
         let (all, _) = list_all_tools(s, ctx, Default::default())?;
@@ -406,7 +406,7 @@ pub(super) fn probe_safe_call(s: &mut Session, ctx: &mut Ctx) -> Result<(), Step
     }
 }
 
-pub(super) fn probe_many(s: &mut Session, ctx: &mut Ctx, total: u64, batch: u64) -> Result<(), StepFailure> {
+pub(super) fn probe_many(s: &mut ServerProcess, ctx: &mut Ctx, total: u64, batch: u64) -> Result<(), StepFailure> {
     let batch = batch.max(1);
     let mut answered = 0u64;
     let mut sent = 0u64;

@@ -2,7 +2,9 @@
 
 use super::ctx::*;
 use super::probes::*;
-use super::{Action, Duration, Instant, McpMessage, Payload, PmAction, Scenario, Session, Step, Value, json, lang, pb};
+use super::{
+    Action, Duration, Instant, McpMessage, Payload, PmAction, Scenario, ServerProcess, Step, Value, json, lang, pb,
+};
 use crate::scenario::proto_mcp::{ExpectAnswer, ExpectError, ExpectJson, Initialize, Probe};
 use crate::scenario::{CloseMode, ExitCode, ExpectExit, FrameBody, SendFrame, Signal, match_value};
 
@@ -15,7 +17,7 @@ pub(super) fn default_checks(step: &Step, fallback: &[&str]) -> Vec<String> {
 }
 
 /// Runs one step.
-pub(super) fn step(s: &mut Session, ctx: &mut Ctx, st: &Step, scenario: &Scenario) -> Result<(), StepFailure> {
+pub(super) fn step(s: &mut ServerProcess, ctx: &mut Ctx, st: &Step, scenario: &Scenario) -> Result<(), StepFailure> {
     let cited: Vec<&str> = scenario.requirements.iter().map(|r| r.id).collect();
     let checks = default_checks(st, &cited);
     let checks: Vec<&str> = checks.iter().map(String::as_str).collect();
@@ -74,7 +76,7 @@ pub(super) fn step(s: &mut Session, ctx: &mut Ctx, st: &Step, scenario: &Scenari
 }
 
 /// A step only proto-mcp has.
-fn pm_step(s: &mut Session, ctx: &mut Ctx, st: &Step, a: &PmAction, checks: &[&str]) -> Result<(), StepFailure> {
+fn pm_step(s: &mut ServerProcess, ctx: &mut Ctx, st: &Step, a: &PmAction, checks: &[&str]) -> Result<(), StepFailure> {
     match a {
         PmAction::Initialize(i) => handshake(s, ctx, i, checks),
         PmAction::Write(w) => {
@@ -115,7 +117,7 @@ fn pm_step(s: &mut Session, ctx: &mut Ctx, st: &Step, a: &PmAction, checks: &[&s
     }
 }
 
-fn handshake(s: &mut Session, ctx: &mut Ctx, i: &Initialize, checks: &[&str]) -> Result<(), StepFailure> {
+fn handshake(s: &mut ServerProcess, ctx: &mut Ctx, i: &Initialize, checks: &[&str]) -> Result<(), StepFailure> {
     let id = i.id;
     s.send(&i.frame, None, &format!("handshake id={id}"));
     let answer = s.answer(id, Instant::now() + i.within).ok_or_else(|| {
@@ -130,7 +132,7 @@ fn handshake(s: &mut Session, ctx: &mut Ctx, i: &Initialize, checks: &[&str]) ->
     }
 }
 
-fn expect(s: &mut Session, ctx: &mut Ctx, e: &ExpectAnswer, checks: &[&str]) -> Result<(), StepFailure> {
+fn expect(s: &mut ServerProcess, ctx: &mut Ctx, e: &ExpectAnswer, checks: &[&str]) -> Result<(), StepFailure> {
     let m = s.answer(e.id, Instant::now() + e.within).ok_or_else(|| {
         let why =
             if s.stdout_closed { "stdout closed".to_owned() } else { format!("{} ms passed", e.within.as_millis()) };
@@ -148,7 +150,7 @@ fn expect(s: &mut Session, ctx: &mut Ctx, e: &ExpectAnswer, checks: &[&str]) -> 
     Ok(())
 }
 
-fn expect_error(s: &mut Session, ctx: &mut Ctx, e: &ExpectError, checks: &[&str]) -> Result<(), StepFailure> {
+fn expect_error(s: &mut ServerProcess, ctx: &mut Ctx, e: &ExpectError, checks: &[&str]) -> Result<(), StepFailure> {
     let m = s.answer(e.id, Instant::now() + e.within).ok_or_else(|| {
         let why = if s.stdout_closed { "stdout closed" } else { "nothing came" };
         fail(checks, format!("no error answer with id {} ({why})", e.id))
@@ -200,7 +202,7 @@ fn expect_error(s: &mut Session, ctx: &mut Ctx, e: &ExpectError, checks: &[&str]
     Ok(())
 }
 
-fn expect_json(s: &mut Session, e: &ExpectJson, checks: &[&str]) -> Result<(), StepFailure> {
+fn expect_json(s: &mut ServerProcess, e: &ExpectJson, checks: &[&str]) -> Result<(), StepFailure> {
     let line =
         s.next_line(Instant::now() + e.within).ok_or_else(|| fail(checks, "no JSON-RPC line arrived".to_owned()))?;
     let v: Value =
@@ -227,7 +229,7 @@ fn expect_json(s: &mut Session, e: &ExpectJson, checks: &[&str]) -> Result<(), S
     Ok(())
 }
 
-fn expect_exit(s: &mut Session, ctx: &mut Ctx, x: &ExpectExit, checks: &[&str]) -> Result<(), StepFailure> {
+fn expect_exit(s: &mut ServerProcess, ctx: &mut Ctx, x: &ExpectExit, checks: &[&str]) -> Result<(), StepFailure> {
     if x.unless.as_ref().is_some_and(|f| ctx.features.contains(f))
         || (x.unless.as_deref() == Some("2gib") && ctx.target.accepts_2gib)
     {
@@ -247,7 +249,7 @@ fn expect_exit(s: &mut Session, ctx: &mut Ctx, x: &ExpectExit, checks: &[&str]) 
     Ok(())
 }
 
-fn alive(s: &mut Session, ctx: &mut Ctx, st: &Step, within: Duration) -> Result<(), StepFailure> {
+fn alive(s: &mut ServerProcess, ctx: &mut Ctx, st: &Step, within: Duration) -> Result<(), StepFailure> {
     let id = ctx.fresh_id();
     let req = McpMessage::with(id, Payload::ListToolsRequest(Default::default()));
     s.send(&req.to_frame(), None, &format!("alive? list_tools_request id={id}"));

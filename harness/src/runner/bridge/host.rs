@@ -5,7 +5,7 @@
 use crate::host::PAGES_JOINED;
 
 use super::{
-    Dir, Duration, Event, HostStream, Http, HttpSession, Instant, Item, LIST_METHODS, MAX_PAGES, Other, Outgoing,
+    Arrival, Dir, Duration, HostStream, Http, HttpSend, HttpSession, Instant, Item, LIST_METHODS, MAX_PAGES, Other,
     Pages, Pattern, Run, StepError, Value, compact, json, match_value,
 };
 
@@ -78,13 +78,13 @@ impl Run<'_> {
 
     /// What the bridge sent from the oldest message no step looked at on, in arrival order, with
     /// their numbers: over stdio one stream (0).
-    pub(super) fn inbox(&self) -> Vec<(u64, Event)> {
+    pub(super) fn inbox(&self) -> Vec<(u64, Arrival)> {
         match &self.http {
             None => self
                 .host
                 .messages_since(self.cursor)
                 .into_iter()
-                .map(|(n, value)| (n, Event::Message { stream: 0, value }))
+                .map(|(n, value)| (n, Arrival::Message { stream: 0, value }))
                 .collect(),
             Some(h) => h.session.events_since(self.cursor),
         }
@@ -116,12 +116,12 @@ impl Run<'_> {
         self.ex.flood().or(host).or_else(|| self.stderr.flood("the bridge"))
     }
 
-    pub(super) fn record(&mut self, e: &Event) {
+    pub(super) fn record(&mut self, e: &Arrival) {
         let item = match e {
-            Event::Message { value, .. } => {
+            Arrival::Message { value, .. } => {
                 Item::Host { dir: Dir::FromTestee, message: Some(value.clone()), raw: None }
             }
-            Event::Note { text, .. } => {
+            Arrival::Note { text, .. } => {
                 Item::Host { dir: Dir::FromTestee, message: None, raw: Some(format!("<{text}>")) }
             }
         };
@@ -139,16 +139,16 @@ impl Run<'_> {
                 continue;
             }
             match e {
-                Event::Note { .. } => {
+                Arrival::Note { .. } => {
                     self.mark(i);
                     self.record(&e);
                 }
-                Event::Message { stream, value } => {
+                Arrival::Message { stream, value } => {
                     let ignored =
                         value.get("method").and_then(Value::as_str).is_some_and(|x| ignore.iter().any(|i| i == x));
                     if ignored {
                         self.mark(i);
-                        self.record(&Event::Message { stream, value });
+                        self.record(&Arrival::Message { stream, value });
                     } else {
                         streams.push(stream);
                         heads.push((i, value));
@@ -370,9 +370,9 @@ impl Run<'_> {
             self.ex.poll_pulls().await;
             let found = self.inbox().into_iter().find(|(n, e)| {
                 !self.consumed.contains(n)
-                    && matches!(e, Event::Message { value, .. } if value.get("id") == Some(id) && value.get("method").is_none())
+                    && matches!(e, Arrival::Message { value, .. } if value.get("id") == Some(id) && value.get("method").is_none())
             });
-            if let Some((n, Event::Message { value, .. })) = found {
+            if let Some((n, Arrival::Message { value, .. })) = found {
                 self.take(n, &value);
                 return Ok(value);
             }
@@ -466,7 +466,7 @@ impl Run<'_> {
         let watchdog = self.watchdog();
         match &self.http {
             None => self.host.send_line(&bytes),
-            Some(h) => h.session.send(Outgoing::Post(bytes.into_bytes()), watchdog),
+            Some(h) => h.session.send(HttpSend::Post(bytes.into_bytes()), watchdog),
         }
     }
 }

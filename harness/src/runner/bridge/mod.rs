@@ -37,11 +37,11 @@ use super::{
     CaseResult, Config, DEFAULT_SCENARIO_TIMEOUT, GRACE, KILL_LIMIT, Outcome, STDERR_TAIL, Target, tail_lines,
 };
 use crate::host::StdioHost;
-use crate::host::session::{Endpoint, Event, HttpSession, Outgoing};
+use crate::host::session::{Arrival, Endpoint, HttpSend, HttpSession};
 use crate::mock::{ENV_CONTROL, ENV_PIDFILE, ENV_REPORT};
 use crate::scenario::template::substitute;
 use crate::scenario::{
-    Action, HostLine, HostStream, Pattern, ReloadBegins, ReloadForm, Scenario, ToolHandshake, match_value,
+    Action, HostStream, Pattern, ReloadBegins, ReloadForm, Scenario, SendLine, ToolHandshake, match_value,
 };
 use crate::transcript::{Dir, Item, compact};
 
@@ -265,9 +265,9 @@ impl Run<'_> {
 
     /// `host_send`: a JSON-RPC message (placeholders filled in; a list request is remembered for
     /// paging) or a raw line, to the current host's bridge.
-    fn host_send_step(&mut self, line: &HostLine) -> Result<(), StepError> {
+    fn host_send_step(&mut self, line: &SendLine) -> Result<(), StepError> {
         match line {
-            HostLine::Json(v) => {
+            SendLine::Json(v) => {
                 let v = substitute(v, &self.ex.caps).map_err(|e| StepError::Error(e.to_string()))?;
                 let method = v.get("method").and_then(Value::as_str);
                 if let (Some(id), Some((m, _))) = (v.get("id"), LIST_METHODS.iter().find(|(m, _)| Some(*m) == method)) {
@@ -276,7 +276,7 @@ impl Run<'_> {
                 self.ex.transcript.push(Item::Host { dir: Dir::ToTestee, message: Some(v.clone()), raw: None });
                 self.host_send(v.to_string());
             }
-            HostLine::Raw(line) => {
+            SendLine::Raw(line) => {
                 self.ex.transcript.push(Item::Host { dir: Dir::ToTestee, message: None, raw: Some(line.clone()) });
                 self.host_send(line.clone());
             }
@@ -310,7 +310,7 @@ impl Run<'_> {
     /// `host_close`: a DELETE of the session over HTTP, the end of the bridge's stdin over stdio.
     async fn host_close(&mut self) -> Result<(), StepError> {
         if let Some(h) = &self.http {
-            h.session.send(Outgoing::Delete, self.watchdog());
+            h.session.send(HttpSend::Delete, self.watchdog());
             self.ex.transcript.push(Item::Host {
                 dir: Dir::ToTestee,
                 message: None,

@@ -26,7 +26,7 @@ use protomcp_proto::envelopes::Arm;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::{Event, Run};
+use super::{Arrival, Run};
 use crate::io::resources::Sampler;
 use crate::io::resources::{self, Sample};
 use crate::runner::exec::StepError;
@@ -291,7 +291,7 @@ impl Run<'_> {
             .into_iter()
             .filter(|(n, e)| {
                 !self.consumed.contains(n)
-                    && matches!(e, Event::Message { value, .. }
+                    && matches!(e, Arrival::Message { value, .. }
                         if value.get("method").is_none() && value.get("id").is_some_and(|i| cancelled.contains(&compact(i))))
             })
             .map(|(n, _)| n)
@@ -313,8 +313,8 @@ impl Run<'_> {
             .filter(|(n, e)| {
                 !self.consumed.contains(n)
                     && match e {
-                        Event::Message { value, .. } => value.get("method").is_some(),
-                        Event::Note { .. } => true,
+                        Arrival::Message { value, .. } => value.get("method").is_some(),
+                        Arrival::Note { .. } => true,
                     }
             })
             .map(|(n, _)| n)
