@@ -1,7 +1,9 @@
 //! Requirement coverage: which MUST/SHOULD requirements of the spec no scenario cites.
 //!
-//! Pure: the CLI hands in the loaded scenarios and the not-black-box-testable lists
-//! (`harness/data/untestable/*.yaml`, a mapping `REQ-ID: reason`) and prints the result.
+//! Pure: the CLI hands in the loaded scenarios, the not-black-box-testable lists
+//! (`harness/data/untestable/*.yaml`, a mapping `REQ-ID: reason`) and the pending list
+//! (`harness/data/pending.yaml`: requirements an open issue is still writing scenarios for, with
+//! the issue; empty once it is resolved) and prints the result.
 
 use std::collections::BTreeMap;
 
@@ -17,12 +19,14 @@ pub struct Entry {
     pub scenarios: Vec<String>,
     /// Why no black-box scenario can check it, when it is listed as such.
     pub untestable: Option<String>,
+    /// The open work that will cover it, when it is listed as pending.
+    pub pending: Option<String>,
 }
 
 impl Entry {
-    /// Neither a scenario nor a reason.
+    /// Neither a scenario nor a reason nor pending work.
     pub fn missing(&self) -> bool {
-        self.scenarios.is_empty() && self.untestable.is_none()
+        self.scenarios.is_empty() && self.untestable.is_none() && self.pending.is_none()
     }
 }
 
@@ -33,6 +37,7 @@ pub struct AreaCounts {
     pub should: usize,
     pub covered: usize,
     pub untestable: usize,
+    pub pending: usize,
     pub missing: usize,
 }
 
@@ -42,6 +47,8 @@ pub struct Coverage {
     pub entries: Vec<Entry>,
     /// Requirements listed as untestable that a scenario cites anyway (the list is stale).
     pub stale_untestable: Vec<&'static str>,
+    /// Requirements listed as pending that a scenario cites already (the list is stale).
+    pub stale_pending: Vec<&'static str>,
 }
 
 /// Why a not-black-box-testable list cannot be used (the list is ours: a mistake in it is the
@@ -99,6 +106,7 @@ impl Coverage {
     pub fn compute<'a>(
         scenarios: impl IntoIterator<Item = (&'a str, &'a [&'static Requirement])>,
         untestable: &BTreeMap<String, String>,
+        pending: &BTreeMap<String, String>,
         party: Option<Party>,
     ) -> Coverage {
         let mut cited: BTreeMap<&str, Vec<String>> = BTreeMap::new();
@@ -114,14 +122,15 @@ impl Coverage {
                 requirement: r,
                 scenarios: cited.get(r.id).cloned().unwrap_or_default(),
                 untestable: untestable.get(r.id).cloned(),
+                pending: pending.get(r.id).cloned(),
             })
             .collect();
-        let stale_untestable = entries
-            .iter()
-            .filter(|e| e.untestable.is_some() && !e.scenarios.is_empty())
-            .map(|e| e.requirement.id)
-            .collect();
-        Coverage { entries, stale_untestable }
+        let stale = |listed: fn(&Entry) -> bool| {
+            entries.iter().filter(|e| listed(e) && !e.scenarios.is_empty()).map(|e| e.requirement.id).collect()
+        };
+        let stale_untestable = stale(|e| e.untestable.is_some());
+        let stale_pending = stale(|e| e.pending.is_some());
+        Coverage { entries, stale_untestable, stale_pending }
     }
 
     /// The requirements with neither a scenario nor a reason.
@@ -147,6 +156,8 @@ impl Coverage {
                 c.covered += 1;
             } else if e.untestable.is_some() {
                 c.untestable += 1;
+            } else if e.pending.is_some() {
+                c.pending += 1;
             } else {
                 c.missing += 1;
             }
@@ -162,6 +173,7 @@ impl Coverage {
             t.should += c.should;
             t.covered += c.covered;
             t.untestable += c.untestable;
+            t.pending += c.pending;
             t.missing += c.missing;
         }
         t
@@ -176,16 +188,20 @@ mod tests {
     fn a_requirement_is_covered_by_a_scenario_or_a_reason_and_otherwise_missing() {
         let reqs = vec![requirements::get("TP-CALL-01").unwrap()];
         let untestable: BTreeMap<String, String> = [("TP-CALL-02".to_owned(), "internal".to_owned())].into();
-        let c = Coverage::compute([("calls.echo", reqs.as_slice())], &untestable, Some(Party::ToolProcess));
+        let pending: BTreeMap<String, String> =
+            [("TP-CALL-04".to_owned(), "issue 1".to_owned()), ("TP-CALL-01".to_owned(), "issue 1".to_owned())].into();
+        let c = Coverage::compute([("calls.echo", reqs.as_slice())], &untestable, &pending, Some(Party::ToolProcess));
         let get = |id: &str| c.entries.iter().find(|e| e.requirement.id == id).unwrap();
         assert_eq!(get("TP-CALL-01").scenarios, ["calls.echo"]);
         assert!(!get("TP-CALL-01").missing());
         assert!(!get("TP-CALL-02").missing());
         assert!(get("TP-CALL-03").missing());
+        assert!(!get("TP-CALL-04").missing(), "pending");
+        assert_eq!(c.stale_pending, ["TP-CALL-01"], "pending, but a scenario cites it");
         assert!(c.entries.iter().all(|e| e.requirement.id.starts_with("TP-")));
         let t = c.totals();
-        assert_eq!((t.covered, t.untestable), (1, 1));
-        assert_eq!(t.must + t.should, t.covered + t.untestable + t.missing);
+        assert_eq!((t.covered, t.untestable, t.pending), (1, 1, 1));
+        assert_eq!(t.must + t.should, t.covered + t.untestable + t.pending + t.missing);
     }
 
     #[test]

@@ -9,6 +9,11 @@ fn spec_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/spec/protocol.md")
 }
 
+/// Revision 2, the amendment to protocol.md.
+fn amendment_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/spec/protocol-rev2.md")
+}
+
 fn table_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/requirements.tsv")
 }
@@ -20,7 +25,12 @@ fn committed_table_matches_the_spec() {
         println!("note: {} not found; skipping the sync check of data/requirements.tsv", spec.display());
         return;
     };
-    let extracted = requirements::extract(&markdown).expect("the spec's requirement bullets parse");
+    let Ok(amendment) = std::fs::read_to_string(amendment_path()) else {
+        println!("note: {} not found; skipping the sync check", amendment_path().display());
+        return;
+    };
+    let extracted =
+        requirements::extract_revision_2(&markdown, &amendment).expect("the spec's requirement bullets parse");
     let table = requirements::to_table(&extracted);
     if std::env::var_os("UPDATE_REQUIREMENTS").is_some() {
         std::fs::write(table_path(), &table).expect("write data/requirements.tsv");
@@ -32,9 +42,9 @@ fn committed_table_matches_the_spec() {
          UPDATE_REQUIREMENTS=1 cargo test -p protomcp-harness --test testsuite scenario_requirements",
         spec.display()
     );
-    // Appendix D, row by row.
-    let counts = appendix_d(&markdown);
-    assert_eq!(counts.len(), 24, "23 areas and the total");
+    // Appendix D, row by row, with the amendment's delta (R2.6) added.
+    let counts = revision_2_counts(appendix_d(&markdown), delta(&amendment));
+    assert_eq!(counts.len(), 25, "23 areas, STATELESS and the total");
     for (area, tp, br, total, must, should, may) in counts {
         let rows: Vec<_> = requirements::all().iter().filter(|r| area == "total" || r.area() == area).collect();
         let count = |f: &dyn Fn(&&requirements::Requirement) -> bool| rows.iter().filter(|r| f(r)).count();
@@ -47,11 +57,60 @@ fn committed_table_matches_the_spec() {
     }
 }
 
+type Row = (String, usize, usize, usize, usize, usize, usize);
+
+/// The rows of the amendment's Appendix D delta (R2.6), `added` as `total`.
+fn delta(amendment: &str) -> Vec<Row> {
+    let start = amendment.find("## R2.6 Appendix D delta").expect("R2.6");
+    let end = amendment[start..].find("\n---").map_or(amendment.len(), |e| start + e);
+    appendix_rows(&amendment[start..end])
+        .into_iter()
+        .map(|(area, tp, br, total, must, should, may)| {
+            let area = area.trim_end_matches(" (new)").replace("added", "total");
+            (area, tp, br, total, must, should, may)
+        })
+        .collect()
+}
+
+/// Appendix D of Revision 1 with the delta added: a row of an area the delta names grows by it, a
+/// new area is added before the total.
+fn revision_2_counts(mut base: Vec<Row>, delta: Vec<Row>) -> Vec<Row> {
+    for (area, tp, br, total, must, should, may) in delta {
+        match base.iter_mut().find(|r| r.0 == area) {
+            Some(r) => {
+                (r.1, r.2, r.3, r.4, r.5, r.6) = (r.1 + tp, r.2 + br, r.3 + total, r.4 + must, r.5 + should, r.6 + may)
+            }
+            None => {
+                let at = base.iter().position(|r| r.0 == "total").unwrap_or(base.len());
+                base.insert(at, (area, tp, br, total, must, should, may));
+            }
+        }
+    }
+    base
+}
+
+#[test]
+fn revision_2_totals_are_those_the_amendment_states() {
+    let (Ok(markdown), Ok(amendment)) =
+        (std::fs::read_to_string(spec_path()), std::fs::read_to_string(amendment_path()))
+    else {
+        return;
+    };
+    let counts = revision_2_counts(appendix_d(&markdown), delta(&amendment));
+    let total = counts.iter().find(|r| r.0 == "total").expect("the total row");
+    // R2.6: "New totals: TP 163, BR 296, total 459; MUST 369, SHOULD 68, MAY 22".
+    assert_eq!((total.1, total.2, total.3, total.4, total.5, total.6), (163, 296, 459, 369, 68, 22));
+}
+
 /// The rows of Appendix D: (area or "total", TP, BR, total, MUST, SHOULD, MAY).
-fn appendix_d(markdown: &str) -> Vec<(String, usize, usize, usize, usize, usize, usize)> {
+fn appendix_d(markdown: &str) -> Vec<Row> {
     let start = markdown.find("## Appendix D").expect("Appendix D");
-    markdown[start..]
-        .lines()
+    appendix_rows(&markdown[start..])
+}
+
+/// The table rows of `text` with six counts: (first cell, the six counts).
+fn appendix_rows(text: &str) -> Vec<Row> {
+    text.lines()
         .filter(|l| l.starts_with("| ") && !l.starts_with("| area"))
         .filter_map(|l| {
             let cells: Vec<String> =
@@ -62,14 +121,27 @@ fn appendix_d(markdown: &str) -> Vec<(String, usize, usize, usize, usize, usize,
         .collect()
 }
 
+/// R2.6: "New totals: TP 163, BR 296, total 459; MUST 369, SHOULD 68, MAY 22".
 #[test]
-fn totals_of_revision_1() {
+fn totals_of_revision_2() {
     let all = requirements::all();
-    assert_eq!(all.len(), 393);
+    assert_eq!(all.len(), 459);
     assert_eq!(all.iter().filter(|r| r.party() == Party::ToolProcess).count(), 163);
-    assert_eq!(all.iter().filter(|r| r.level == Level::Must).count(), 311);
-    assert_eq!(all.iter().filter(|r| r.level == Level::Should).count(), 61);
-    assert_eq!(all.iter().filter(|r| r.level == Level::May).count(), 21);
+    assert_eq!(all.iter().filter(|r| r.level == Level::Must).count(), 369);
+    assert_eq!(all.iter().filter(|r| r.level == Level::Should).count(), 68);
+    assert_eq!(all.iter().filter(|r| r.level == Level::May).count(), 22);
+}
+
+#[test]
+fn the_amendments_bullets_join_their_areas() {
+    let ids: Vec<&str> = requirements::all().iter().map(|r| r.id).collect();
+    let at = |id: &str| ids.iter().position(|i| *i == id).unwrap_or_else(|| panic!("{id}"));
+    // BR-CALL-19 right after Revision 1's last CALL bullet, STATELESS last.
+    assert_eq!(at("BR-CALL-19"), at("BR-CALL-18") + 1);
+    assert_eq!(ids.last(), Some(&"BR-STATELESS-35"));
+    let a = "- **BR-CALL-01** [MUST] again\n";
+    let err = requirements::extract_revision_2("- **BR-CALL-01** [MUST] a\n", a).unwrap_err();
+    assert_eq!((err.line, err.message.as_str()), (1, "BR-CALL-01 is in protocol.md already"));
 }
 
 #[test]

@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use crate::requirements::{ExtractError, Extracted, Requirement, parse_table, to_table};
+use crate::requirements::{ExtractError, Extracted, Requirement, parse_table};
 
 /// The committed table.
 pub const TABLE: &str = include_str!("../../../harness/data/proto-mcp-requirements.tsv");
@@ -40,8 +40,8 @@ pub fn extract(markdown: &str) -> Result<Vec<Extracted>, ExtractError> {
 /// The committed table for the profile's markdown.
 pub fn table_of(markdown: &str) -> Result<String, ExtractError> {
     let reqs = extract(markdown)?;
-    Ok(to_table(&reqs).replace(
-        "# Generated from spec/protocol.md by protomcp_harness::requirements::extract; do not edit.\n# Regenerate: UPDATE_REQUIREMENTS=1 cargo test -p protomcp-harness --test testsuite scenario_requirements\n",
+    Ok(super::table_with(
         "# Generated from spec/proto-mcp.md by protomcp_harness::proto_mcp::requirements::extract; do not edit.\n# Regenerate: UPDATE_REQUIREMENTS=1 cargo test -p protomcp-harness --test testsuite proto_mcp_profile\n",
+        &reqs,
     ))
 }
