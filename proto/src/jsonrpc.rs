@@ -25,6 +25,10 @@ impl ErrorCode {
     pub const INTERNAL_ERROR: ErrorCode = ErrorCode(-32603);
     /// MCP: the resource does not exist (resources/read).
     pub const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode(-32002);
+    /// MCP 2026-07-28: an HTTP header is missing or does not match the body.
+    pub const HEADER_MISMATCH: ErrorCode = ErrorCode(-32020);
+    /// MCP 2026-07-28: the request's protocol version is not supported.
+    pub const UNSUPPORTED_VERSION: ErrorCode = ErrorCode(-32022);
 
     pub const fn code(self) -> i32 {
         self.0
@@ -38,6 +42,8 @@ impl ErrorCode {
             ErrorCode::METHOD_NOT_FOUND => "method not found",
             ErrorCode::INVALID_PARAMS => "invalid params",
             ErrorCode::INTERNAL_ERROR => "internal error",
+            ErrorCode::HEADER_MISMATCH => "header mismatch",
+            ErrorCode::UNSUPPORTED_VERSION => "unsupported protocol version",
             ErrorCode::RESOURCE_NOT_FOUND => "resource not found",
             _ => return None,
         })

@@ -175,6 +175,19 @@ pub const TYPED_METHODS: &[&str] = &[
     "logging/setLevel",
 ];
 
+/// `_meta` member of a modern (MCP 2026-07-28) request naming its protocol version.
+pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// Whether a request of `method` with `params` is modern (MCP 2026-07-28, spec §26.1,
+/// BR-STATELESS-02): not `initialize`, and `server/discover`, `subscriptions/listen` or a request
+/// whose `params._meta` names a protocol version. Every other request is legacy.
+pub fn is_modern(method: &str, params: Option<&Value>) -> bool {
+    method != "initialize"
+        && (method == "server/discover"
+            || method == "subscriptions/listen"
+            || params.and_then(|p| p.get("_meta")).and_then(|m| m.get(META_VERSION)).is_some())
+}
+
 /// The levels of `logging/setLevel` (RFC 5424 names, as the MCP schema lists them).
 pub const LOG_LEVELS: &[&str] = &["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
 
@@ -424,7 +437,9 @@ impl<R: ServerReader> Gate<R> {
             ));
         }
         if TYPED_METHODS.contains(&method) {
-            if !self.reader.reads_params(method, params) {
+            // A modern request's params are checked after its era's own checks (spec §26.2),
+            // by the host core.
+            if !is_modern(method, params) && !self.reader.reads_params(method, params) {
                 return Admission::Answer(error_response(
                     id.clone(),
                     ErrorCode::INVALID_PARAMS,

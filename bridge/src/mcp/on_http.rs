@@ -74,6 +74,8 @@ struct HttpSession {
 #[derive(Default)]
 struct Registry {
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    /// `--auth` is in force (BR-STATELESS-14).
+    authenticated: bool,
 }
 
 impl Registry {
@@ -109,7 +111,7 @@ pub async fn serve_http(
     idle: Duration,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let registry: Arc<Registry> = Arc::default();
+    let registry = Arc::new(Registry { authenticated: !guard.auth.is_empty(), ..Registry::default() });
     let guard = Arc::new(guard);
     let sweeper = tokio::spawn(sweep(registry.clone(), idle));
     tokio::pin!(stop);
@@ -264,7 +266,7 @@ fn open_session(registry: &Arc<Registry>, bridge: &Arc<Bridge>, body: &Value) ->
     }
     let id = session_id();
     let s = Arc::new(HttpSession {
-        session: McpSession::new(bridge.clone()),
+        session: McpSession::new(bridge.clone(), registry.authenticated),
         streams: Mutex::default(),
         last_seen: Mutex::new(Instant::now()),
     });

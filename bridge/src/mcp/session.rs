@@ -48,12 +48,14 @@ impl Drop for Asked<'_> {
 }
 
 impl McpSession {
-    pub fn new(bridge: Arc<Bridge>) -> Arc<McpSession> {
+    /// `private_cache`: HTTP authentication is in force (BR-STATELESS-14).
+    pub fn new(bridge: Arc<Bridge>, private_cache: bool) -> Arc<McpSession> {
         let cfg = Config {
             page_size: bridge.cfg.page_size,
             queue: crate::limits::BRIDGE_HOST_QUEUE,
             name: "protomcp-conform-bridge".into(),
             version: env!("CARGO_PKG_VERSION").into(),
+            private_cache,
         };
         Arc::new_cyclic(|me| McpSession {
             id: SESSION_IDS.fetch_add(1, Ordering::Relaxed),

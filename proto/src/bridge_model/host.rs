@@ -60,7 +60,12 @@ impl BridgeModel {
             self.response(session, now_ms, msg);
         } else if method == Some("notifications/progress") {
             self.progress(session, msg);
-        } else if method == Some("notifications/tools/list_changed") {
+        } else if method == Some("notifications/tools/list_changed")
+            && msg.pointer("/params/_meta/io.modelcontextprotocol~1subscriptionId").is_none()
+        {
+            // A legacy session's list_changed. One tagged with a subscriptionId belongs to a
+            // listen subscription of MCP 2026-07-28 (BR-STATELESS-31), which this model does not
+            // follow yet: the listen scenarios judge it.
             self.list_changed(session, now_ms);
         } else if matches!(method, Some("sampling/createMessage" | "roots/list")) {
             let busy = self

@@ -39,7 +39,13 @@ struct Seen {
 
 /// The body of the `host_core_ops` fuzz target.
 pub fn host_core_ops(data: &[u8]) {
-    let mut core = HostCore::new(Config { page_size: Some(2), queue: QUEUE, name: "fuzz".into(), version: "1".into() });
+    let mut core = HostCore::new(Config {
+        page_size: Some(2),
+        queue: QUEUE,
+        name: "fuzz".into(),
+        version: "1".into(),
+        private_cache: false,
+    });
     let now = Instant::now();
     let mut seen = Seen::default();
     let mut i = 0;

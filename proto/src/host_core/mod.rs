@@ -16,9 +16,12 @@
 //! - the notification queue's policy ([`outbox`]): bounded, list_changed held until
 //!   notifications/initialized and never queued twice, a count of what a slow host missed;
 //! - requests to the host (sampling, roots): checked, routed to the stream of the call that
-//!   caused them (BR-HTTP-14), their answers matched by id and checked (BR-MCP-22).
+//!   caused them (BR-HTTP-14), their answers matched by id and checked (BR-MCP-22);
+//! - the era of every request (MCP 2026-07-28 beside the legacy revisions, [`modern`]): the
+//!   checks of a modern request, `server/discover`, result decoration, `subscriptions/listen`.
 
 pub mod checks;
+pub mod modern;
 pub mod msg;
 pub mod outbox;
 
@@ -34,7 +37,7 @@ use crate::bound::{Bound, thousands, value_size};
 use crate::bridge_core::{HostError, ListKind, SessionCaps};
 use crate::jsonrpc::{ErrorCode, RequestId};
 use crate::mcp_input::{self, Admission, LOG_LEVELS, SpecReader};
-use msg::{Message, Notification, Request, Response};
+use msg::{Message, Notification, Request, Response, ResponseError};
 use outbox::{Outbox, Popped};
 
 /// The newest protocol revision offered.
@@ -56,6 +59,9 @@ pub struct Config {
     /// serverInfo's name and version (BR-MCP-10).
     pub name: String,
     pub version: String,
+    /// HTTP authentication is in force: cacheable modern results say `cacheScope: "private"`
+    /// (BR-STATELESS-14).
+    pub private_cache: bool,
 }
 
 /// Why a host gave no result to a request of ours (sampling/createMessage, roots/list).
@@ -218,6 +224,16 @@ struct Pending {
     list: Option<(Listing, usize)>,
     /// The progress token of a tools/call.
     progress: Option<Value>,
+    /// A modern request (its result is decorated, spec §26.6).
+    modern: bool,
+    /// The URI of a resources/read (a modern one's missing resource names it, BR-RESOURCE-11).
+    uri: Option<String>,
+}
+
+impl Pending {
+    fn new(list: Option<(Listing, usize)>, progress: Option<Value>, modern: bool, uri: Option<String>) -> Self {
+        Pending { list, progress, modern, uri }
+    }
 }
 
 /// One host session's MCP side; see the module documentation.
@@ -241,6 +257,11 @@ pub struct HostCore {
     /// list_changed notifications held until notifications/initialized.
     held: Vec<ListKind>,
     actions: VecDeque<Action>,
+    /// The session joined the bridge ([`Action::Open`]): by initialize, or by the first modern
+    /// request that needs the bridge's notifications (a call's progress, a listen subscription).
+    joined: bool,
+    /// Open `subscriptions/listen` requests, by their id (the subscriptionId).
+    listens: Vec<(RequestId, modern::Listen)>,
 }
 
 fn droppable(t: &Transmit) -> bool {
@@ -279,6 +300,8 @@ impl HostCore {
             outbox,
             held: Vec::new(),
             actions: VecDeque::new(),
+            joined: false,
+            listens: Vec::new(),
         }
     }
 
@@ -336,11 +359,28 @@ impl HostCore {
     }
 
     fn answer(&mut self, id: RequestId, outcome: Result<Value, (ErrorCode, String)>) {
-        let r = match outcome {
-            Ok(v) => Response::ok(id.clone(), v),
-            Err((code, message)) => Response::err(Some(id.clone()), code, message),
-        };
+        self.reply(id, outcome.map_err(|(code, message)| ResponseError::new(code, message)));
+    }
+
+    fn reply(&mut self, id: RequestId, outcome: Result<Value, ResponseError>) {
+        let r = Response { id: Some(id.clone()), outcome };
         self.queue(Message::Response(r), Route::Answer(id));
+    }
+
+    /// The session joins the bridge, once.
+    fn join(&mut self) {
+        if !self.joined {
+            self.joined = true;
+            self.actions.push_back(Action::Open(self.session_caps()));
+        }
+    }
+
+    fn server_info(&self) -> Value {
+        json!({"name": self.cfg.name, "version": self.cfg.version})
+    }
+
+    fn cache_scope(&self) -> &'static str {
+        if self.cfg.private_cache { "private" } else { "public" }
     }
 
     fn version(&self) -> Option<&'static str> {
@@ -351,6 +391,9 @@ impl HostCore {
     }
 
     fn handle_request(&mut self, r: Request) {
+        if mcp_input::is_modern(&r.method, r.params.as_ref()) {
+            return self.modern_request(r);
+        }
         match r.method.as_str() {
             "ping" => return self.answer(r.id, Ok(json!({}))),
             "initialize" => return self.initialize(r),
@@ -361,7 +404,7 @@ impl HostCore {
             let why = format!("{} before initialize: the session is not initialized", r.method);
             return self.answer(r.id, Err((ErrorCode::INVALID_REQUEST, why)));
         }
-        let forward = match r.method.as_str() {
+        match r.method.as_str() {
             "logging/setLevel" => {
                 let level = r.param("level").and_then(Value::as_str).unwrap_or_default();
                 self.threshold = LOG_LEVELS.iter().position(|l| *l == level).unwrap_or(0);
@@ -376,15 +419,22 @@ impl HostCore {
                 }
                 return self.answer(r.id, Ok(json!({})));
             }
-            method if let Some(listing) = Listing::of(method) => match self.cursor(&r) {
+            _ => {}
+        }
+        self.forward_request(r, false);
+    }
+
+    /// A request for the bridge: a list (paged here) or what [`HostCore::forward_of`] names.
+    fn forward_request(&mut self, r: Request, modern: bool) {
+        let forward = match Listing::of(&r.method) {
+            Some(listing) => match self.cursor(&r) {
                 Ok(from) => {
-                    let pending = Pending { list: Some((listing, from)), progress: None };
-                    self.pending.insert(r.id.clone(), pending);
+                    self.pending.insert(r.id.clone(), Pending::new(Some((listing, from)), None, modern, None));
                     Forward::List(listing)
                 }
                 Err(e) => return self.answer(r.id, Err(e)),
             },
-            _ => match self.forward_of(&r) {
+            None => match self.forward_of(&r) {
                 Some(f) => f,
                 None => {
                     let why = format!("method not found: {}", r.method);
@@ -392,13 +442,51 @@ impl HostCore {
                 }
             },
         };
-        if let Forward::Call { progress, .. } = &forward {
-            self.calls.push(r.id.clone());
-            self.pending.insert(r.id.clone(), Pending { list: None, progress: progress.clone() });
-        } else if !matches!(forward, Forward::List(_)) {
-            self.pending.insert(r.id.clone(), Pending { list: None, progress: None });
+        match &forward {
+            Forward::Call { progress, .. } => {
+                self.calls.push(r.id.clone());
+                self.pending.insert(r.id.clone(), Pending::new(None, progress.clone(), modern, None));
+            }
+            Forward::Read { uri } => {
+                self.pending.insert(r.id.clone(), Pending::new(None, None, modern, Some(uri.clone())));
+            }
+            Forward::List(_) => {}
+            _ => {
+                self.pending.insert(r.id.clone(), Pending::new(None, None, modern, None));
+            }
+        }
+        if modern {
+            // The call's progress comes through the bridge's view of this session.
+            self.join();
         }
         self.actions.push_back(Action::Forward { id: r.id, forward });
+    }
+
+    /// A modern request (spec §26): its checks in order, then `server/discover`, a listen
+    /// subscription, or the method as Revision 1 forwards it. No session is needed or changed
+    /// (BR-STATELESS-03).
+    fn modern_request(&mut self, r: Request) {
+        if let Err(e) = modern::check(&r) {
+            return self.reply(r.id, Err(e));
+        }
+        match r.method.as_str() {
+            "server/discover" => {
+                let v = modern::decorate(modern::discover(), &self.server_info(), Some(self.cache_scope()));
+                self.reply(r.id, Ok(v))
+            }
+            "subscriptions/listen" => match modern::Listen::of(&r) {
+                Err(e) => self.reply(r.id, Err(e)),
+                Ok(listen) => {
+                    self.join();
+                    let mut params = json!({"notifications": listen.acknowledged()});
+                    params["_meta"] = json!({ (modern::META_SUBSCRIPTION): r.id.to_value() });
+                    let n = Notification::new("notifications/subscriptions/acknowledged", Some(params));
+                    self.queue(Message::Notification(n), Route::Cause(r.id.clone()));
+                    self.listens.push((r.id, listen));
+                }
+            },
+            _ => self.forward_request(r, true),
+        }
     }
 
     /// The offset a list request's cursor names (BR-MCP-13: only cursors of ours).
@@ -447,6 +535,7 @@ impl HostCore {
         let version = VERSIONS.iter().copied().find(|v| *v == asked).unwrap_or(NEWEST_VERSION);
         self.caps = r.param("capabilities").cloned().unwrap_or(Value::Null);
         self.phase = Phase::Open(version);
+        self.joined = true;
         let result = json!({
             "protocolVersion": version,
             "capabilities": {
@@ -481,6 +570,12 @@ impl HostCore {
                 let Some(id) = n.params.as_ref().and_then(|p| p.get("requestId")).and_then(RequestId::of) else {
                     return;
                 };
+                // BR-STATELESS-32: a cancelled listen subscription ends, without a response.
+                if let Some(i) = self.listens.iter().position(|(l, _)| *l == id) {
+                    self.listens.remove(i);
+                    self.gate.answered(&id.to_value());
+                    return;
+                }
                 // BR-CANCEL-02: a cancelled request gets no response.
                 if self.pending.remove(&id).is_some() {
                     self.calls.retain(|c| *c != id);
@@ -513,16 +608,37 @@ impl HostCore {
         let _ = now;
         let Some(pending) = self.pending.remove(&id) else { return };
         self.calls.retain(|c| *c != id);
+        let modern = pending.modern;
         let outcome = match (outcome, pending.list) {
             (Err(HostError::Cancelled), _) => {
                 self.gate.answered(&id.to_value());
                 return;
             }
-            (Err(e), _) => Err((e.code(), e.to_string())),
-            (Ok(Value::Array(items)), Some((listing, from))) => self.page(listing, items, from),
+            // BR-RESOURCE-11: a modern read of a missing resource is -32602 naming the URI.
+            (Err(HostError::ResourceNotFound(why)), _) if modern => {
+                let mut e = ResponseError::new(ErrorCode::INVALID_PARAMS, why);
+                e.data = Some(json!({"uri": pending.uri}));
+                Err(e)
+            }
+            (Err(e), _) => Err(ResponseError::new(e.code(), e.to_string())),
+            (Ok(Value::Array(mut items)), Some((listing, from))) => {
+                // BR-TOOLLIST-16 (modern requests): tools in byte-wise order of name.
+                if modern && listing == Listing::Tools {
+                    items.sort_by(|a, b| a["name"].as_str().unwrap_or("").cmp(b["name"].as_str().unwrap_or("")));
+                }
+                self.page(listing, items, from).map_err(|(code, message)| ResponseError::new(code, message))
+            }
             (Ok(v), _) => Ok(v),
         };
-        self.answer(id, outcome);
+        let outcome = match outcome {
+            Ok(v) if modern => {
+                let cacheable = pending.list.is_some() || pending.uri.is_some();
+                let scope = if pending.uri.is_some() { "private" } else { self.cache_scope() };
+                Ok(modern::decorate(v, &self.server_info(), cacheable.then_some(scope)))
+            }
+            other => other,
+        };
+        self.reply(id, outcome);
     }
 
     /// One page of a list (BR-MCP-12): everything without a page size, else that many items
@@ -548,7 +664,12 @@ impl HostCore {
             return;
         }
         let (method, params, route) = match note {
-            Note::ListChanged(kind) => return self.queue_list_changed(kind),
+            Note::ListChanged(kind) => {
+                self.tell_listens(kind);
+                return self.queue_list_changed(kind);
+            }
+            // Logs go to a legacy session only (BR-LOG-07, BR-STATELESS-15).
+            Note::Log { .. } if self.version().is_none() => return,
             Note::Log { level, .. } if crate::bridge_core::shapes::level_rank(level) < self.threshold => return,
             Note::Log { level, logger, data } => {
                 let mut p = json!({"level": level, "data": data});
@@ -569,18 +690,54 @@ impl HostCore {
                 let route = call.map_or(Route::Session, |(id, _)| Route::Cause(id.clone()));
                 ("notifications/progress", p, route)
             }
-            Note::ResourceUpdated(uri) if self.subscriptions.contains(&uri) => {
+            Note::ResourceUpdated(uri) => {
+                self.tell_listens_updated(&uri);
+                if !self.subscriptions.contains(&uri) {
+                    return;
+                }
                 ("notifications/resources/updated", json!({"uri": uri}), Route::Session)
             }
-            Note::ResourceUpdated(_) => return,
         };
         self.queue(Message::Notification(Notification::new(method, Some(params))), route);
+    }
+
+    /// A list change to every listen subscription whose filter holds it, tagged with its
+    /// subscriptionId (BR-STATELESS-31).
+    fn tell_listens(&mut self, kind: ListKind) {
+        let wanted: Vec<RequestId> = self
+            .listens
+            .iter()
+            .filter(|(_, l)| match kind {
+                ListKind::Tools => l.tools,
+                ListKind::Prompts => l.prompts,
+                ListKind::Resources => l.resources,
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in wanted {
+            let params = json!({"_meta": { (modern::META_SUBSCRIPTION): id.to_value() }});
+            let n = Notification::new(list_changed_method(kind), Some(params));
+            self.queue(Message::Notification(n), Route::Cause(id));
+        }
+    }
+
+    /// A resource update to every listen subscription that holds its URI (BR-RESOURCE-12).
+    fn tell_listens_updated(&mut self, uri: &str) {
+        let wanted: Vec<RequestId> =
+            self.listens.iter().filter(|(_, l)| l.uris.iter().any(|u| u == uri)).map(|(id, _)| id.clone()).collect();
+        for id in wanted {
+            let params = json!({"uri": uri, "_meta": { (modern::META_SUBSCRIPTION): id.to_value() }});
+            let n = Notification::new("notifications/resources/updated", Some(params));
+            self.queue(Message::Notification(n), Route::Cause(id));
+        }
     }
 
     /// list_changed waits for notifications/initialized: a change between initialize and
     /// initialized is announced right after it, never before, and never lost.
     fn queue_list_changed(&mut self, kind: ListKind) {
         if !matches!(self.phase, Phase::Ready(_)) {
+            // Held for a legacy session to come (a modern-only stream hears nothing untagged,
+            // BR-STATELESS-15); a stream that never initializes holds at most the three kinds.
             if !self.held.contains(&kind) {
                 self.held.push(kind);
             }
@@ -642,8 +799,9 @@ impl HostCore {
         if self.phase == Phase::Ended {
             return;
         }
-        let joined = self.version().is_some();
+        let joined = self.joined;
         self.phase = Phase::Ended;
+        self.listens.clear();
         let mut ids: Vec<RequestId> = self.pending.drain().map(|(id, _)| id).collect();
         ids.sort();
         self.actions.extend(ids.into_iter().map(|id| Action::Cancel { id }));

@@ -7,7 +7,7 @@ use super::*;
 
 fn cfg(page_size: Option<usize>) -> Config {
     let queue = Bound { head_items: 4, head_bytes: 1 << 20, tail_items: 4, tail_bytes: 1 << 20 };
-    Config { page_size, queue, name: "test".into(), version: "1".into() }
+    Config { page_size, queue, name: "test".into(), version: "1".into(), private_cache: false }
 }
 
 fn line(core: &mut HostCore, v: Value) -> Intake {
@@ -192,6 +192,170 @@ fn the_sessions_end_cancels_what_is_in_flight_and_fails_what_we_asked() {
     assert!(matches!(&a[1], Action::Answer { ask: x, outcome: Err(ReverseError::Host(_)) } if *x == ask));
     assert_eq!(a[2], Action::Closed);
     assert!(out(&mut core).is_empty());
+}
+
+// ----- MCP 2026-07-28 (modern requests) -----
+
+fn modern(id: i64, method: &str, mut params: Value) -> Value {
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    match params.get_mut("_meta").and_then(Value::as_object_mut) {
+        Some(m) => {
+            for (k, v) in meta.as_object().unwrap() {
+                m.entry(k.clone()).or_insert(v.clone());
+            }
+        }
+        None => params["_meta"] = meta,
+    }
+    request(id, method, params)
+}
+
+#[test]
+fn a_modern_call_needs_no_initialize_and_its_result_is_decorated() {
+    let mut core = HostCore::new(cfg(None));
+    line(&mut core, modern(1, "tools/call", json!({"name": "echo", "arguments": {}})));
+    let a = actions(&mut core);
+    assert!(matches!(&a[0], Action::Open(_)), "{a:?}");
+    assert!(matches!(&a[1], Action::Forward { forward: Forward::Call { .. }, .. }), "BR-STATELESS-03: {a:?}");
+    core.handle_outcome(Instant::now(), RequestId::Number(1), Ok(json!({"content": [], "_meta": {"x": 1}})));
+    let r = &out(&mut core)[0]["result"];
+    assert_eq!(r["resultType"], "complete", "BR-STATELESS-09");
+    assert_eq!(r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "test", "BR-STATELESS-10");
+    assert_eq!(r["_meta"]["x"], 1, "other _meta members stay");
+    assert!(r.get("ttlMs").is_none(), "a call result is not cacheable");
+}
+
+#[test]
+fn a_modern_request_is_checked_in_the_order_of_section_26_2() {
+    let mut core = HostCore::new(cfg(None));
+    let cases = [
+        (request(1, "server/discover", json!({})), -32602, "BR-STATELESS-04: no _meta"),
+        (
+            request(2, "tools/list", json!({"_meta": {"io.modelcontextprotocol/protocolVersion": 7}})),
+            -32602,
+            "BR-STATELESS-04",
+        ),
+        (
+            modern(3, "tools/list", json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2025-11-25"}})),
+            -32022,
+            "BR-STATELESS-05",
+        ),
+        (
+            request(4, "tools/list", json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}})),
+            -32602,
+            "BR-STATELESS-04: no caps",
+        ),
+        (
+            modern(5, "tools/list", json!({"_meta": {"io.modelcontextprotocol/logLevel": "loud"}})),
+            -32602,
+            "BR-STATELESS-06",
+        ),
+        (modern(6, "ping", json!({})), -32601, "BR-STATELESS-07"),
+        (modern(7, "logging/setLevel", json!({"level": "nope"})), -32601, "BR-STATELESS-07 before the params"),
+        (modern(8, "tasks/get", json!({})), -32601, "BR-TASK-06"),
+        (modern(9, "tools/call", json!({"arguments": {}})), -32602, "the params, last"),
+    ];
+    for (msg, code, why) in cases {
+        line(&mut core, msg);
+        let sent = out(&mut core);
+        assert_eq!(sent.len(), 1, "{why}");
+        assert_eq!(sent[0]["error"]["code"], code, "{why}: {}", sent[0]);
+    }
+    let e = {
+        line(
+            &mut core,
+            modern(10, "tools/list", json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2025-06-18"}})),
+        );
+        out(&mut core).remove(0)
+    };
+    assert_eq!(e["error"]["data"]["requested"], "2025-06-18");
+    assert_eq!(e["error"]["data"]["supported"][0], "2026-07-28");
+    assert!(actions(&mut core).is_empty(), "no Envelope traffic for a refused request");
+}
+
+#[test]
+fn discover_answers_without_the_bridge_and_initialize_never_negotiates_2026_07_28() {
+    let mut core = HostCore::new(cfg(None));
+    line(&mut core, modern(1, "server/discover", json!({})));
+    let r = out(&mut core).remove(0)["result"].clone();
+    assert_eq!(r["supportedVersions"][0], "2026-07-28", "BR-STATELESS-08");
+    assert_eq!((r["ttlMs"].clone(), r["cacheScope"].clone()), (json!(0), json!("public")), "BR-STATELESS-11/14");
+    assert!(r["capabilities"].get("tasks").is_none());
+    assert!(actions(&mut core).is_empty());
+    let init = request(
+        2,
+        "initialize",
+        json!({"protocolVersion": "2026-07-28", "capabilities": {},
+        "clientInfo": {"name": "h", "version": "1"}}),
+    );
+    line(&mut core, init);
+    assert_eq!(out(&mut core)[0]["result"]["protocolVersion"], "2025-11-25", "BR-MCP-24");
+}
+
+#[test]
+fn modern_lists_are_sorted_and_cacheable_and_a_missing_resource_names_its_uri() {
+    let mut core = HostCore::new(cfg(None));
+    line(&mut core, modern(1, "tools/list", json!({})));
+    core.handle_outcome(Instant::now(), RequestId::Number(1), Ok(json!([{"name": "b"}, {"name": "a"}])));
+    let r = out(&mut core).remove(0)["result"].clone();
+    assert_eq!(
+        (r["tools"][0]["name"].clone(), r["ttlMs"].clone()),
+        (json!("a"), json!(0)),
+        "BR-TOOLLIST-16, BR-STATELESS-12"
+    );
+    line(&mut core, modern(2, "resources/read", json!({"uri": "x:y"})));
+    core.handle_outcome(Instant::now(), RequestId::Number(2), Err(HostError::ResourceNotFound("no".into())));
+    let e = out(&mut core).remove(0);
+    assert_eq!(
+        (e["error"]["code"].clone(), e["error"]["data"]["uri"].clone()),
+        (json!(-32602), json!("x:y")),
+        "BR-RESOURCE-11"
+    );
+}
+
+#[test]
+fn a_listen_subscription_hears_its_changes_tagged_and_ends_when_cancelled() {
+    let mut core = HostCore::new(cfg(None));
+    line(
+        &mut core,
+        modern(
+            7,
+            "subscriptions/listen",
+            json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": ["x:y"]}}),
+        ),
+    );
+    let ack = out(&mut core).remove(0);
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "BR-STATELESS-30");
+    assert_eq!(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 7);
+    assert_eq!(ack["params"]["notifications"], json!({"toolsListChanged": true, "resourceSubscriptions": ["x:y"]}));
+    core.handle_note(Instant::now(), Note::ListChanged(ListKind::Tools));
+    core.handle_note(Instant::now(), Note::ListChanged(ListKind::Prompts));
+    core.handle_note(Instant::now(), Note::ResourceUpdated("x:y".into()));
+    core.handle_note(Instant::now(), Note::Log { level: "error", logger: None, data: json!(1) });
+    let sent = out(&mut core);
+    assert_eq!(sent.len(), 2, "only what it asked for, nothing untagged, no logs: {sent:?}");
+    assert_eq!(sent[0]["method"], "notifications/tools/list_changed", "BR-STATELESS-31");
+    assert_eq!(sent[1]["params"]["uri"], "x:y", "BR-RESOURCE-12");
+    line(&mut core, json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}));
+    core.handle_note(Instant::now(), Note::ListChanged(ListKind::Tools));
+    assert!(out(&mut core).is_empty(), "BR-STATELESS-32");
+    line(&mut core, modern(8, "subscriptions/listen", json!({})));
+    assert_eq!(out(&mut core)[0]["error"]["code"], -32602, "BR-STATELESS-30");
+}
+
+#[test]
+fn a_modern_request_leaves_the_legacy_session_alone() {
+    let mut core = initialized(None, json!({}));
+    line(&mut core, request(1, "logging/setLevel", json!({"level": "error"})));
+    line(&mut core, modern(2, "tools/list", json!({"_meta": {"io.modelcontextprotocol/logLevel": "debug"}})));
+    core.handle_outcome(Instant::now(), RequestId::Number(2), Ok(json!([])));
+    out(&mut core);
+    core.handle_note(Instant::now(), Note::Log { level: "info", logger: None, data: json!(1) });
+    assert!(out(&mut core).is_empty(), "BR-STATELESS-03: the legacy threshold stays error");
+    line(&mut core, request(3, "tools/list", json!({})));
+    core.handle_outcome(Instant::now(), RequestId::Number(3), Ok(json!([])));
+    let r = out(&mut core).remove(0)["result"].clone();
+    assert!(r.get("resultType").is_none(), "a legacy result is not decorated");
 }
 
 // ----- generated sequences -----

@@ -1,0 +1,170 @@
+//! MCP 2026-07-28 (modern, stateless) requests in the host core: their era (spec §26.1), the
+//! checks of §26.2 in order, `server/discover`, the decoration of every result (§26.6) and
+//! `subscriptions/listen` (§26.5). A modern request belongs to no session: everything it needs is
+//! in the request.
+
+use serde_json::{Map, Value, json};
+
+use super::msg::{Request, ResponseError};
+use crate::jsonrpc::ErrorCode;
+use crate::mcp_input::{LOG_LEVELS, META_VERSION, ServerReader, SpecReader};
+
+/// The modern revision.
+pub const MODERN_VERSION: &str = "2026-07-28";
+
+/// Every revision the bridge answers, newest first (`SUPPORTED_VERSIONS`, spec R2.1 §1.5).
+pub const SUPPORTED_VERSIONS: &[&str] = &["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+const META_CAPS: &str = "io.modelcontextprotocol/clientCapabilities";
+const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+/// `_meta` member of every modern result naming the server (BR-STATELESS-10).
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+/// `_meta` member naming the listen subscription a notification belongs to.
+pub const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// The methods 2026-07-28 defines for clients (BR-STATELESS-07).
+pub const MODERN_METHODS: &[&str] = &[
+    "server/discover",
+    "subscriptions/listen",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+];
+
+/// What a modern request's `_meta` says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModernMeta {
+    /// `clientCapabilities`.
+    pub caps: Value,
+    /// `logLevel` as a rank of [`LOG_LEVELS`], when given.
+    pub log_level: Option<usize>,
+}
+
+fn invalid(message: impl Into<String>) -> ResponseError {
+    ResponseError::new(ErrorCode::INVALID_PARAMS, message)
+}
+
+/// The checks of §26.2, steps 3 to 7, in order: the first failure answers the request.
+pub fn check(r: &Request) -> Result<ModernMeta, ResponseError> {
+    let meta = r.param("_meta").and_then(Value::as_object);
+    let version = meta.and_then(|m| m.get(META_VERSION));
+    // BR-STATELESS-04
+    let Some(Value::String(version)) = version else {
+        return Err(invalid(format!("_meta[\"{META_VERSION}\"] must be a protocol version string")));
+    };
+    // BR-STATELESS-05
+    if version != MODERN_VERSION {
+        let mut e =
+            ResponseError::new(ErrorCode::UNSUPPORTED_VERSION, format!("unsupported protocol version {version}"));
+        e.data = Some(json!({"supported": SUPPORTED_VERSIONS, "requested": version}));
+        return Err(e);
+    }
+    let Some(caps @ Value::Object(_)) = meta.and_then(|m| m.get(META_CAPS)) else {
+        return Err(invalid(format!("_meta[\"{META_CAPS}\"] must be an object")));
+    };
+    // BR-STATELESS-06
+    let log_level = match meta.and_then(|m| m.get(META_LOG_LEVEL)) {
+        None => None,
+        Some(l) => match l.as_str().and_then(|l| LOG_LEVELS.iter().position(|x| *x == l)) {
+            Some(rank) => Some(rank),
+            None => return Err(invalid(format!("_meta[\"{META_LOG_LEVEL}\"] must be a log level name"))),
+        },
+    };
+    // BR-STATELESS-07, BR-TASK-06
+    if !MODERN_METHODS.contains(&r.method.as_str()) {
+        let e =
+            ResponseError::new(ErrorCode::METHOD_NOT_FOUND, format!("method not found in 2026-07-28: {}", r.method));
+        return Err(e);
+    }
+    // Step 7: the method's params, as Revision 1 reads them.
+    let typed = crate::mcp_input::TYPED_METHODS.contains(&r.method.as_str());
+    if typed && !SpecReader.reads_params(&r.method, r.params.as_ref()) {
+        return Err(invalid(format!("invalid params for {}", r.method)));
+    }
+    Ok(ModernMeta { caps: caps.clone(), log_level })
+}
+
+/// The capabilities a server advertises, the same through `initialize` and `server/discover`
+/// (BR-MCP-05…07, BR-STATELESS-08): never tasks.
+pub fn capabilities() -> Value {
+    json!({
+        "tools": {"listChanged": true},
+        "completions": {},
+        "logging": {},
+        "resources": {"listChanged": true, "subscribe": true},
+        "prompts": {"listChanged": true},
+    })
+}
+
+/// Adds what every modern result carries (§26.6): `resultType` and the server's info in `_meta`
+/// (BR-STATELESS-09/10), and for a cacheable result `ttlMs` and `cacheScope`
+/// (BR-STATELESS-11…14).
+pub fn decorate(mut result: Value, server_info: &Value, cache: Option<&'static str>) -> Value {
+    let Some(o) = result.as_object_mut() else { return result };
+    o.insert("resultType".into(), json!("complete"));
+    let meta = o.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+    if let Some(m) = meta.as_object_mut() {
+        m.insert(META_SERVER_INFO.into(), server_info.clone());
+    }
+    if let Some(scope) = cache {
+        o.insert("ttlMs".into(), json!(0));
+        o.insert("cacheScope".into(), json!(scope));
+    }
+    result
+}
+
+/// The `server/discover` result (BR-STATELESS-08), before decoration.
+pub fn discover() -> Value {
+    json!({"supportedVersions": SUPPORTED_VERSIONS, "capabilities": capabilities()})
+}
+
+/// What an open `subscriptions/listen` asked for and was granted (BR-STATELESS-30).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Listen {
+    pub tools: bool,
+    pub prompts: bool,
+    pub resources: bool,
+    /// `resourceSubscriptions`: the URIs whose updates it receives.
+    pub uris: Vec<String>,
+}
+
+impl Listen {
+    /// The filter of a listen request: -32602 when `params.notifications` is missing or not an
+    /// object (BR-STATELESS-30).
+    pub fn of(r: &Request) -> Result<Listen, ResponseError> {
+        let Some(n) = r.param("notifications").and_then(Value::as_object) else {
+            return Err(invalid("subscriptions/listen needs params.notifications, an object"));
+        };
+        let on = |k: &str| n.get(k) == Some(&Value::Bool(true));
+        let uris = n.get("resourceSubscriptions").and_then(Value::as_array).into_iter().flatten();
+        Ok(Listen {
+            tools: on("toolsListChanged"),
+            prompts: on("promptsListChanged"),
+            resources: on("resourcesListChanged"),
+            uris: uris.filter_map(Value::as_str).map(str::to_owned).collect(),
+        })
+    }
+
+    /// `notifications/subscriptions/acknowledged`'s `notifications`: what is honoured.
+    pub fn acknowledged(&self) -> Value {
+        let mut n = Map::new();
+        for (on, key) in [
+            (self.tools, "toolsListChanged"),
+            (self.prompts, "promptsListChanged"),
+            (self.resources, "resourcesListChanged"),
+        ] {
+            if on {
+                n.insert(key.into(), json!(true));
+            }
+        }
+        if !self.uris.is_empty() {
+            n.insert("resourceSubscriptions".into(), json!(self.uris));
+        }
+        Value::Object(n)
+    }
+}
