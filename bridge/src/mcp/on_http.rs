@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
-use protomcp_proto::host_core::{Intake, Route, Transmit, VERSIONS};
+use protomcp_proto::host_core::msg::{Message, Request, Response};
+use protomcp_proto::host_core::{Intake, Route, Transmit, modern};
 use protomcp_proto::jsonrpc::RequestId;
 use protomcp_proto::mcp_input::{MAX_POST_BODY, post_status};
 use serde_json::Value;
@@ -207,7 +208,7 @@ async fn answer(
     }
     // BR-HTTP-15
     if let Some(v) = header("mcp-protocol-version")
-        && !VERSIONS.contains(&v)
+        && !modern::SUPPORTED_VERSIONS.contains(&v)
     {
         return plain(400, &format!("Bad Request: unsupported MCP-Protocol-Version {v}"));
     }
@@ -275,6 +276,34 @@ fn open_session(registry: &Arc<Registry>, bridge: &Arc<Bridge>, body: &Value) ->
     Some((id, s))
 }
 
+/// The request a POST body is when it is a modern one (MCP 2026-07-28, BR-STATELESS-02).
+fn modern_request_of(v: &Value) -> Option<Request> {
+    match Message::from_value(v) {
+        Ok(Message::Request(r)) if protomcp_proto::mcp_input::is_modern(&r.method, r.params.as_ref()) => Some(r),
+        _ => None,
+    }
+}
+
+/// A session of its own for one modern request, not registered under any id.
+fn new_session(bridge: &Arc<Bridge>, authenticated: bool) -> Arc<HttpSession> {
+    let s = Arc::new(HttpSession {
+        session: McpSession::new(bridge.clone(), authenticated),
+        streams: Mutex::default(),
+        last_seen: Mutex::new(Instant::now()),
+    });
+    tokio::spawn(route(s.clone()));
+    s
+}
+
+/// Ends a modern request's session when its response goes away (answered, or the host left).
+struct EndOnDrop(Arc<McpSession>);
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        self.0.end();
+    }
+}
+
 /// A session id: 128 random bits as hex (BR-HTTP-10).
 fn session_id() -> String {
     use std::io::Read;
@@ -309,18 +338,40 @@ async fn post(
         return plain(406, "Not Acceptable: application/json or text/event-stream");
     }
     let sse = accepts("text/event-stream");
+    let headers = req.headers().clone();
     let bytes = match Limited::new(req.into_body(), MAX_POST_BODY).collect().await {
         Ok(c) => c.to_bytes(),
         Err(e) => return plain(413, &format!("cannot read the body: {e}")),
     };
     let parsed = serde_json::from_slice::<Value>(&bytes).ok();
-    let (key, s) = match session {
-        Some(id) => match registry.get(&id) {
-            Some(s) => (None, s),
+    let modern_request = parsed.as_ref().and_then(modern_request_of);
+    let (key, s, ephemeral) = match (modern_request, session) {
+        // BR-HTTP-27: a modern request is served on its own, Mcp-Session-Id or not.
+        (Some(r), _) => {
+            let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+            let checked = modern::check_headers(&r, header).and_then(|()| modern::check(&r).map(|_| ()));
+            if let Err(e) = checked {
+                if bridge.tracing() {
+                    bridge.trace_mcp(true, parsed.as_ref().unwrap_or(&Value::Null));
+                }
+                let status = modern::http_status(&e);
+                return json_response(
+                    status,
+                    &Message::Response(Response { id: Some(r.id), outcome: Err(e) }).to_value(),
+                );
+            }
+            (None, new_session(bridge, registry.authenticated), true)
+        }
+        (None, Some(id)) => match registry.get(&id) {
+            Some(s) => (None, s, false),
             None => return plain(404, "Not Found: Session not found"),
         },
-        None => match parsed.as_ref().and_then(|v| open_session(registry, bridge, v)) {
-            Some((id, s)) => (Some(id), s),
+        // BR-HTTP-34: a notification without a session has no effect.
+        (None, None) if parsed.as_ref().is_some_and(|v| v.get("method").is_some() && v.get("id").is_none()) => {
+            return plain(202, "");
+        }
+        (None, None) => match parsed.as_ref().and_then(|v| open_session(registry, bridge, v)) {
+            Some((id, s)) => (Some(id), s, false),
             None => return plain(400, "Bad Request: Mcp-Session-Id header is required"),
         },
     };
@@ -348,8 +399,15 @@ async fn post(
         };
         (intake, events)
     };
+    // A modern request's session lives as long as its response: a host that goes away cancels
+    // what it asked (BR-CANCEL-08, BR-STATELESS-32).
+    let ends = ephemeral.then(|| EndOnDrop(s.session.clone()));
     let mut resp = match (intake, events) {
-        (Intake::Request(_), Some(events)) if sse => event_stream(Held::gather(events).await),
+        (Intake::Request(_), Some(events)) if sse => {
+            let mut held = Held::gather(events).await;
+            held.ends = ends;
+            event_stream(held)
+        }
         (Intake::Request(_), Some(events)) => json_answer(events).await,
         (Intake::Refused(v), _) => {
             let status = post_status(&protomcp_proto::mcp_input::Admission::Answer(v.clone())).unwrap_or(200);
@@ -471,11 +529,13 @@ struct Held {
     rest: Events,
     /// The stream ended within the hold.
     done: bool,
+    /// A modern request's session, ended with the body.
+    ends: Option<EndOnDrop>,
 }
 
 impl Held {
     fn new(first: Vec<u8>, rest: Events) -> Held {
-        Held { first: (!first.is_empty()).then(|| first.into()), rest, done: false }
+        Held { first: (!first.is_empty()).then(|| first.into()), rest, done: false, ends: None }
     }
 
     async fn gather(mut rest: Events) -> Held {

@@ -302,9 +302,19 @@ fn bridge_findings(items: &[Item]) -> (Vec<(usize, Option<usize>, Finding)>, usi
     // The harness follows `nextCursor` itself and then shows the pages put together as one
     // response under the request's id: that line is the harness's, not the bridge's.
     let mut assembled = false;
+    // A `host_http` step's exchange (its request is written as `<HTTP POST …>`): a request sent
+    // by hand beside the session, which the step judges itself; its answer is not the session's.
+    let mut by_hand = false;
     for (i, it) in items.iter().enumerate() {
         match it {
-            Item::Step { index, .. } => step = Some(*index),
+            Item::Step { index, .. } => {
+                step = Some(*index);
+                by_hand = false;
+            }
+            Item::Host { dir: Dir::ToTestee, message: None, raw: Some(line) } if line.starts_with("<HTTP ") => {
+                by_hand = true;
+            }
+            Item::Host { dir: Dir::FromTestee, .. } if by_hand => {}
             Item::Host { dir: Dir::FromTestee, raw: Some(line), .. } if line.contains(crate::host::PAGES_JOINED) => {
                 assembled = true;
             }

@@ -168,3 +168,43 @@ impl Listen {
         Value::Object(n)
     }
 }
+
+/// The HTTP status a refused modern request is answered with (BR-HTTP-29): 400 for a header
+/// mismatch (-32020), an unsupported version (-32022) and bad metadata or params (-32602), 404
+/// for an undefined method (-32601).
+pub fn http_status(e: &ResponseError) -> u16 {
+    match e.code {
+        ErrorCode::METHOD_NOT_FOUND => 404,
+        ErrorCode::HEADER_MISMATCH | ErrorCode::UNSUPPORTED_VERSION | ErrorCode::INVALID_PARAMS => 400,
+        _ => 200,
+    }
+}
+
+/// The headers a modern POST must carry, equal to its body (§26.7, BR-HTTP-28):
+/// `MCP-Protocol-Version` = `_meta` protocolVersion, `Mcp-Method` = method, and `Mcp-Name` = the
+/// tool or prompt name, or the resource URI. `header` looks a header up by its lower-case name.
+pub fn check_headers<'a>(r: &Request, header: impl Fn(&str) -> Option<&'a str>) -> Result<(), ResponseError> {
+    let mismatch = |name: &str, want: Option<&str>| {
+        ResponseError::new(
+            ErrorCode::HEADER_MISMATCH,
+            format!("the {name} header must equal the body's {}", want.unwrap_or("(absent) value")),
+        )
+    };
+    let version = r.param("_meta").and_then(|m| m.get(META_VERSION)).and_then(Value::as_str);
+    if header("mcp-protocol-version").is_none() || header("mcp-protocol-version") != version {
+        return Err(mismatch("MCP-Protocol-Version", version));
+    }
+    if header("mcp-method") != Some(r.method.as_str()) {
+        return Err(mismatch("Mcp-Method", Some(&r.method)));
+    }
+    let name = match r.method.as_str() {
+        "tools/call" | "prompts/get" => r.param("name"),
+        "resources/read" => r.param("uri"),
+        _ => return Ok(()),
+    };
+    let name = name.and_then(Value::as_str);
+    if header("mcp-name").is_none() || header("mcp-name") != name {
+        return Err(mismatch("Mcp-Name", name));
+    }
+    Ok(())
+}
