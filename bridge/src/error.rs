@@ -59,7 +59,7 @@ pub use protomcp_proto::host_core::ReverseError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServeError {
-    /// The MCP session's transport failed.
-    #[error("the MCP session failed: {0}")]
+    /// The MCP session's transport failed (stdout could not be written).
+    #[error("the MCP session failed (stdout)")]
     Session(#[source] std::io::Error),
 }

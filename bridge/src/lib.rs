@@ -19,7 +19,7 @@
 
 #![deny(unsafe_code)]
 
-use protomcp_common::{io, limits, os, transcript};
+use protomcp_common::{bounded, io, limits, os, transcript};
 use protomcp_scenario as scenario;
 
 pub mod error;

@@ -189,7 +189,7 @@ pub fn is_modern(method: &str, params: Option<&Value>) -> bool {
 }
 
 /// The levels of `logging/setLevel` (RFC 5424 names, as the MCP schema lists them).
-pub const LOG_LEVELS: &[&str] = &["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+pub const LOG_LEVELS: &[&str] = &crate::bridge_core::shapes::LEVELS;
 
 /// A [`ServerReader`] from the shapes the MCP schema gives the client's messages: a server that
 /// reads what the schema allows and nothing else (unknown members are allowed, as the schema

@@ -60,8 +60,9 @@ struct Streams {
     /// The open POSTs' streams, by the id of their request.
     requests: HashMap<RequestId, Stream>,
     get: Option<Stream>,
-    /// Messages for the GET stream before it opened (bounded like a stream).
+    /// Messages for the GET stream before it opened, and their bytes (bounded like a stream).
     early: VecDeque<Value>,
+    early_bytes: usize,
 }
 
 /// One session over HTTP.
@@ -242,6 +243,7 @@ fn get(accept: Option<&str>, session: Option<&str>, registry: &Registry) -> hype
         for v in streams.early.drain(..) {
             stream.send(&v, false);
         }
+        streams.early_bytes = 0;
         streams.get = Some(stream);
         events
     };
@@ -488,11 +490,13 @@ fn deliver(streams: &mut Streams, t: Transmit, v: &Value) {
             g.send(v, droppable);
         }
         _ => {
-            // No GET stream (yet): kept for it, bounded; the oldest notification goes first.
+            // No GET stream (yet): kept for it, bounded in items and bytes; the oldest goes first.
+            let b = crate::limits::BRIDGE_HOST_QUEUE;
+            streams.early_bytes += crate::bounded::value_size(v);
             streams.early.push_back(v.clone());
-            let bound = crate::limits::BRIDGE_HOST_QUEUE.head_items;
-            while streams.early.len() > bound {
-                streams.early.pop_front();
+            while streams.early.len() > b.head_items || streams.early_bytes > b.head_bytes {
+                let Some(old) = streams.early.pop_front() else { break };
+                streams.early_bytes -= crate::bounded::value_size(&old);
             }
         }
     }

@@ -20,10 +20,16 @@ const DRAIN: std::time::Duration = std::time::Duration::from_millis(500);
 /// With `--trace` every message goes into the trace.
 pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Output = ()>) -> Result<(), ServeError> {
     let session = McpSession::new(bridge, false);
-    let output = tokio::spawn(write_output(session.clone()));
-    tokio::select! {
-        _ = read_input(&session) => {}
-        _ = stop => {}
+    let mut output = tokio::spawn(write_output(session.clone()));
+    let written = tokio::select! {
+        _ = read_input(&session) => Ok(()),
+        _ = stop => Ok(()),
+        // The host's end of stdout is gone: nothing can be answered any more.
+        w = &mut output => w.unwrap_or(Ok(())),
+    };
+    if let Err(e) = written {
+        session.end();
+        return Err(ServeError::Session(e));
     }
     // What is queued goes out (bounded), then the session ends: its calls in flight are
     // cancelled (BR-CANCEL-06).
@@ -39,8 +45,9 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
     Ok(())
 }
 
-/// The output task: the core's messages, a batch of whole lines per write.
-async fn write_output(session: Arc<McpSession>) {
+/// The output task: the core's messages, a batch of whole lines per write; an error when stdout
+/// fails.
+async fn write_output(session: Arc<McpSession>) -> std::io::Result<()> {
     use tokio::io::AsyncWriteExt;
     let mut stdout = crate::stdio::stdout();
     let bridge = session.bridge.clone();
@@ -63,9 +70,8 @@ async fn write_output(session: Arc<McpSession>) {
             buf.extend_from_slice(v.to_string().as_bytes());
             buf.push(b'\n');
         }
-        if stdout.write_all(&buf).await.is_err() || stdout.flush().await.is_err() {
-            return;
-        }
+        stdout.write_all(&buf).await?;
+        stdout.flush().await?;
         bridge.spin.wrote();
     }
 }

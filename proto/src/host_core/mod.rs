@@ -538,14 +538,8 @@ impl HostCore {
         self.joined = true;
         let result = json!({
             "protocolVersion": version,
-            "capabilities": {
-                "tools": {"listChanged": true},
-                "completions": {},
-                "logging": {},
-                "resources": {"listChanged": true, "subscribe": true},
-                "prompts": {"listChanged": true},
-            },
-            "serverInfo": {"name": self.cfg.name, "version": self.cfg.version},
+            "capabilities": modern::capabilities(),
+            "serverInfo": self.server_info(),
         });
         self.answer(r.id, Ok(result));
         self.actions.push_back(Action::Open(self.session_caps()));
@@ -854,24 +848,5 @@ impl HostCore {
     /// Whether nothing waits to go out.
     pub fn is_idle(&self) -> bool {
         self.outbox.is_empty()
-    }
-
-    /// Whether initialize was answered (and the session not ended).
-    pub fn is_open(&self) -> bool {
-        self.version().is_some()
-    }
-
-    /// Whether notifications/initialized arrived.
-    pub fn is_ready(&self) -> bool {
-        matches!(self.phase, Phase::Ready(_))
-    }
-
-    pub fn is_ended(&self) -> bool {
-        self.phase == Phase::Ended
-    }
-
-    /// The host's requests in flight (forwarded or not yet answered).
-    pub fn in_flight(&self) -> usize {
-        self.gate.in_flight()
     }
 }

@@ -12,7 +12,8 @@ use crate::mcp_input::{LOG_LEVELS, META_VERSION, ServerReader, SpecReader};
 /// The modern revision.
 pub const MODERN_VERSION: &str = "2026-07-28";
 
-/// Every revision the bridge answers, newest first (`SUPPORTED_VERSIONS`, spec R2.1 §1.5).
+/// Every revision the bridge answers, newest first (`SUPPORTED_VERSIONS`, spec R2.1 §1.5): the
+/// modern one, then those of `initialize` ([`super::VERSIONS`]; a test keeps the two in step).
 pub const SUPPORTED_VERSIONS: &[&str] = &["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 const META_CAPS: &str = "io.modelcontextprotocol/clientCapabilities";
@@ -89,8 +90,8 @@ pub fn check(r: &Request) -> Result<ModernMeta, ResponseError> {
     Ok(ModernMeta { caps: caps.clone(), log_level })
 }
 
-/// The capabilities a server advertises, the same through `initialize` and `server/discover`
-/// (BR-MCP-05…07, BR-STATELESS-08): never tasks.
+/// The capabilities the bridge advertises, the same through `initialize` (both eras' one
+/// definition) and `server/discover` (BR-MCP-05…07, BR-STATELESS-08): never tasks.
 pub fn capabilities() -> Value {
     json!({
         "tools": {"listChanged": true},

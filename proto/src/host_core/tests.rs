@@ -274,6 +274,12 @@ fn a_modern_request_is_checked_in_the_order_of_section_26_2() {
 }
 
 #[test]
+fn the_supported_versions_are_the_modern_one_and_those_of_initialize() {
+    assert_eq!(modern::SUPPORTED_VERSIONS[0], modern::MODERN_VERSION);
+    assert_eq!(&modern::SUPPORTED_VERSIONS[1..], VERSIONS);
+}
+
+#[test]
 fn discover_answers_without_the_bridge_and_initialize_never_negotiates_2026_07_28() {
     let mut core = HostCore::new(cfg(None));
     line(&mut core, modern(1, "server/discover", json!({})));
