@@ -181,6 +181,14 @@ fn diag(line: &str) {
     eprintln!("protomcp-conform bridge: {line}");
 }
 
+/// The key of this process's requestStates: 256 bits from the operating system, never output
+/// (BR-STATELESS-21).
+fn state_key() -> Result<bcore::StateKey, StartError> {
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key).map_err(|e| StartError::Io(std::io::Error::other(format!("no random key: {e}"))))?;
+    Ok(bcore::StateKey::new(key))
+}
+
 /// The planted bug the environment asks for ([`PLANTED_BUG`]).
 fn planted() -> Option<bcore::PlantedBug> {
     bcore::PlantedBug::named(std::env::var(PLANTED_BUG).ok()?.as_str())
@@ -201,8 +209,12 @@ impl Bridge {
             Some(p) => Some(trace::Trace::create(p)?),
             None => None,
         };
-        let core_cfg =
-            bcore::Config { call_timeout: cfg.call_timeout, handshake_quiet: HANDSHAKE_QUIET, planted: planted() };
+        let core_cfg = bcore::Config {
+            call_timeout: cfg.call_timeout,
+            handshake_quiet: HANDSHAKE_QUIET,
+            planted: planted(),
+            state_key: state_key()?,
+        };
         let spin = Arc::new(spin::Spin::new(cfg.poll));
         let bridge = Arc::new_cyclic(|me| Bridge {
             cfg,

@@ -3,6 +3,8 @@
 //! in the core and waits for its answer; an operation whose caller goes away (the host cancelled,
 //! the session ended, the future was dropped) is cancelled in the core.
 
+use protomcp_proto::bridge_core::ModernCall;
+
 use super::{Arc, Bridge, Core, HostError, HostSession, Instant, OpId, SessionId, Value, oneshot};
 
 /// Cancels the operation in the core unless it was answered.
@@ -62,6 +64,21 @@ impl Bridge {
         let r = self.operate(|c, now| c.start_call(now, id, name, arguments, progress), cancel).await;
         if r.is_ok() {
             // What the call caused (progress, list_changed) reaches the host before its result.
+            session.flush().await;
+        }
+        r
+    }
+
+    /// Forwards one modern tools/call, or a retry of a parked one (spec §26.3/26.4).
+    pub async fn call_modern(
+        &self,
+        session: &Arc<dyn HostSession>,
+        call: ModernCall,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<Value, HostError> {
+        let id = session.id();
+        let r = self.operate(|c, now| c.start_modern(now, id, call), cancel).await;
+        if r.is_ok() {
             session.flush().await;
         }
         r

@@ -246,7 +246,13 @@ fn substitute_n(v: &Value, captures: &Captures, fill: Option<usize>) -> Result<V
         Value::Object(o) => {
             let mut m = serde_json::Map::new();
             for (k, x) in o {
-                m.insert(k.clone(), substitute_n(x, captures, fill)?);
+                // A member name may hold placeholders too (a name the peer chose, captured).
+                let key = if has_placeholders(k) {
+                    fill_text(&parse(k).map_err(|e| RenderError::Malformed(e.0))?, captures)?
+                } else {
+                    k.clone()
+                };
+                m.insert(key, substitute_n(x, captures, fill)?);
             }
             Value::Object(m)
         }
@@ -336,7 +342,10 @@ pub fn names_in(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::String(s) => out.extend(names(s)),
         Value::Array(a) => a.iter().for_each(|x| names_in(x, out)),
-        Value::Object(o) => o.values().for_each(|x| names_in(x, out)),
+        Value::Object(o) => o.iter().for_each(|(k, x)| {
+            out.extend(names(k));
+            names_in(x, out)
+        }),
         _ => {}
     }
 }

@@ -207,9 +207,11 @@ async fn answer(
         }
         return resp;
     }
-    // BR-HTTP-15
+    // BR-HTTP-15, for legacy messages: a modern POST's version is judged by its body's checks
+    // (BR-HTTP-28, then -32022 with the supported versions, BR-STATELESS-05).
     if let Some(v) = header("mcp-protocol-version")
         && !modern::SUPPORTED_VERSIONS.contains(&v)
+        && *req.method() != http::Method::POST
     {
         return plain(400, &format!("Bad Request: unsupported MCP-Protocol-Version {v}"));
     }
@@ -347,6 +349,13 @@ async fn post(
     };
     let parsed = serde_json::from_slice::<Value>(&bytes).ok();
     let modern_request = parsed.as_ref().and_then(modern_request_of);
+    // BR-HTTP-15 (legacy messages).
+    if modern_request.is_none()
+        && let Some(v) = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok())
+        && !modern::SUPPORTED_VERSIONS.contains(&v)
+    {
+        return plain(400, &format!("Bad Request: unsupported MCP-Protocol-Version {v}"));
+    }
     let (key, s, ephemeral) = match (modern_request, session) {
         // BR-HTTP-27: a modern request is served on its own, Mcp-Session-Id or not.
         (Some(r), _) => {

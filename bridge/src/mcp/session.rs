@@ -162,6 +162,10 @@ impl McpSession {
                     let host: Arc<dyn HostSession> = me.clone();
                     b.call_tool(&host, &name, arguments, progress, ct.cancelled()).await
                 }
+                Forward::ModernCall(call) => {
+                    let host: Arc<dyn HostSession> = me.clone();
+                    b.call_modern(&host, call, ct.cancelled()).await
+                }
                 Forward::Read { uri } => cancellable(&ct, b.read_resource(sid, &uri)).await,
                 Forward::Prompt { name, arguments } => cancellable(&ct, b.get_prompt(sid, &name, arguments)).await,
                 Forward::Complete { reference, name, value } => {

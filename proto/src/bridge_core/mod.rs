@@ -31,6 +31,7 @@ pub mod tools;
 
 mod handshake;
 mod incoming;
+pub mod mrtr;
 mod ops;
 mod reverse;
 #[cfg(test)]
@@ -48,6 +49,7 @@ use crate::sideband::{StreamAssembler, StreamLimits};
 use crate::spec::{DEFAULT_CALL_TIMEOUT, HANDSHAKE_QUIET};
 use crate::violation::Party;
 
+pub use mrtr::{ModernCall, ModernCaps, StateKey};
 pub use reverse::{MessagesNotArray, NoAnswer};
 pub use tools::{Invalid, ListMode, Rejected, ToolOp, ToolSet};
 
@@ -96,11 +98,20 @@ pub struct Config {
     /// `HANDSHAKE_QUIET` (§1.5).
     pub handshake_quiet: Duration,
     pub planted: Option<PlantedBug>,
+    /// The key of the `requestState`s (spec §26.4): the shell draws it at random when the bridge
+    /// starts. `T_MRTR` is `call_timeout`.
+    pub state_key: StateKey,
 }
 
 impl Default for Config {
+    /// A fixed state key: for tests only (the shell draws a random one).
     fn default() -> Self {
-        Config { call_timeout: DEFAULT_CALL_TIMEOUT, handshake_quiet: HANDSHAKE_QUIET, planted: None }
+        Config {
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            handshake_quiet: HANDSHAKE_QUIET,
+            planted: None,
+            state_key: StateKey::new([0x5a; 32]),
+        }
     }
 }
 
@@ -188,6 +199,8 @@ pub struct Lists {
 struct Pending {
     what: Waiting,
     deadline: Instant,
+    /// The call is parked (spec §26.4): its deadline does not run (BR-STATELESS-28).
+    parked: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -278,6 +291,11 @@ pub struct Core {
     /// Calls at the tool process per session (sampling and roots routing, BR-SAMPLING-02).
     calling: BTreeMap<SessionId, usize>,
     reverse: HashMap<String, Reverse>,
+    /// Modern calls by their MRTR handle (spec §26.4).
+    handles: HashMap<[u8; 16], OpId>,
+    handles_issued: u64,
+    /// The time origin of requestState expiries (the first state issued).
+    epoch: Option<Instant>,
     /// A restart is under way: the end of the current connection is expected.
     restarting: bool,
     transmit: VecDeque<Envelope>,
@@ -301,6 +319,9 @@ impl Core {
             progress: HashMap::new(),
             calling: BTreeMap::new(),
             reverse: HashMap::new(),
+            handles: HashMap::new(),
+            handles_issued: 0,
+            epoch: None,
             restarting: false,
             transmit: VecDeque::new(),
             events: VecDeque::new(),
@@ -334,10 +355,10 @@ impl Core {
 
     /// When [`Core::handle_timeout`] is next due.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let pending = self.pending.values().map(|p| p.deadline);
+        let pending = self.pending.values().filter(|p| !p.parked).map(|p| p.deadline);
         let reverse = self.reverse.values().map(|r| r.deadline);
         let burst = self.conn.as_ref().and_then(|c| c.phase.deadline());
-        pending.chain(reverse).chain(burst).min()
+        pending.chain(reverse).chain(burst).chain(self.mrtr_deadline()).min()
     }
 
     /// Requests to the tool process still waiting for their answer.
@@ -398,7 +419,7 @@ impl Core {
     /// timeout.
     fn request(&mut self, now: Instant, envelope: Envelope, what: Waiting) -> String {
         let rid = self.next_rid();
-        self.pending.insert(rid.clone(), Pending { what, deadline: now + self.cfg.call_timeout });
+        self.pending.insert(rid.clone(), Pending { what, deadline: now + self.cfg.call_timeout, parked: false });
         self.transmit.push_back(envelope.with_rid(rid.clone()));
         rid
     }
@@ -431,7 +452,7 @@ impl Core {
         let mut due: Vec<(Instant, String, Waiting)> = self
             .pending
             .iter()
-            .filter(|(_, p)| p.deadline <= now)
+            .filter(|(_, p)| p.deadline <= now && !p.parked)
             .map(|(r, p)| (p.deadline, r.clone(), p.what))
             .collect();
         due.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
@@ -452,6 +473,7 @@ impl Core {
         for rid in late {
             self.reverse_timed_out(&rid);
         }
+        self.mrtr_expired(now);
         if self.conn.as_ref().and_then(|c| c.phase.deadline()).is_some_and(|d| d <= now) {
             self.end_burst(now);
         }
@@ -475,6 +497,12 @@ impl Core {
         }
         self.reverse.clear();
         self.progress.clear();
+        // Parked calls die with their connection: their states are refused (BR-STATELESS-22).
+        let mut parked: Vec<OpId> = self.handles.values().copied().collect();
+        parked.sort();
+        for op in parked {
+            self.forget_call(op, false);
+        }
         if let Some(e) = conn.phase.ended(generation, reason) {
             self.events.push_back(e);
         }

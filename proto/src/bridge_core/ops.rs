@@ -6,6 +6,7 @@
 use prost::Message as _;
 use serde_json::{Map, Value, json};
 
+use super::mrtr::{ModernCall, ModernCaps, Mrtr};
 use super::{
     Core, Envelope, EnvelopeExt, Event, HostError, Instant, ListKind, Msg, NoReply, OpId, PlantedBug, Reply, SessionId,
     Status, Waiting, describe, pb, shapes,
@@ -13,21 +14,23 @@ use super::{
 use crate::envelopes as env;
 use crate::frame::MAX_FRAME;
 
-/// A progress route: the session whose call sent the token, the host's token, the last value
-/// passed on (BR-PROGRESS-05: only increasing ones).
+/// A progress route: the session whose call sent the token, the host's token (a modern call's
+/// attached request may have none, BR-PROGRESS-06), the operation, the last value passed on
+/// (BR-PROGRESS-05: only increasing ones).
 #[derive(Debug)]
 pub(super) struct Route {
     session: SessionId,
-    token: Value,
+    token: Option<Value>,
+    op: OpId,
     last: Option<i64>,
 }
 
 #[derive(Debug)]
 pub(super) struct Op {
-    session: SessionId,
+    pub(super) session: SessionId,
     kind: Kind,
     /// The rid of our request in flight for it, if any.
-    rid: Option<String>,
+    pub(super) rid: Option<String>,
 }
 
 #[derive(Debug)]
@@ -51,6 +54,28 @@ struct Call {
     /// Our token, while the call is at the tool process.
     token: Option<String>,
     result: pb::CallToolResponse,
+    /// A modern call's rounds (spec §26.4); `None` for a legacy session's call.
+    mrtr: Option<Box<Mrtr>>,
+}
+
+/// A modern call's MRTR state.
+pub(super) fn mrtr_of(o: &mut Op) -> Option<&mut Mrtr> {
+    match &mut o.kind {
+        Kind::Call(c) => c.mrtr.as_deref_mut(),
+        _ => None,
+    }
+}
+
+pub(super) fn mrtr_ref(o: &Op) -> Option<&Mrtr> {
+    match &o.kind {
+        Kind::Call(c) => c.mrtr.as_deref(),
+        _ => None,
+    }
+}
+
+/// Whether a call has its tool's result (it waits in the "after" stages, or for a retry).
+pub(super) fn has_result(o: &Op) -> bool {
+    matches!(&o.kind, Kind::Call(c) if matches!(c.stage, Stage::After(_)))
 }
 
 /// Where a call stands. "After" middleware run in reverse order: `After(i)` is the `i`-th from
@@ -103,11 +128,36 @@ impl Core {
         arguments: Option<Value>,
         progress: Option<Value>,
     ) -> Result<OpId, HostError> {
-        let args = match arguments {
-            None | Some(Value::Null) => Value::Object(Map::new()),
-            Some(v @ Value::Object(_)) => v,
-            Some(_) => return Err(HostError::InvalidParams("arguments must be a JSON object".into())),
-        };
+        self.begin_call(now, session, name, arguments, progress, None)
+    }
+
+    /// Forwards one modern tools/call (spec §26.3), or takes a retry of a parked one (§26.4).
+    /// Answered as [`Core::start_call`]'s, or with an InputRequiredResult.
+    pub fn start_modern(&mut self, now: Instant, session: SessionId, call: ModernCall) -> Result<OpId, HostError> {
+        match call.retry.clone() {
+            None => {
+                let (name, caps) = (call.name.clone(), call.caps);
+                self.begin_call(now, session, &name, call.arguments, call.progress, Some(caps))
+            }
+            Some((state, responses)) => {
+                let args = call_arguments(call.arguments.clone())?;
+                let r = self.retry(now, session, call, &args, &state, &responses);
+                self.prune_handles();
+                r
+            }
+        }
+    }
+
+    fn begin_call(
+        &mut self,
+        now: Instant,
+        session: SessionId,
+        name: &str,
+        arguments: Option<Value>,
+        progress: Option<Value>,
+        modern: Option<ModernCaps>,
+    ) -> Result<OpId, HostError> {
+        let args = call_arguments(arguments)?;
         let generation = self.served()?;
         let has_output_schema = match self.tools.get_active(name) {
             Some(d) => !d.output_schema_json.is_empty(),
@@ -122,6 +172,7 @@ impl Core {
         };
         let mut middleware = self.conn.as_ref().map(|c| c.middleware.clone()).unwrap_or_default();
         middleware.sort_by_key(|(_, p)| *p);
+        let mrtr = modern.map(|caps| self.new_mrtr(generation, name, &args, caps));
         let call = Call {
             name: name.to_owned(),
             args_json: args.to_string(),
@@ -131,8 +182,10 @@ impl Core {
             host_token: progress,
             token: None,
             result: pb::CallToolResponse::default(),
+            mrtr,
         };
         let op = self.new_op(session, Kind::Call(Box::new(call)));
+        self.register_mrtr(op);
         if self.cfg.planted == Some(PlantedBug::UnansweredAfterRestart) && generation > 1 {
             return Ok(op); // never goes on: the planted bug
         }
@@ -208,6 +261,8 @@ impl Core {
     /// The host cancelled `op` (or its session ended, BR-CANCEL-06): a call at the tool process
     /// is cancelled there (BR-CANCEL-01/03), and the operation gets no answer (BR-CANCEL-02).
     pub fn cancel(&mut self, op: OpId) {
+        // A modern call's input requests are answered, its states die (BR-CANCEL-07).
+        self.end_mrtr(op);
         let Some(o) = self.ops.remove(&op) else { return };
         if let Some(rid) = &o.rid {
             self.pending.remove(rid);
@@ -218,7 +273,7 @@ impl Core {
         if let Kind::Call(call) = o.kind
             && call.stage == Stage::Tool
         {
-            self.uncount(o.session, call.token.as_deref());
+            self.uncount(o.session, call.mrtr.is_none(), call.token.as_deref());
             if let Some(rid) = o.rid {
                 self.transmit.push_back(env::cancel(&rid));
             }
@@ -236,17 +291,20 @@ impl Core {
             return self.resolve(now, rid, Err(NoReply::Timeout(self.cfg.call_timeout)));
         }
         self.pending.remove(rid);
+        self.end_mrtr(op);
         let Some(mut o) = self.ops.remove(&op) else { return };
         if let Kind::Call(call) = &mut o.kind {
-            self.uncount(o.session, call.token.take().as_deref());
+            self.uncount(o.session, call.mrtr.is_none(), call.token.take().as_deref());
         }
         self.transmit.push_back(env::cancel(rid));
         let e = format!("the tool did not answer within {:?}", self.cfg.call_timeout);
         self.events.push_back(Event::Answer { op, session: o.session, result: Err(HostError::Internal(e)) });
     }
 
-    fn uncount(&mut self, session: SessionId, token: Option<&str>) {
-        if let Some(n) = self.calling.get_mut(&session) {
+    /// A call left the tool process: a legacy session's count of calls (BR-SAMPLING-09) and the
+    /// progress route.
+    fn uncount(&mut self, session: SessionId, legacy: bool, token: Option<&str>) {
+        if legacy && let Some(n) = self.calling.get_mut(&session) {
             *n -= 1;
             if *n == 0 {
                 self.calling.remove(&session);
@@ -259,7 +317,7 @@ impl Core {
 
     /// The next step of a call: the next "before" middleware, the call itself, the next
     /// "after" middleware, or the answer.
-    fn advance(&mut self, now: Instant, op: OpId) {
+    pub(super) fn advance(&mut self, now: Instant, op: OpId) {
         let Some(mut o) = self.ops.remove(&op) else { return };
         let session = o.session;
         let Kind::Call(call) = &mut o.kind else { return };
@@ -294,14 +352,17 @@ impl Core {
                 call.stage = Stage::Tool;
                 call.token = token.clone();
                 if let (Some(t), Some(host)) = (token, call.host_token.clone()) {
-                    self.progress.insert(t, Route { session, token: host, last: None });
+                    self.progress.insert(t, Route { session, token: Some(host), op, last: None });
                 }
-                *self.calling.entry(session).or_default() += 1;
+                if call.mrtr.is_none() {
+                    *self.calling.entry(session).or_default() += 1;
+                }
                 envelope
             }
             Stage::After(_) => {
                 let result = shapes::call_result(&call.result, call.has_output_schema);
                 self.events.push_back(Event::Answer { op, session, result: Ok(result) });
+                self.prune_handles();
                 return;
             }
             Stage::Tool => unreachable!("a call at the tool process advances by its reply"),
@@ -370,8 +431,30 @@ impl Core {
             (Stage::Tool, reply) => {
                 // No progress after the result (BR-PROGRESS-03).
                 let token = call.token.take();
-                self.uncount(session, token.as_deref());
+                let parked = call.mrtr.as_ref().is_some_and(|m| m.is_parked());
+                self.uncount(session, call.mrtr.is_none(), token.as_deref());
                 match reply {
+                    // A parked call's result waits for the next retry; its input requests are
+                    // answered now (BR-STATELESS-27).
+                    Ok(Msg::CallResult(r)) if parked => {
+                        if (!r.enable_tools.is_empty() || !r.disable_tools.is_empty())
+                            && self.tools.apply_result_lists(&r.enable_tools, &r.disable_tools)
+                        {
+                            self.events.push_back(Event::ListChanged(ListKind::Tools));
+                        }
+                        call.result = r;
+                        call.stage = Stage::After(0);
+                        self.ops.insert(op, o);
+                        self.refuse_inputs(op, "the tool returned before the MCP client answered");
+                        return;
+                    }
+                    // A parked call that fails is forgotten: its next retry is refused.
+                    _ if parked => {
+                        self.ops.insert(op, o);
+                        self.end_mrtr(op);
+                        self.ops.remove(&op);
+                        return self.prune_handles();
+                    }
                     Ok(Msg::CallResult(r)) => {
                         // BR-CALL-14: the lists take effect before the response.
                         if (!r.enable_tools.is_empty() || !r.disable_tools.is_empty())
@@ -388,7 +471,13 @@ impl Core {
             }
         };
         match failed {
-            Some(e) => self.events.push_back(done(Err(HostError::Internal(e)))),
+            Some(e) => {
+                self.events.push_back(done(Err(HostError::Internal(e))));
+                self.ops.insert(op, o);
+                self.end_mrtr(op);
+                self.ops.remove(&op);
+                self.prune_handles();
+            }
             None => {
                 self.ops.insert(op, o);
                 self.advance(now, op);
@@ -399,25 +488,93 @@ impl Core {
     /// A ProgressNotification: to the session whose call sent the token, increasing values
     /// only (BR-PROGRESS-02/05); anything else is dropped.
     pub(super) fn route_progress(&mut self, p: pb::ProgressNotification) {
+        let Some(route) = self.progress.get(&p.progress_token) else { return };
+        // BR-PROGRESS-06: a parked call has nowhere to send progress; an attached request
+        // without a token gets none.
+        let parked = self.ops.get(&route.op).and_then(mrtr_ref).is_some_and(Mrtr::is_parked);
         let Some(route) = self.progress.get_mut(&p.progress_token) else { return };
         if route.last.is_some_and(|l| p.progress <= l) {
             return;
         }
         route.last = Some(p.progress);
+        let Some(token) = route.token.clone().filter(|_| !parked) else { return };
         self.events.push_back(Event::Progress {
             session: route.session,
-            token: route.token.clone(),
+            token,
             progress: p.progress,
             total: (p.total != 0).then_some(p.total),
             message: (!p.message.is_empty()).then_some(p.message),
         });
     }
 
-    /// The session whose call is the only one at the tool process, if there is exactly one such
-    /// session (BR-SAMPLING-02).
-    pub(super) fn sole_caller(&self) -> Option<SessionId> {
-        let mut with_calls = self.calling.iter().filter(|(_, n)| **n > 0).map(|(id, _)| *id);
-        let only = with_calls.next()?;
-        with_calls.next().is_none().then_some(only)
+    /// An accepted retry takes over the parked call `old` (BR-STATELESS-23): a new operation
+    /// of `session`, the call's wait for the tool process running again for a whole
+    /// `CALL_TIMEOUT` (BR-STATELESS-28), progress for the retry's token (BR-PROGRESS-06).
+    pub(super) fn rekey(&mut self, now: Instant, old: OpId, session: SessionId, progress: Option<Value>) -> OpId {
+        let Some(mut o) = self.ops.remove(&old) else { return old };
+        let new = OpId(self.ops_issued);
+        self.ops_issued += 1;
+        o.session = session;
+        if let Some(rid) = &o.rid
+            && let Some(p) = self.pending.get_mut(rid)
+        {
+            p.what = Waiting::Op(new);
+            p.parked = false;
+            p.deadline = now + self.cfg.call_timeout;
+        }
+        if let Kind::Call(c) = &o.kind
+            && let Some(t) = &c.token
+            && let Some(route) = self.progress.get_mut(t)
+        {
+            route.session = session;
+            route.token = progress;
+            route.op = new;
+        }
+        self.ops.insert(new, o);
+        for op in self.handles.values_mut() {
+            if *op == old {
+                *op = new;
+            }
+        }
+        new
+    }
+
+    /// Forgets the handles of modern calls that have ended.
+    pub(super) fn prune_handles(&mut self) {
+        if !self.handles.is_empty() {
+            let ops = &self.ops;
+            self.handles.retain(|_, op| ops.contains_key(op));
+        }
+    }
+
+    /// Ends the modern call `op` without an answer (its host is not there): cancelled at the tool
+    /// process when `cancel` and it is still there, forgotten.
+    pub(super) fn forget_call(&mut self, op: OpId, cancel: bool) {
+        self.end_mrtr(op);
+        let Some(o) = self.ops.remove(&op) else { return };
+        if let Kind::Call(call) = &o.kind
+            && call.stage == Stage::Tool
+        {
+            self.uncount(o.session, false, call.token.as_deref());
+            if let Some(rid) = &o.rid {
+                self.pending.remove(rid);
+                if let Some(c) = self.conn.as_mut() {
+                    c.streams.abort(rid, "the call ended");
+                }
+                if cancel {
+                    self.transmit.push_back(env::cancel(rid));
+                }
+            }
+        }
+        self.prune_handles();
+    }
+}
+
+/// A call's arguments: a JSON object (absent or null: empty).
+fn call_arguments(arguments: Option<Value>) -> Result<Value, HostError> {
+    match arguments {
+        None | Some(Value::Null) => Ok(Value::Object(Map::new())),
+        Some(v @ Value::Object(_)) => Ok(v),
+        Some(_) => Err(HostError::InvalidParams("arguments must be a JSON object".into())),
     }
 }

@@ -5,6 +5,7 @@
 
 use serde_json::json;
 
+use super::mrtr::Owner;
 use super::{Core, Envelope, EnvelopeExt, Event, Instant, Reverse, Value, pb};
 
 const NO_SAMPLER: &str = "no single MCP session with a call in flight to ask for sampling";
@@ -63,11 +64,17 @@ pub fn sampling_params(req: &pb::SamplingRequest) -> Result<Value, MessagesNotAr
     Ok(params)
 }
 
-/// A `sampling/createMessage` result as a SamplingResponse.
+/// A `sampling/createMessage` result as a SamplingResponse: a content array of one block is
+/// that block (BR-SAMPLING-11).
 pub fn sampling_response(r: &Value) -> pb::SamplingResponse {
+    let content = match r.get("content") {
+        Some(Value::Array(items)) if items.len() == 1 => items[0].to_string(),
+        Some(c) => c.to_string(),
+        None => String::new(),
+    };
     pb::SamplingResponse {
         role: r.get("role").and_then(Value::as_str).unwrap_or("assistant").to_owned(),
-        content_json: r.get("content").map(Value::to_string).unwrap_or_default(),
+        content_json: content,
         model: r.get("model").and_then(Value::as_str).unwrap_or_default().to_owned(),
         stop_reason: r.get("stopReason").and_then(Value::as_str).unwrap_or_default().to_owned(),
         error: String::new(),
@@ -96,8 +103,16 @@ impl Core {
     }
 
     pub(super) fn sampling(&mut self, now: Instant, rid: String, req: &pb::SamplingRequest) {
-        let Some(session) = self.sole_caller() else {
-            return self.reply_under(rid, sampling_error(NO_SAMPLER).into());
+        let session = match self.sole_owner() {
+            None => return self.reply_under(rid, sampling_error(NO_SAMPLER).into()),
+            // BR-SAMPLING-10: a modern call's input request goes in an InputRequiredResult.
+            Some(Owner::Call(op)) => {
+                return match sampling_params(req) {
+                    Err(e) => self.reply_under(rid, sampling_error(&e.to_string()).into()),
+                    Ok(params) => self.input_for_call(now, op, rid, Some(params)),
+                };
+            }
+            Some(Owner::Session(s)) => s,
         };
         if !self.sessions.get(&session).is_some_and(|c| c.sampling) {
             return self.reply_under(rid, sampling_error(NO_SAMPLING_CAP).into());
@@ -113,7 +128,13 @@ impl Core {
     }
 
     pub(super) fn roots(&mut self, now: Instant, rid: String) {
-        let session = self.sole_caller().filter(|s| self.sessions.get(s).is_some_and(|c| c.roots));
+        let session = match self.sole_owner() {
+            // BR-ROOTS-05
+            Some(Owner::Call(op)) => return self.input_for_call(now, op, rid, None),
+            Some(Owner::Session(s)) => Some(s),
+            None => None,
+        };
+        let session = session.filter(|s| self.sessions.get(s).is_some_and(|c| c.roots));
         let Some(session) = session else {
             return self.reply_under(rid, pb::ListRootsResponse::default().into());
         };

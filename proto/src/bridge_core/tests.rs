@@ -58,6 +58,7 @@ impl Sim {
             call_timeout: Duration::from_millis(CALL_TIMEOUT_MS),
             handshake_quiet: Duration::from_millis(500),
             planted,
+            ..Config::default()
         };
         let mut sim = Sim {
             core: Core::new(cfg),
@@ -559,5 +560,259 @@ proptest! {
     fn the_bridge_model_finds_nothing_in_any_sequence_of_operations(ops in proptest::collection::vec(op(), 0..40)) {
         let findings = run(&ops, None);
         prop_assert!(findings.is_empty(), "{findings:?}");
+    }
+}
+
+// ----- multi round-trip requests (spec §26.4) -----
+
+mod mrtr {
+    use super::*;
+    use crate::bridge_core::{ModernCall, ModernCaps};
+
+    const T: Duration = Duration::from_millis(1000);
+
+    struct Tp {
+        core: Core,
+        t0: Instant,
+        g: u64,
+    }
+
+    impl Tp {
+        fn ready() -> Tp {
+            let mut core = Core::new(Config { call_timeout: T, ..Config::default() });
+            let t0 = Instant::now();
+            let g = core.handle_connected(t0);
+            let d = core.poll_transmit().unwrap();
+            core.handle_envelope(t0, g, env::tool_list(vec![env::tool("ask", "d", "")]).with_rid(d.request_id));
+            core.handle_envelope(t0, g, env::reload_response(true, ""));
+            for p in std::iter::from_fn(|| core.poll_transmit()).collect::<Vec<_>>() {
+                let reply: Envelope = match p.msg {
+                    Some(Msg::ListResourcesRequest(_)) => pb::ResourceListResponse::default().into(),
+                    Some(Msg::ListResourceTemplatesRequest(_)) => pb::ResourceTemplateListResponse::default().into(),
+                    _ => pb::PromptListResponse::default().into(),
+                };
+                core.handle_envelope(t0, g, reply.with_rid(p.request_id));
+            }
+            while core.poll_event().is_some() {}
+            Tp { core, t0, g }
+        }
+
+        fn at(&self, ms: u64) -> Instant {
+            self.t0 + Duration::from_millis(ms)
+        }
+
+        fn call(&mut self, ms: u64, caps: ModernCaps, retry: Option<(String, Value)>) -> Result<OpId, HostError> {
+            let call = ModernCall {
+                name: "ask".into(),
+                arguments: Some(json!({"q": "capital"})),
+                progress: None,
+                caps,
+                retry,
+            };
+            let now = self.at(ms);
+            self.core.start_modern(now, 9, call)
+        }
+
+        fn tp_sends(&mut self, ms: u64, e: Envelope) {
+            let now = self.at(ms);
+            self.core.handle_envelope(now, self.g, e);
+        }
+
+        fn sent(&mut self) -> Vec<Envelope> {
+            std::iter::from_fn(|| self.core.poll_transmit()).collect()
+        }
+
+        fn answers(&mut self) -> Vec<(OpId, Result<Value, HostError>)> {
+            std::iter::from_fn(|| self.core.poll_event())
+                .filter_map(|e| match e {
+                    Event::Answer { op, result, .. } => Some((op, result)),
+                    _ => None,
+                })
+                .collect()
+        }
+    }
+
+    fn sampling() -> Envelope {
+        pb::SamplingRequest {
+            messages_json: r#"[{"role":"user","content":"Capital of France?"}]"#.into(),
+            max_tokens: 100,
+            ..Default::default()
+        }
+        .into()
+    }
+
+    fn result(json: &str) -> Envelope {
+        pb::CallToolResponse { result_json: json.into(), ..Default::default() }.into()
+    }
+
+    fn both() -> ModernCaps {
+        ModernCaps { sampling: true, roots: true, log_level: None }
+    }
+
+    /// Starts a call, has the TP ask for sampling, and returns (call rid, state).
+    fn parked(tp: &mut Tp) -> (String, String, OpId) {
+        let op = tp.call(0, both(), None).unwrap();
+        let call = tp.sent().pop().unwrap();
+        tp.tp_sends(10, sampling().with_rid("s-1"));
+        let a = tp.answers();
+        let [(o, Ok(r))] = a.as_slice() else { panic!("one answer: {a:?}") };
+        assert_eq!(*o, op);
+        assert_eq!(r["resultType"], "input_required", "{r}");
+        assert_eq!(r["inputRequests"]["sampling-1"]["method"], "sampling/createMessage", "{r}");
+        assert_eq!(r["inputRequests"]["sampling-1"]["params"]["messages"][0]["content"]["type"], "text", "{r}");
+        assert!(tp.sent().is_empty(), "the call stays open and the input request unanswered (BR-STATELESS-17)");
+        (call.request_id, r["requestState"].as_str().unwrap().to_owned(), op)
+    }
+
+    fn answer() -> Value {
+        json!({"sampling-1": {"role": "assistant", "content": [{"type": "text", "text": "Paris"}], "model": "m"}})
+    }
+
+    #[test]
+    fn a_retry_with_the_answer_resumes_the_handler_and_gets_the_result() {
+        let mut tp = Tp::ready();
+        let (call_rid, state, _) = parked(&mut tp);
+        let op = tp.call(500, both(), Some((state.clone(), answer()))).unwrap();
+        let sent = tp.sent();
+        let [reply] = sent.as_slice() else { panic!("one reply to the TP: {sent:?}") };
+        assert_eq!(reply.request_id, "s-1");
+        let Some(Msg::SamplingResponse(r)) = &reply.msg else { panic!("{reply:?}") };
+        // BR-SAMPLING-11: a one-element array is its element.
+        assert_eq!(r.content_json, r#"{"text":"Paris","type":"text"}"#);
+        assert_eq!(r.model, "m");
+        tp.tp_sends(600, result(r#"[{"type":"text","text":"Paris"}]"#).with_rid(call_rid));
+        let a = tp.answers();
+        assert!(matches!(a.as_slice(), [(o, Ok(v))] if *o == op && v["content"][0]["text"] == "Paris"), "{a:?}");
+        // The state was consumed.
+        assert!(matches!(tp.call(700, both(), Some((state, answer()))), Err(HostError::InvalidParams(_))));
+        assert!(tp.sent().is_empty());
+    }
+
+    #[test]
+    fn a_state_altered_presented_again_or_for_other_arguments_is_refused_without_envelope_traffic() {
+        let mut tp = Tp::ready();
+        let (_, state, _) = parked(&mut tp);
+        let mut altered = state.clone().into_bytes();
+        altered[10] = if altered[10] == b'A' { b'B' } else { b'A' };
+        let altered = String::from_utf8(altered).unwrap();
+        assert!(matches!(tp.call(100, both(), Some((altered, answer()))), Err(HostError::InvalidParams(_))));
+        let other = ModernCall {
+            name: "ask".into(),
+            arguments: Some(json!({"q": "other"})),
+            progress: None,
+            caps: both(),
+            retry: Some((state.clone(), answer())),
+        };
+        let now = tp.at(100);
+        let e = tp.core.start_modern(now, 9, other).unwrap_err();
+        assert!(e.to_string().contains("other arguments"), "{e}");
+        // A malformed answer: refused, and the state stays valid (BR-STATELESS-25).
+        let bad = json!({"sampling-1": {"role": "assistant", "content": {"type": "text"}}});
+        assert!(matches!(tp.call(100, both(), Some((state.clone(), bad))), Err(HostError::InvalidParams(_))));
+        assert!(tp.sent().is_empty());
+        assert!(tp.call(200, both(), Some((state, answer()))).is_ok());
+        assert_eq!(tp.sent().len(), 1);
+    }
+
+    #[test]
+    fn a_retry_without_the_answer_is_asked_again_under_the_same_key() {
+        let mut tp = Tp::ready();
+        let (_, state, _) = parked(&mut tp);
+        let op = tp.call(100, both(), Some((state.clone(), json!({})))).unwrap();
+        let a = tp.answers();
+        let [(o, Ok(r))] = a.as_slice() else { panic!("{a:?}") };
+        assert_eq!(*o, op);
+        assert_eq!(r["resultType"], "input_required");
+        assert!(r["inputRequests"].get("sampling-1").is_some(), "{r}");
+        assert_ne!(r["requestState"], json!(state), "a new round, a new state");
+        assert!(tp.sent().is_empty());
+    }
+
+    #[test]
+    fn a_parked_call_nobody_retries_is_cancelled_after_t_mrtr_and_its_input_request_refused() {
+        let mut tp = Tp::ready();
+        let (call_rid, state, _) = parked(&mut tp);
+        let due = tp.core.poll_timeout().unwrap();
+        assert_eq!(due, tp.at(10) + T, "T_MRTR from the InputRequiredResult");
+        let now = tp.at(10 + 999);
+        tp.core.handle_timeout(now);
+        assert!(tp.sent().is_empty());
+        let now = tp.at(10 + 1000);
+        tp.core.handle_timeout(now);
+        let sent = tp.sent();
+        assert!(sent.iter().any(|e| matches!(&e.msg, Some(Msg::Cancel(c)) if c.request_id == call_rid)), "{sent:?}");
+        assert!(
+            sent.iter()
+                .any(|e| e.request_id == "s-1"
+                    && matches!(&e.msg, Some(Msg::SamplingResponse(r)) if !r.error.is_empty())),
+            "{sent:?}"
+        );
+        assert!(tp.call(1500, both(), Some((state, answer()))).is_err());
+    }
+
+    #[test]
+    fn a_result_that_arrives_while_parked_answers_the_next_retry() {
+        let mut tp = Tp::ready();
+        let (call_rid, state, _) = parked(&mut tp);
+        tp.tp_sends(50, result(r#"[{"type":"text","text":"gave up"}]"#).with_rid(call_rid));
+        let sent = tp.sent();
+        assert!(matches!(sent.as_slice(), [e] if e.request_id == "s-1"), "the input request is refused: {sent:?}");
+        assert!(tp.answers().is_empty());
+        let op = tp.call(100, both(), Some((state, answer()))).unwrap();
+        assert!(tp.sent().is_empty(), "its answers are ignored");
+        let a = tp.answers();
+        assert!(matches!(a.as_slice(), [(o, Ok(v))] if *o == op && v["content"][0]["text"] == "gave up"), "{a:?}");
+    }
+
+    #[test]
+    fn without_the_capability_the_tool_process_is_answered_at_once_and_the_call_goes_on() {
+        let mut tp = Tp::ready();
+        let op = tp.call(0, ModernCaps::default(), None).unwrap();
+        let call = tp.sent().pop().unwrap();
+        tp.tp_sends(10, sampling().with_rid("s-1"));
+        let sent = tp.sent();
+        assert!(matches!(&sent[0].msg, Some(Msg::SamplingResponse(r)) if !r.error.is_empty()), "{sent:?}");
+        tp.tp_sends(10, pb::ListRootsRequest::default().into());
+        tp.tp_sends(10, Envelope::from(pb::ListRootsRequest::default()).with_rid("r-1"));
+        let sent = tp.sent();
+        assert!(matches!(&sent[0].msg, Some(Msg::ListRootsResponse(r)) if r.roots.is_empty()), "{sent:?}");
+        assert!(tp.answers().is_empty());
+        tp.tp_sends(20, result("[]").with_rid(call.request_id));
+        assert!(matches!(tp.answers().as_slice(), [(o, Ok(_))] if *o == op));
+    }
+
+    #[test]
+    fn two_modern_calls_are_two_owners_and_the_input_request_is_refused() {
+        let mut tp = Tp::ready();
+        tp.call(0, both(), None).unwrap();
+        tp.call(0, both(), None).unwrap();
+        tp.sent();
+        tp.tp_sends(10, sampling().with_rid("s-1"));
+        let sent = tp.sent();
+        assert!(matches!(&sent[0].msg, Some(Msg::SamplingResponse(r)) if !r.error.is_empty()), "{sent:?}");
+        assert!(tp.answers().is_empty());
+    }
+
+    #[test]
+    fn a_parked_call_dies_with_its_tool_process_and_its_state_is_refused() {
+        let mut tp = Tp::ready();
+        let (_, state, _) = parked(&mut tp);
+        let now = tp.at(50);
+        tp.core.handle_closed(now, tp.g, "gone");
+        let e = tp.call(100, both(), Some((state, answer()))).unwrap_err();
+        assert!(e.to_string().contains("requestState"), "{e}");
+    }
+
+    #[test]
+    fn time_parked_does_not_count_against_the_call_timeout() {
+        let mut tp = Tp::ready();
+        let (call_rid, state, _) = parked(&mut tp);
+        let op = tp.call(900, both(), Some((state, answer()))).unwrap();
+        tp.sent();
+        let now = tp.at(1500);
+        tp.core.handle_timeout(now);
+        assert!(tp.answers().is_empty(), "attached at 900: CALL_TIMEOUT runs from there");
+        tp.tp_sends(1600, result("[]").with_rid(call_rid));
+        assert!(matches!(tp.answers().as_slice(), [(o, Ok(_))] if *o == op));
     }
 }

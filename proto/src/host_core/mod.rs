@@ -34,7 +34,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use crate::bound::{Bound, thousands, value_size};
-use crate::bridge_core::{HostError, ListKind, SessionCaps};
+use crate::bridge_core::{HostError, ListKind, ModernCall, ModernCaps, SessionCaps};
 use crate::jsonrpc::{ErrorCode, RequestId};
 use crate::mcp_input::{self, Admission, LOG_LEVELS, SpecReader};
 use msg::{Message, Notification, Request, Response, ResponseError};
@@ -123,6 +123,8 @@ pub enum Forward {
         arguments: Option<Value>,
         progress: Option<Value>,
     },
+    /// A modern tools/call, new or a retry of a parked one (spec §26.4).
+    ModernCall(ModernCall),
     Read {
         uri: String,
     },
@@ -421,11 +423,13 @@ impl HostCore {
             }
             _ => {}
         }
-        self.forward_request(r, false);
+        self.forward_request(r, None);
     }
 
-    /// A request for the bridge: a list (paged here) or what [`HostCore::forward_of`] names.
-    fn forward_request(&mut self, r: Request, modern: bool) {
+    /// A request for the bridge: a list (paged here) or what [`HostCore::forward_of`] names;
+    /// `modern`: what a modern request's `_meta` said.
+    fn forward_request(&mut self, r: Request, meta: Option<modern::ModernMeta>) {
+        let modern = meta.is_some();
         let forward = match Listing::of(&r.method) {
             Some(listing) => match self.cursor(&r) {
                 Ok(from) => {
@@ -434,7 +438,7 @@ impl HostCore {
                 }
                 Err(e) => return self.answer(r.id, Err(e)),
             },
-            None => match self.forward_of(&r) {
+            None => match self.forward_of(&r, meta.as_ref()) {
                 Some(f) => f,
                 None => {
                     let why = format!("method not found: {}", r.method);
@@ -443,7 +447,7 @@ impl HostCore {
             },
         };
         match &forward {
-            Forward::Call { progress, .. } => {
+            Forward::Call { progress, .. } | Forward::ModernCall(ModernCall { progress, .. }) => {
                 self.calls.push(r.id.clone());
                 self.pending.insert(r.id.clone(), Pending::new(None, progress.clone(), modern, None));
             }
@@ -466,7 +470,12 @@ impl HostCore {
     /// subscription, or the method as Revision 1 forwards it. No session is needed or changed
     /// (BR-STATELESS-03).
     fn modern_request(&mut self, r: Request) {
-        if let Err(e) = modern::check(&r) {
+        let meta = match modern::check(&r) {
+            Ok(meta) => meta,
+            Err(e) => return self.reply(r.id, Err(e)),
+        };
+        // BR-STATELESS-22: a state goes with tools/call only, answers only with a state.
+        if let Err(e) = modern::check_retry(&r) {
             return self.reply(r.id, Err(e));
         }
         match r.method.as_str() {
@@ -485,7 +494,7 @@ impl HostCore {
                     self.listens.push((r.id, listen));
                 }
             },
-            _ => self.forward_request(r, true),
+            _ => self.forward_request(r, Some(meta)),
         }
     }
 
@@ -501,10 +510,24 @@ impl HostCore {
     }
 
     /// The [`Forward`] of a request for the tool process, `None` for an unknown method.
-    fn forward_of(&self, r: &Request) -> Option<Forward> {
+    fn forward_of(&self, r: &Request, meta: Option<&modern::ModernMeta>) -> Option<Forward> {
         let s = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_owned();
         let object = |v: Option<&Value>| v.filter(|a| a.is_object()).cloned();
         Some(match r.method.as_str() {
+            "tools/call" if let Some(meta) = meta => Forward::ModernCall(ModernCall {
+                name: s(r.param("name")),
+                arguments: object(r.param("arguments")),
+                progress: progress_token(r.params.as_ref()),
+                caps: ModernCaps {
+                    sampling: meta.caps.get("sampling").is_some(),
+                    roots: meta.caps.get("roots").is_some(),
+                    log_level: meta.log_level,
+                },
+                retry: r
+                    .param("requestState")
+                    .and_then(Value::as_str)
+                    .map(|state| (state.to_owned(), r.param("inputResponses").cloned().unwrap_or(Value::Null))),
+            }),
             "tools/call" => Forward::Call {
                 name: s(r.param("name")),
                 arguments: object(r.param("arguments")),

@@ -90,6 +90,23 @@ pub fn check(r: &Request) -> Result<ModernMeta, ResponseError> {
     Ok(ModernMeta { caps: caps.clone(), log_level })
 }
 
+/// `requestState` and `inputResponses` (spec §26.4): a state is a string and goes with
+/// `tools/call` only; answers are an object and come with a state (BR-STATELESS-22).
+pub fn check_retry(r: &Request) -> Result<(), ResponseError> {
+    let state = r.param("requestState");
+    let answers = r.param("inputResponses");
+    match (state, answers) {
+        (None, None) => Ok(()),
+        (None, Some(_)) => Err(invalid("inputResponses needs a requestState")),
+        (Some(_), _) if r.method != "tools/call" => {
+            Err(invalid(format!("requestState was issued for tools/call, not {}", r.method)))
+        }
+        (Some(s), _) if !s.is_string() => Err(invalid("requestState must be a string")),
+        (Some(_), Some(a)) if !a.is_object() => Err(invalid("inputResponses must be an object")),
+        _ => Ok(()),
+    }
+}
+
 /// The capabilities the bridge advertises, the same through `initialize` (both eras' one
 /// definition) and `server/discover` (BR-MCP-05…07, BR-STATELESS-08): never tasks.
 pub fn capabilities() -> Value {
@@ -107,6 +124,15 @@ pub fn capabilities() -> Value {
 /// (BR-STATELESS-11…14).
 pub fn decorate(mut result: Value, server_info: &Value, cache: Option<&'static str>) -> Value {
     let Some(o) = result.as_object_mut() else { return result };
+    // An InputRequiredResult of the bridge core keeps its type, and no cache hints
+    // (BR-STATELESS-11).
+    if o.get("resultType").and_then(Value::as_str) == Some("input_required") {
+        let meta = o.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+        if let Some(m) = meta.as_object_mut() {
+            m.insert(META_SERVER_INFO.into(), server_info.clone());
+        }
+        return result;
+    }
     o.insert("resultType".into(), json!("complete"));
     let meta = o.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
     if let Some(m) = meta.as_object_mut() {

@@ -216,7 +216,7 @@ fn a_modern_call_needs_no_initialize_and_its_result_is_decorated() {
     line(&mut core, modern(1, "tools/call", json!({"name": "echo", "arguments": {}})));
     let a = actions(&mut core);
     assert!(matches!(&a[0], Action::Open(_)), "{a:?}");
-    assert!(matches!(&a[1], Action::Forward { forward: Forward::Call { .. }, .. }), "BR-STATELESS-03: {a:?}");
+    assert!(matches!(&a[1], Action::Forward { forward: Forward::ModernCall(_), .. }), "BR-STATELESS-03: {a:?}");
     core.handle_outcome(Instant::now(), RequestId::Number(1), Ok(json!({"content": [], "_meta": {"x": 1}})));
     let r = &out(&mut core)[0]["result"];
     assert_eq!(r["resultType"], "complete", "BR-STATELESS-09");
@@ -482,4 +482,34 @@ proptest! {
             prop_assert!(core.outbox.len() <= 9);
         }
     }
+}
+
+#[test]
+fn a_modern_call_carries_its_capabilities_and_retry_and_misplaced_states_are_refused() {
+    let mut core = HostCore::new(cfg(None));
+    let caps = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"sampling": {}}, "io.modelcontextprotocol/logLevel": "info"});
+    line(
+        &mut core,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ask",
+        "requestState": "r1.x.y", "inputResponses": {"sampling-1": {}}, "_meta": caps}}),
+    );
+    let a = actions(&mut core);
+    let Some(Action::Forward { forward: Forward::ModernCall(c), .. }) = a.last() else { panic!("{a:?}") };
+    assert!(c.caps.sampling && !c.caps.roots, "{c:?}");
+    assert_eq!(c.caps.log_level, Some(1));
+    assert_eq!(c.retry, Some(("r1.x.y".to_owned(), json!({"sampling-1": {}}))));
+    // BR-STATELESS-22: answers without a state; a state with another method.
+    line(&mut core, modern(2, "tools/call", json!({"name": "ask", "inputResponses": {}})));
+    line(&mut core, modern(3, "tools/list", json!({"requestState": "r1.x.y"})));
+    let o = out(&mut core);
+    let codes: Vec<&Value> = o.iter().map(|m| &m["error"]["code"]).collect();
+    assert_eq!(codes, [&json!(-32602), &json!(-32602)], "{o:?}");
+    // An InputRequiredResult keeps its type and gets no cache hints.
+    let ir = json!({"resultType": "input_required", "inputRequests": {}, "requestState": "s"});
+    core.handle_outcome(Instant::now(), RequestId::Number(1), Ok(ir));
+    let r = &out(&mut core)[0]["result"];
+    assert_eq!(r["resultType"], "input_required", "BR-STATELESS-09");
+    assert!(r.get("ttlMs").is_none() && r.get("cacheScope").is_none(), "BR-STATELESS-11");
+    assert_eq!(r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "test", "BR-STATELESS-10");
 }

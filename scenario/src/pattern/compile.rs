@@ -390,6 +390,15 @@ impl Compiler {
                 }
                 "not" => Pattern::Not(Box::new(self.compile(v, ctx)?)),
                 "json" => self.json(v)?,
+                "entries" => {
+                    if !matches!(ctx, Ctx::Free) {
+                        return fail(k.loc, "`entries` applies to JSON objects (MCP messages, *_json fields)");
+                    }
+                    let NodeKind::Seq(items) = &v.kind else {
+                        return fail(v.loc, "`entries` takes a list of {key: …, value: …} patterns");
+                    };
+                    Pattern::Entries(items.iter().map(|n| self.compile(n, Ctx::Free)).collect::<Result<_, _>>()?)
+                }
                 _ => unreachable!("only keywords come here"),
             };
             all.push(p);

@@ -54,6 +54,11 @@ impl fmt::Display for Pattern {
                 list(f, items)?;
                 f.write_str("}")
             }
+            Pattern::Entries(items) => {
+                f.write_str("{entries: ")?;
+                list(f, items)?;
+                f.write_str("}")
+            }
             Pattern::Regex(RegexPattern::Fixed(r)) => write!(f, "{{regex: {:?}}}", r.as_str()),
             Pattern::Regex(RegexPattern::Template(p)) => write!(f, "{{regex: {:?}}}", pieces_text(p)),
             Pattern::Contains(p) => write!(f, "{{contains: {:?}}}", pieces_text(p)),

@@ -203,6 +203,21 @@ fn m(p: &Pattern, actual: Option<&Value>, path: &mut Vec<PathSeg>, caps: &mut Ca
         Pattern::Object(fields) => m_object(fields, actual, path, caps),
         Pattern::List(items) => m_list(p, items, actual, path, caps),
         Pattern::Unordered(items) | Pattern::Includes(items) => m_any_order(p, items, actual, path, caps),
+        Pattern::Entries(items) => {
+            let Some(Value::Object(o)) = actual else {
+                return Err(Mismatch { path: path.clone(), expected: "an object".into(), actual: show(actual) });
+            };
+            if o.len() != items.len() {
+                return Err(Mismatch {
+                    path: path.clone(),
+                    expected: format!("an object of {} members", items.len()),
+                    actual: show(actual),
+                });
+            }
+            let pairs: Vec<Value> = o.iter().map(|(k, v)| serde_json::json!({"key": k, "value": v})).collect();
+            let refs: Vec<&Value> = pairs.iter().collect();
+            assign(items, &refs, path, caps).map(drop)
+        }
         Pattern::Regex(r) => m_regex(p, r, actual, path, caps),
         Pattern::Contains(pieces) => {
             let needle = template::fill_text(pieces, caps).map_err(|e| render_err(path, e))?;

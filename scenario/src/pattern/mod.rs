@@ -10,8 +10,8 @@
 //! - `*_json` fields are parsed and compared as JSON: the pattern may be any YAML structure
 //!   (with matchers inside) or a string holding JSON text;
 //! - matchers are mappings whose keys are all matcher keywords: `regex`, `capture`, `any_of`,
-//!   `absent`, `not_empty`, `contains`, `unordered`, `includes`, `equals`, `not`, `json`
-//!   (several keywords in one mapping must all hold);
+//!   `absent`, `not_empty`, `contains`, `unordered`, `includes`, `equals`, `not`, `json`,
+//!   `entries` (several keywords in one mapping must all hold);
 //! - at the top of an Envelope pattern, `arm: name` (or a list of names) requires that arm, and
 //!   `via: frame | sideband | stream` (or a list) the form a result came in (see
 //!   [`super::normalize`]).
@@ -46,6 +46,7 @@ pub const KEYWORDS: &[&str] = &[
     "equals",
     "not",
     "json",
+    "entries",
 ];
 
 /// The forms a call result can take (TP-STREAM-01).
@@ -70,6 +71,9 @@ pub enum Pattern {
     List(Vec<Pattern>),
     Unordered(Vec<Pattern>),
     Includes(Vec<Pattern>),
+    /// An object whose members, as `{key, value}` pairs, match these patterns in some order, as
+    /// many as there are (a name the peer chose can be captured: `key: {capture: k}`).
+    Entries(Vec<Pattern>),
     Regex(RegexPattern),
     Contains(Vec<Piece>),
     Capture(String),

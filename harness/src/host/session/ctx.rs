@@ -42,6 +42,11 @@ impl Ctx {
                     }
                 }
                 HttpSend::Delete => {
+                    // The host goes away: the responses of its modern requests close.
+                    let modern: Vec<_> = self.state.lock().unwrap().modern.drain(..).collect();
+                    for t in modern {
+                        t.abort();
+                    }
                     let no_session = self.state.lock().unwrap().session.is_none();
                     if no_session {
                         let stream = self.next_stream.fetch_add(1, Ordering::Relaxed);
@@ -58,10 +63,18 @@ impl Ctx {
     /// POSTs `body`; returns its stream once the status line arrived (or [`SETTLE`] passed), the
     /// rest of the response is read in the background.
     pub(super) async fn post(&self, body: Vec<u8>, timeout: Duration) -> Result<usize, (usize, HttpError)> {
-        let mut headers = self.session_headers("application/json, text/event-stream");
+        let parsed = serde_json::from_slice::<Value>(&body).ok();
+        let modern = parsed.as_ref().and_then(modern_headers);
+        let is_modern = modern.is_some();
+        let mut headers = match modern {
+            // A modern (2026-07-28) request is a POST of its own: no session, its headers say
+            // what its body says (spec §26.7).
+            Some(h) => h,
+            None => self.session_headers("application/json, text/event-stream"),
+        };
         headers.push(("Content-Type".into(), "application/json".into()));
         let stream = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        if let Ok(v) = serde_json::from_slice::<Value>(&body)
+        if let Some(v) = &parsed
             && let (Some(id), true) = (v.get("id"), v.get("method").is_some())
         {
             self.state.lock().unwrap().requests.push((id.clone(), stream));
@@ -74,7 +87,15 @@ impl Ctx {
         let (headed_tx, headed_rx) = tokio::sync::oneshot::channel();
         let ctx = self.clone();
         let task = tokio::spawn(async move { ctx.read_response(conn, stream, Some(headed_tx)).await });
-        self.state.lock().unwrap().tasks.push(task);
+        {
+            let mut st = self.state.lock().unwrap();
+            if is_modern {
+                st.modern.retain(|t| !t.is_finished());
+                st.modern.push(task);
+            } else {
+                st.tasks.push(task);
+            }
+        }
         let _ = tokio::time::timeout(SETTLE, headed_rx).await;
         Ok(stream)
     }
@@ -341,6 +362,31 @@ impl Ctx {
             Err(e) => self.note(stream, format!("GET event stream: {e}")),
         }
     }
+}
+
+/// The headers of a modern request's POST (spec §26.7, BR-HTTP-28): `MCP-Protocol-Version`
+/// from its `_meta`, `Mcp-Method`, and `Mcp-Name` for `tools/call`, `prompts/get` (the name)
+/// and `resources/read` (the URI); `None` for a legacy message.
+pub(crate) fn modern_headers(v: &Value) -> Option<Vec<(String, String)>> {
+    let method = v.get("method")?.as_str()?;
+    let params = v.get("params");
+    if !protomcp_proto::mcp_input::is_modern(method, params) {
+        return None;
+    }
+    let mut h = vec![("Accept".to_owned(), "application/json, text/event-stream".to_owned())];
+    let meta = params.and_then(|p| p.get("_meta"));
+    let version = meta.and_then(|m| m.get(protomcp_proto::mcp_input::META_VERSION)).and_then(Value::as_str);
+    h.push(("MCP-Protocol-Version".into(), version.unwrap_or("2026-07-28").to_owned()));
+    h.push(("Mcp-Method".into(), method.to_owned()));
+    let name = match method {
+        "tools/call" | "prompts/get" => params.and_then(|p| p.get("name")),
+        "resources/read" => params.and_then(|p| p.get("uri")),
+        _ => None,
+    };
+    if let Some(n) = name.and_then(Value::as_str) {
+        h.push(("Mcp-Name".into(), n.to_owned()));
+    }
+    Some(h)
 }
 
 fn excerpt(s: &str) -> String {

@@ -126,6 +126,9 @@ struct State {
     /// The stream of each POST that carried a JSON-RPC request: (its id, the stream).
     requests: Vec<(Value, usize)>,
     tasks: Vec<JoinHandle<()>>,
+    /// The readers of modern requests' responses (POSTs of their own, spec §26.7): the host
+    /// closes them when it goes away ([`HttpSend::Delete`]).
+    modern: Vec<JoinHandle<()>>,
     /// Requests from the bridge are answered at once (`ping` with `{}`, others with -32601),
     /// as [`super::StdioHost`] does; off: the script answers.
     manual: bool,
@@ -142,7 +145,8 @@ struct State {
 pub enum HttpSend {
     /// POST these bytes.
     Post(Vec<u8>),
-    /// DELETE the session.
+    /// DELETE the session (when there is one), and close every modern request's response that
+    /// is still open: the host goes away (BR-CANCEL-08).
     Delete,
 }
 
@@ -303,7 +307,11 @@ impl HttpSession {
 
     /// Stops every background read.
     pub fn abort(&self) {
-        for t in self.state.lock().unwrap().tasks.drain(..) {
+        let mut st = self.state.lock().unwrap();
+        let mut all: Vec<JoinHandle<()>> = st.tasks.drain(..).collect();
+        all.append(&mut st.modern);
+        drop(st);
+        for t in all {
             t.abort();
         }
     }
