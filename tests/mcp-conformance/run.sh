@@ -13,82 +13,29 @@ set -euo pipefail
 exec </dev/null
 
 SUITE_VERSION=0.1.16
-NODE_VERSION=22.23.3
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 bin=$(realpath "${1:-$root/target/debug/protomcp-conform}")
 if [ ! -x "$bin" ]; then
   echo "mcp-conformance: $bin is not an executable; build it first (cargo build)" >&2
   exit 2
 fi
 work=${MCP_CONFORMANCE_DIR:-$root/target/mcp-conformance}
-npm_dir=$work/npm
 results=$work/results
 log=$work/bridge.log
-mkdir -p "$npm_dir"
 
-# 1. The pinned packages, exact versions, in a directory of their own. Re-running is a no-op
-#    apart from npm's own check.
-cat >"$npm_dir/package.json" <<EOF
-{
-  "name": "protomcp-conform-mcp-conformance",
-  "private": true,
-  "dependencies": {
-    "@modelcontextprotocol/conformance": "$SUITE_VERSION",
-    "node": "$NODE_VERSION"
-  }
-}
-EOF
-(cd "$npm_dir" && npm install --no-audit --no-fund --no-update-notifier --loglevel=error >/dev/null)
-export PATH="$npm_dir/node_modules/.bin:$PATH"
-node_version=$(node --version)
-if [ "$node_version" != "v$NODE_VERSION" ]; then
-  echo "mcp-conformance: expected Node v$NODE_VERSION first on PATH, found $node_version" >&2
-  exit 1
-fi
-suite_version=$(node -p "require('$npm_dir/node_modules/@modelcontextprotocol/conformance/package.json').version")
-echo "mcp-conformance: @modelcontextprotocol/conformance $suite_version on Node $node_version"
+# 1. The pinned packages, exact versions, in a directory of their own (lib.sh).
+conformance_install "$work/npm" "$SUITE_VERSION"
 
-# 2. The bridge on a free loopback port (port 0; it prints the address once the tool process has
-#    completed its handshake), stopped by SIGTERM on every exit path.
-bridge_pid=
-stop_bridge() {
-  if [ -n "$bridge_pid" ] && kill -0 "$bridge_pid" 2>/dev/null; then
-    kill -TERM "$bridge_pid" 2>/dev/null || true
-    for _ in $(seq 50); do
-      kill -0 "$bridge_pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$bridge_pid" 2>/dev/null || true
-  fi
-  if [ -n "$bridge_pid" ]; then
-    wait "$bridge_pid" 2>/dev/null || true
-  fi
-  bridge_pid=
-}
-trap stop_bridge EXIT
+# 2. The bridge on a free loopback port, stopped by SIGTERM on every exit path.
+trap bridge_stop EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-: >"$log"
-"$bin" bridge --transport http --host 127.0.0.1 --port 0 -- "$bin" testee --mcp-conformance 2>"$log" &
-bridge_pid=$!
-url=
-for _ in $(seq 300); do
-  url=$(sed -n 's|^protomcp-conform bridge: listening on \(http://[^ ]*\)$|\1|p' "$log" | head -n 1)
-  [ -n "$url" ] && break
-  if ! kill -0 "$bridge_pid" 2>/dev/null; then
-    break
-  fi
-  sleep 0.1
-done
-if [ -z "$url" ]; then
-  echo "mcp-conformance: the bridge did not start listening within 30 s; its stderr:" >&2
-  cat "$log" >&2
-  exit 1
-fi
-echo "mcp-conformance: bridge at $url (pid $bridge_pid)"
+bridge_start "$bin" "$log"
+url=$bridge_url
 
 # 3. The suite's active server scenarios, judged against the baseline; then, of its pending
 #    scenarios, the one a tool process can serve (json-schema-2020-12: the bridge passes a 2020-12

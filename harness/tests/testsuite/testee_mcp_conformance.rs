@@ -44,6 +44,18 @@ async fn lists_the_suites_tools_and_returns_their_content_blocks() {
         "test_tool_with_progress",
         "test_sampling",
         "json_schema_2020_12_tool",
+        "test_missing_capability",
+        "test_streaming_elicitation",
+        "test_logging_tool",
+        "test_trigger_tool_change",
+        "test_toggled_tool",
+        "test_input_required_result_elicitation",
+        "test_input_required_result_sampling",
+        "test_input_required_result_list_roots",
+        "test_input_required_result_request_state",
+        "test_input_required_result_multi_round",
+        "test_input_required_result_tampered_state",
+        "test_input_required_result_capabilities",
     ] {
         assert!(names.iter().any(|n| n == name), "{name} missing from {names:?}");
     }
@@ -87,6 +99,37 @@ async fn logging_and_progress_come_before_the_result() {
     assert!(!p.result("p").await.is_error);
     // TP-PROGRESS-02: without a token, no progress at all.
     ok_text(&p.call_result("q", "test_tool_with_progress", "{}").await, "Tool with progress executed successfully");
+    assert_eq!(p.close().await, 0);
+}
+
+/// The diagnostic tools of the suite's 2026-07-28 `server-stateless` scenario: the log is sent
+/// whatever the host asked (the bridge filters it), and the trigger disables, then enables again,
+/// test_toggled_tool in its own result (a list change the bridge announces).
+#[tokio::test]
+async fn stateless_diagnostic_tools() {
+    let (mut p, _) = ready().await;
+    p.call("l", "test_logging_tool", "{}").await;
+    assert_eq!(
+        p.envelope().await,
+        env::log("info", "conformance", &Value::from("Diagnostic trace logging activated").to_string())
+    );
+    ok_text(&p.result("l").await, "Logging evaluated");
+    let off = p.call_result("t1", "test_trigger_tool_change", "{}").await;
+    assert_eq!(
+        (off.disable_tools.as_slice(), off.enable_tools.len()),
+        (["test_toggled_tool".to_owned()].as_slice(), 0)
+    );
+    let on = p.call_result("t2", "test_trigger_tool_change", "{}").await;
+    assert_eq!((on.enable_tools.as_slice(), on.disable_tools.len()), (["test_toggled_tool".to_owned()].as_slice(), 0));
+    // Without the host's model: the sampling failure is an error result (the suite wants -32021,
+    // which a bridge never sends, BR-STATELESS-16).
+    p.call("m", "test_missing_capability", "{}").await;
+    answer_sampling(&mut p, SamplingResponse { error: "no sampling capability".into(), ..Default::default() }).await;
+    err_text(&p.result("m").await, "no sampling capability");
+    // The streaming tool reports whether the bridge answered its SamplingRequest.
+    p.call("s", "test_streaming_elicitation", "{}").await;
+    answer_sampling(&mut p, SamplingResponse { error: "refused".into(), ..Default::default() }).await;
+    ok_text(&p.result("s").await, "Streaming complete (sampling refused)");
     assert_eq!(p.close().await, 0);
 }
 

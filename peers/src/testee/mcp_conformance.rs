@@ -11,6 +11,7 @@
 //! lists them.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use protomcp_proto::envelopes as env;
@@ -55,9 +56,10 @@ const LOGGER: &str = "conformance";
 /// Pause between the log entries and between the progress reports (the suite asks for ~50 ms).
 const STEP: Duration = Duration::from_millis(50);
 
-/// The JSON Schema 2020-12 input schema the suite's `json-schema-2020-12` scenario (pending in
-/// 0.1.16) expects to see unchanged in tools/list.
-const JSON_SCHEMA_2020_12: &str = r##"{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"address":{"type":"object","properties":{"street":{"type":"string"},"city":{"type":"string"}}}},"properties":{"name":{"type":"string"},"address":{"$ref":"#/$defs/address"}},"additionalProperties":false}"##;
+/// The JSON Schema 2020-12 input schema the suite's `json-schema-2020-12` scenario (pending) expects
+/// to see unchanged in tools/list: its canonical fixture, with the composition (`allOf`/`anyOf`),
+/// conditional (`if`/`then`/`else`) and `$anchor` keywords its 2026-07-28 checks look for.
+const JSON_SCHEMA_2020_12: &str = r##"{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"address":{"$anchor":"addressDef","type":"object","properties":{"street":{"type":"string"},"city":{"type":"string"}}}},"properties":{"name":{"type":"string"},"address":{"$ref":"#/$defs/address"},"contactMethod":{"type":"string","enum":["phone","email"]},"phone":{"type":"string"},"email":{"type":"string"}},"allOf":[{"anyOf":[{"required":["phone"]},{"required":["email"]}]}],"if":{"properties":{"contactMethod":{"const":"phone"}},"required":["contactMethod"]},"then":{"required":["phone"]},"else":{"required":["email"]},"additionalProperties":false}"##;
 
 const NO_ARGUMENTS: &str = r#"{"type":"object","properties":{}}"#;
 
@@ -77,7 +79,59 @@ const TOOLS: &[(&str, &str, &str)] = &[
         r#"{"type":"object","properties":{"prompt":{"type":"string","description":"The prompt to send to the model"}},"required":["prompt"]}"#,
     ),
     ("json_schema_2020_12_tool", "Tool with JSON Schema 2020-12 features", JSON_SCHEMA_2020_12),
+    // The diagnostic tools of the suite's 2026-07-28 `server-stateless` scenario.
+    (
+        "test_missing_capability",
+        "Needs the host's model: asks it through a SamplingRequest and returns its answer, else an error result.",
+        NO_ARGUMENTS,
+    ),
+    (
+        "test_streaming_elicitation",
+        "Reports progress 50 of 100, asks the host's model (the protocol has no elicitation), then returns.",
+        NO_ARGUMENTS,
+    ),
+    ("test_logging_tool", "Logs one entry at level info, then returns.", NO_ARGUMENTS),
+    (
+        "test_trigger_tool_change",
+        "Disables, then on the next call enables again, the tool test_toggled_tool.",
+        NO_ARGUMENTS,
+    ),
+    ("test_toggled_tool", "Listed or not, as test_trigger_tool_change leaves it.", NO_ARGUMENTS),
+    // The tools of the suite's 2026-07-28 `input-required-result-*` scenarios that a tool process
+    // can express: its reverse requests are SamplingRequest and ListRootsRequest, which a bridge
+    // serving 2026-07-28 turns into an InputRequiredResult (BR-STATELESS-17). The protocol has no
+    // elicitation: `test_input_required_result_elicitation` asks the model instead, so that the
+    // scenarios that use it to test input_required in general (result type, extra params, missing
+    // or malformed inputResponses) exercise the bridge; those that need an elicitation/create
+    // input request, `_multiple_inputs` included, cannot pass. The prompt one
+    // (`test_input_required_result_prompt`) has no counterpart: a prompt cannot ask the host.
+    (
+        "test_input_required_result_elicitation",
+        "Asks the host's model \"What is your name?\" (the protocol has no elicitation) and returns its answer.",
+        NO_ARGUMENTS,
+    ),
+    (
+        "test_input_required_result_sampling",
+        "Asks the host's model \"What is the capital of France?\" and returns its answer.",
+        NO_ARGUMENTS,
+    ),
+    ("test_input_required_result_list_roots", "Returns the host's root URIs, one per line.", NO_ARGUMENTS),
+    (
+        "test_input_required_result_request_state",
+        "Asks the host's model to confirm; returns state-ok and its answer.",
+        NO_ARGUMENTS,
+    ),
+    (
+        "test_input_required_result_multi_round",
+        "Asks the host's model twice, one question after the other.",
+        NO_ARGUMENTS,
+    ),
+    ("test_input_required_result_tampered_state", "Asks the host's model to confirm, then returns.", NO_ARGUMENTS),
+    ("test_input_required_result_capabilities", "Asks the host's model one question, then returns.", NO_ARGUMENTS),
 ];
+
+/// Whether `test_trigger_tool_change` disabled `test_toggled_tool` last.
+static TOGGLED_OFF: AtomicBool = AtomicBool::new(false);
 
 /// Every tool of the fixture (none hidden, none with an output schema).
 pub(crate) fn definitions() -> Vec<ToolDefinition> {
@@ -144,6 +198,55 @@ pub(crate) async fn call(cx: &CallCx, name: &str, arguments_json: &str) -> Resul
             _ => tools::error("Invalid arguments for test_sampling: missing required string argument \"prompt\"", None),
         },
         "json_schema_2020_12_tool" => tools::text(&format!("Received: {}", Value::Object(arguments))),
+        // The suite expects -32021 when the host did not declare `sampling`; under protomcp the
+        // bridge answers the SamplingRequest with an error instead and the call goes on
+        // (BR-STATELESS-16, BR-SAMPLING-10), so this is an error result.
+        "test_missing_capability" => sample(cx, "Reply with one word.").await?,
+        // The suite's fixture streams a progress notification and the result; the host declares
+        // only `elicitation`, which protomcp cannot ask for, so the reverse request here is a
+        // SamplingRequest the bridge must refuse towards the tool process: nothing but
+        // notifications and the result may reach the response stream. Its outcome is reported.
+        "test_streaming_elicitation" => {
+            cx.progress(50, 100, "").await;
+            let outcome = match sample(cx, "Reply with one word.").await {
+                Ok(_) => "answered",
+                Err(f) if f.is_cancellation() => return Err(f),
+                Err(_) => "refused",
+            };
+            tools::text(&format!("Streaming complete (sampling {outcome})"))
+        }
+        // Logged whatever the host asked: the bridge decides whom a log entry reaches (BR-LOG-08).
+        "test_logging_tool" => {
+            cx.log("info", LOGGER, &Value::from("Diagnostic trace logging activated").to_string()).await;
+            tools::text("Logging evaluated")
+        }
+        "test_trigger_tool_change" => {
+            let off = !TOGGLED_OFF.fetch_xor(true, Ordering::SeqCst);
+            let toggled = vec!["test_toggled_tool".to_owned()];
+            let mut r = CallToolResponse {
+                result_json: json!([{"type": "text", "text": "Mutation triggered"}]).to_string(),
+                ..Default::default()
+            };
+            if off {
+                r.disable_tools = toggled;
+            } else {
+                r.enable_tools = toggled;
+            }
+            Reply::Response(r)
+        }
+        "test_toggled_tool" => tools::text("toggled"),
+        "test_input_required_result_sampling" => sample(cx, "What is the capital of France?").await?,
+        "test_input_required_result_elicitation" => sample(cx, "What is your name?").await?,
+        "test_input_required_result_list_roots" => roots(cx).await?,
+        "test_input_required_result_request_state" | "test_input_required_result_tampered_state" => {
+            tools::text(&format!("state-ok: {}", model_answer(cx, "Please confirm").await?))
+        }
+        "test_input_required_result_multi_round" => {
+            let first = model_answer(cx, "Step 1: What is your name?").await?;
+            let second = model_answer(cx, "Step 2: What is your favorite color?").await?;
+            tools::text(&format!("LLM responses: {first} / {second}"))
+        }
+        "test_input_required_result_capabilities" => sample(cx, "Generate a greeting").await?,
         _ => tools::error(&format!("Tool not found: {name}"), None),
     })
 }
@@ -160,6 +263,12 @@ async fn pause(cx: &CallCx) -> Result<(), Failure> {
 /// as `LLM response: <text>`. A sampling failure reported by the bridge (a host without the
 /// `sampling` capability, an error, a timeout) is an error result, as the suite asks.
 async fn sample(cx: &CallCx, prompt: &str) -> Result<Reply, Failure> {
+    Ok(tools::text(&format!("LLM response: {}", model_answer(cx, prompt).await?)))
+}
+
+/// The text of the host model's answer to `prompt` (one user text message, maxTokens 100); a
+/// sampling failure is an `Err` carrying the bridge's message.
+async fn model_answer(cx: &CallCx, prompt: &str) -> Result<String, Failure> {
     let request = SamplingRequest {
         messages_json: json!([{"role": "user", "content": {"type": "text", "text": prompt}}]).to_string(),
         model_preferences_json: String::new(),
@@ -181,7 +290,17 @@ async fn sample(cx: &CallCx, prompt: &str) -> Result<Reply, Failure> {
         Ok(Value::String(t)) => t,
         _ => s.content_json.clone(),
     };
-    Ok(tools::text(&format!("LLM response: {text}")))
+    Ok(text)
+}
+
+/// The host's root URIs, one per line (`test_input_required_result_list_roots`).
+async fn roots(cx: &CallCx) -> Result<Reply, Failure> {
+    let answer = cx.reverse(ReverseKind::Roots, protomcp_proto::pb::ListRootsRequest {}.into()).await?;
+    let Some(Msg::ListRootsResponse(r)) = answer.msg else {
+        return Err(Failure::new("unexpected answer to ListRootsRequest"));
+    };
+    let uris: Vec<&str> = r.roots.iter().map(|r| r.uri.as_str()).collect();
+    Ok(tools::text(&format!("Roots: {}", uris.join("\n"))))
 }
 
 /// A successful result whose result_json is `blocks` (a JSON array of content objects).
