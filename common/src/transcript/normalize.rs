@@ -5,6 +5,8 @@
 //!   `RawHeader.request_id` — and the sideband summary's `envelope_rid`) are renamed by first
 //!   appearance to `[ID:1]`, `[ID:2]`, …; the empty rid stays empty;
 //! - progress tokens (`progress_token`) likewise to `[TOKEN:1]`, …;
+//! - MRTR states (`requestState`, drawn under a key the bridge draws at random) likewise to
+//!   `[STATE:1]`, …, and a reference bridge's state inside raw text (an HTTP body) to `[STATE]`;
 //! - JSON carried in strings (fields named `*_json`) shown parsed, when it parses;
 //! - in every string: temp and socket paths → `[TMP]`, PIDs (`pid 123`, `group 123`, `process
 //!   123`) → `[PID]`, durations (`12ms`, `1.5s`, `3µs`) → `[ELAPSED]`;
@@ -30,11 +32,14 @@ pub const HEX_MAX: usize = 64;
 const RID_KEYS: [&str; 2] = ["request_id", "envelope_rid"];
 /// Keys whose values are progress tokens.
 const TOKEN_KEYS: [&str; 1] = ["progress_token"];
+/// Keys whose values are MRTR states.
+const STATE_KEYS: [&str; 1] = ["requestState"];
 
 struct Patterns {
     tmp: Regex,
     pid: Regex,
     elapsed: Regex,
+    state: Regex,
 }
 
 fn patterns() -> &'static Patterns {
@@ -56,6 +61,7 @@ fn patterns() -> &'static Patterns {
             tmp: Regex::new(&format!(r#"(?:{})/[^\s"',;:)\]]*"#, alt.join("|"))).expect("tmp pattern"),
             pid: Regex::new(r"(?i)\b(pid[ =:]?|process |group )\d+").expect("pid pattern"),
             elapsed: Regex::new(r"\b\d+(?:\.\d+)?(?:ns|µs|us|ms|s)\b").expect("elapsed pattern"),
+            state: Regex::new(r"\br1\.[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{10,}").expect("state pattern"),
         }
     })
 }
@@ -65,6 +71,7 @@ fn patterns() -> &'static Patterns {
 pub struct Normalizer {
     ids: HashMap<String, String>,
     tokens: HashMap<String, String>,
+    states: HashMap<String, String>,
     /// Lines in the same format with nothing renamed, scrubbed or cut (the bridge's `--trace`).
     verbatim: bool,
 }
@@ -106,6 +113,7 @@ impl Normalizer {
         let p = patterns();
         let s = p.tmp.replace_all(s, "[TMP]");
         let s = p.pid.replace_all(&s, "${1}[PID]");
+        let s = p.state.replace_all(&s, "[STATE]");
         p.elapsed.replace_all(&s, "[ELAPSED]").into_owned()
     }
 
@@ -135,6 +143,9 @@ impl Normalizer {
                     let y = match (k.as_str(), x) {
                         (k, Value::String(s)) if RID_KEYS.contains(&k) => Value::String(self.rid(s)),
                         (k, Value::String(s)) if TOKEN_KEYS.contains(&k) => Value::String(self.token(s)),
+                        (k, Value::String(s)) if STATE_KEYS.contains(&k) => {
+                            Value::String(rename(&mut self.states, "STATE", s))
+                        }
                         (k, Value::String(s)) if k.ends_with("_json") => match serde_json::from_str::<Value>(s) {
                             Ok(parsed) => self.value(&parsed),
                             Err(_) => self.value(x),
@@ -267,6 +278,17 @@ mod tests {
         assert_eq!(v, json!({"call_result": {"result_json": [{"text": "hi", "type": "text"}]}}));
         let v = n.value(&json!({"call_tool": {"arguments_json": "{not json"}}));
         assert_eq!(v["call_tool"]["arguments_json"], "{not json");
+    }
+
+    #[test]
+    fn mrtr_states_get_their_own_numbers_and_are_bracketed_in_raw_text() {
+        let mut n = Normalizer::new();
+        let st = "r1.AZmllCReCoSrAAAAAAAAAAEIbmnvz1m5dfXSyqGy1-kaAAAAAQ.f5NaPNZSceHxlSXnXk_bjA";
+        let v = n.value(&json!({"result": {"requestState": st}}));
+        assert_eq!(v["result"]["requestState"], "[STATE:1]");
+        let w = n.value(&json!({"params": {"requestState": format!("{st}A")}}));
+        assert_eq!(w["params"]["requestState"], "[STATE:2]");
+        assert_eq!(n.text(&format!("POST | {{\"requestState\":\"{st}\"}}")), "POST | {\"requestState\":\"[STATE]\"}");
     }
 
     #[test]
