@@ -5,8 +5,8 @@
 # tools/list, tools/call and a tool list change on the listen stream (go-modern/main.go).
 #
 # Usage: tests/clients/run-go.sh path/to/protomcp-conform [--mrtr] [--transport stdio|http|both]
-#   --mrtr  also gets a sampling answer through MRTR (InputRequiredResult and retry); it fails
-#           until the reference bridge implements MRTR (issue 30), so CI leaves it off.
+#   --mrtr  also gets a sampling answer through MRTR (InputRequiredResult and the SDK's retry);
+#           CI passes it.
 # Exit status: 0 every step passed; 1 a step failed; 2 usage; 3 NOT RUN (no Go toolchain).
 # The module download (the Go module proxy, or GOFLAGS/GOPROXY as the user sets them) is
 # idempotent: go.sum pins every module, and a module already in the cache is not fetched again.

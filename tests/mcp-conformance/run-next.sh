@@ -4,8 +4,9 @@
 # requirement set, `--requirements 2025-11-25` (the stateful revision, `initialize`) and
 # `--requirements 2026-07-28` (the stateless one: per-request `_meta`, server/discover,
 # subscriptions/listen, input_required), against the reference bridge over Streamable HTTP,
-# fronting `protomcp-conform testee --mcp-conformance`; a fresh bridge for each set. It runs beside
-# run.sh (suite 0.1.16), not instead of it.
+# fronting `protomcp-conform testee --mcp-conformance`; a fresh bridge for each set (for
+# 2026-07-28, for each scenario of the set: see below). It runs beside run.sh (suite 0.1.16), not
+# instead of it.
 #
 # Each set is judged by the suite against expected-failures-<set>.yaml, one entry per failing
 # check (`scenario:check-id`), each with its reason: a failing check not listed, and a listed
@@ -55,16 +56,49 @@ for set in "${sets[@]}"; do
   mkdir -p "$dir"
   echo
   echo "mcp-conformance: requirement set $set"
-  bridge_start "$bin" "$dir/bridge.log"
   started=$SECONDS
   set_status=0
-  # The suite times each scenario out itself (30 s); the outer bound catches a hang of the suite.
-  timeout 900 conformance server --url "$bridge_url" --requirements "$set" \
-    --expected-failures "$baseline" -o "$dir/results" >"$dir/suite.log" 2>&1 || set_status=$?
-  elapsed=$((SECONDS - started))
-  bridge_stop
-  # The suite's summary and its judgement against the baseline (the whole log stays in suite.log).
-  sed -n '/^=== SUMMARY ===/,$p' "$dir/suite.log" | cat -s
+  if [ "$set" = 2026-07-28 ]; then
+    # One scenario at a time, each against a fresh bridge. The suite runs a set's scenarios
+    # concurrently against one server, and several of its input_required scenarios leave a call
+    # parked (a retry never sent, a tampered state refused). A SamplingRequest names no call, so
+    # while more than one call is pending the bridge cannot tell whose it is and refuses it
+    # (BR-SAMPLING-09, spec section 26.4 "Attribution"); a concurrent run would fail those
+    # scenarios by timing. The set's frozen scenario list comes from the suite's own
+    # requirements/2026-07-28.yaml; each run is judged by the suite against the baseline.
+    mapfile -t scenarios < <(node -e '
+      const path = require("path"), fs = require("fs");
+      const yaml = require(path.join(process.argv[1], "node_modules/yaml"));
+      const f = path.join(process.argv[1], "node_modules/@modelcontextprotocol/conformance/requirements", process.argv[2] + ".yaml");
+      for (const s of yaml.parse(fs.readFileSync(f, "utf8")).server) console.log(s);' "$npm_dir" "$set")
+    : >"$dir/suite.log"
+    : >"$dir/bridge.log"
+    for sc in "${scenarios[@]}"; do
+      bridge_start "$bin" "$dir/bridge-one.log" >/dev/null
+      sc_status=0
+      echo "=== scenario $sc" >>"$dir/suite.log"
+      timeout 120 conformance server --url "$bridge_url" --scenario "$sc" \
+        --expected-failures "$baseline" -o "$dir/results" >>"$dir/suite.log" 2>&1 || sc_status=$?
+      bridge_stop
+      cat "$dir/bridge-one.log" >>"$dir/bridge.log"
+      if [ "$sc_status" -ne 0 ]; then
+        echo "mcp-conformance $set: scenario $sc: unexpected results (exit status $sc_status)"
+        set_status=$sc_status
+      fi
+    done
+    rm -f "$dir/bridge-one.log"
+    elapsed=$((SECONDS - started))
+    grep -E 'Unexpected failures|Stale baseline|not in your expected|now passing' -A4 "$dir/suite.log" | cat -s || true
+  else
+    bridge_start "$bin" "$dir/bridge.log"
+    # The suite times each scenario out itself (30 s); the outer bound catches a hang of the suite.
+    timeout 900 conformance server --url "$bridge_url" --requirements "$set" \
+      --expected-failures "$baseline" -o "$dir/results" >"$dir/suite.log" 2>&1 || set_status=$?
+    elapsed=$((SECONDS - started))
+    bridge_stop
+    # The suite's summary and its judgement against the baseline (the whole log stays in suite.log).
+    sed -n '/^=== SUMMARY ===/,$p' "$dir/suite.log" | cat -s
+  fi
   # One line from the suite's own per-scenario results: the scored scenarios of the set, then the
   # rest.
   node - "$dir/results" "$npm_dir" "$set" "$elapsed" <<'EOF'
