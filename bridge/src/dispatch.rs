@@ -80,9 +80,9 @@ impl Bridge {
                     s.progress(token, progress, total, message);
                 }
             }
-            (Event::Log { level, logger, data }, _) => {
+            (Event::Log { level, logger, data, call }, _) => {
                 for s in sessions {
-                    s.log(level, logger.clone(), data.clone());
+                    s.log(level, logger.clone(), data.clone(), call == Some(s.id()));
                 }
             }
             (Event::ListChanged(kind), _) => {

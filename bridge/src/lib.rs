@@ -129,7 +129,11 @@ pub trait HostSession: Send + Sync {
     fn id(&self) -> SessionId;
     fn list_changed(&self, kind: ListKind);
     /// `notifications/message`, already filtered by nothing: the session applies its threshold.
-    fn log(&self, level: &'static str, logger: Option<String>, data: Value);
+    /// `for_call`: the session holds the modern request attached to the single call owner
+    /// (BR-LOG-08), which gets the entry when its logLevel admits it.
+    fn log(&self, level: &'static str, logger: Option<String>, data: Value, for_call: bool);
+    /// An initialized legacy session (logs are forwarded to it, BR-LOG-01).
+    fn legacy(&self) -> bool;
     fn progress(&self, token: Value, progress: i64, total: Option<i64>, message: Option<String>);
     /// `notifications/resources/updated` when the session subscribed to `uri`.
     fn resource_updated(&self, uri: &str);
@@ -281,7 +285,7 @@ impl Bridge {
     /// Adds a session, or updates what its client declared (called at initialize and again
     /// at notifications/initialized).
     pub fn add_session(&self, s: Arc<dyn HostSession>) {
-        let caps = SessionCaps { sampling: s.can_sample(), roots: s.can_list_roots() };
+        let caps = SessionCaps { sampling: s.can_sample(), roots: s.can_list_roots(), legacy: s.legacy() };
         self.drive(|sh, _| {
             sh.core.add_session(s.id(), caps);
             sh.sessions.insert(s.id(), s);

@@ -218,8 +218,12 @@ impl HostSession for McpSession {
         self.note(Note::ListChanged(kind));
     }
 
-    fn log(&self, level: &'static str, logger: Option<String>, data: Value) {
-        self.note(Note::Log { level, logger, data });
+    fn log(&self, level: &'static str, logger: Option<String>, data: Value, for_call: bool) {
+        self.note(Note::Log { level, logger, data, for_call });
+    }
+
+    fn legacy(&self) -> bool {
+        self.core.lock().unwrap().session_caps().legacy
     }
 
     fn progress(&self, token: Value, progress: i64, total: Option<i64>, message: Option<String>) {

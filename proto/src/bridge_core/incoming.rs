@@ -62,11 +62,11 @@ impl Core {
                 self.control(&rid, &op);
             }
             Msg::Progress(p) => self.route_progress(p),
-            Msg::Log(l) => self.events.push_back(Event::Log {
-                level: shapes::log_level(&l.level),
-                logger: (!l.logger.is_empty()).then_some(l.logger),
-                data: shapes::log_data(&l.data_json),
-            }),
+            Msg::Log(l) => self.log(
+                shapes::log_level(&l.level),
+                (!l.logger.is_empty()).then_some(l.logger),
+                shapes::log_data(&l.data_json),
+            ),
             Msg::ResourceChanged(r) => self.events.push_back(Event::ResourceUpdated(r.uri)),
             // BR-SAMPLING-01, BR-ROOTS-01: an empty rid is ignored.
             Msg::SamplingRequest(r) if !rid.is_empty() => self.sampling(now, rid, &r),

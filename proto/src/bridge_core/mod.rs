@@ -148,6 +148,8 @@ impl HostError {
 pub struct SessionCaps {
     pub sampling: bool,
     pub roots: bool,
+    /// An initialized legacy session (a stream that only sent modern requests is not one).
+    pub legacy: bool,
 }
 
 /// What the shell must do, in order.
@@ -157,8 +159,10 @@ pub enum Event {
     Answer { op: OpId, session: SessionId, result: Result<Value, HostError> },
     /// `notifications/progress` for `session`.
     Progress { session: SessionId, token: Value, progress: i64, total: Option<i64>, message: Option<String> },
-    /// `notifications/message` for every session (each applies its own threshold).
-    Log { level: &'static str, logger: Option<String>, data: Value },
+    /// `notifications/message` for every legacy session (each applies its own threshold), and
+    /// for `call`'s session when the single call owner is a modern call attached to a request of
+    /// that session whose logLevel admits it (BR-LOG-08; the session finds the request).
+    Log { level: &'static str, logger: Option<String>, data: Value, call: Option<SessionId> },
     /// `notifications/*/list_changed` for every session.
     ListChanged(ListKind),
     /// `notifications/resources/updated` for the sessions that subscribed to the URI.

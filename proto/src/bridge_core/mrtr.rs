@@ -19,7 +19,7 @@ use hmac::{Hmac, Mac};
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
-use super::{Core, Envelope, Event, HostError, OpId, SessionCaps, SessionId, pb, reverse};
+use super::{Core, Envelope, Event, HostError, OpId, SessionId, pb, reverse};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -174,12 +174,6 @@ pub struct ModernCaps {
     pub roots: bool,
     /// `io.modelcontextprotocol/logLevel` as a rank of the log levels (BR-LOG-08).
     pub log_level: Option<usize>,
-}
-
-impl From<ModernCaps> for SessionCaps {
-    fn from(c: ModernCaps) -> SessionCaps {
-        SessionCaps { sampling: c.sampling, roots: c.roots }
-    }
 }
 
 /// A modern `tools/call`, new or a retry.
@@ -449,6 +443,25 @@ impl Core {
     /// When the next parked call's `T_MRTR` runs out.
     pub(super) fn mrtr_deadline(&self) -> Option<Instant> {
         self.handles.values().filter_map(|op| self.mrtr_of_op(*op).and_then(|m| m.parked)).min()
+    }
+
+    /// A LogMessage (#18): to every legacy session, and to the modern request attached to the
+    /// single call owner when its logLevel admits the entry (BR-LOG-08); one that reaches
+    /// neither goes to the bridge's stderr (BR-LOG-09).
+    pub(super) fn log(&mut self, level: &'static str, logger: Option<String>, data: Value) {
+        let call = match self.sole_owner() {
+            Some(Owner::Call(op)) => self.ops.get(&op).and_then(|o| {
+                let m = super::ops::mrtr_ref(o)?;
+                let admits = m.caps.log_level.is_some_and(|r| super::shapes::level_rank(level) >= r);
+                (admits && !m.is_parked()).then_some(o.session)
+            }),
+            _ => None,
+        };
+        if call.is_none() && !self.sessions.values().any(|c| c.legacy) {
+            let logger = logger.as_deref().map(|l| format!(" {l}")).unwrap_or_default();
+            self.events.push_back(Event::Diag(format!("log from the tool process ({level}{logger}): {data}")));
+        }
+        self.events.push_back(Event::Log { level, logger, data, call });
     }
 
     /// The modern calls at the tool process or holding a result for their next retry.

@@ -80,7 +80,7 @@ impl Sim {
         sim.connect();
         sim.hosts = true;
         for (id, name) in SESSIONS {
-            sim.core.add_session(id, SessionCaps { sampling: true, roots: true });
+            sim.core.add_session(id, SessionCaps { sampling: true, roots: true, legacy: true });
             sim.model.host_sent(name, &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         }
         sim

@@ -114,7 +114,7 @@ pub fn bridge_core_ops(data: &[u8]) {
     };
     run.connect();
     assert_eq!(run.core.status(), &crate::bridge_core::Status::Ready, "the fuzz run's tool process serves");
-    run.core.add_session(1, SessionCaps { sampling: true, roots: true });
+    run.core.add_session(1, SessionCaps { sampling: true, roots: true, legacy: true });
     run.core.add_session(2, SessionCaps::default());
     let mut rest = data;
     while let Some((&op, tail)) = rest.split_first() {

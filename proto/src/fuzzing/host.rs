@@ -85,7 +85,7 @@ pub fn host_core_ops(data: &[u8]) {
             2 => {
                 let note = match arg % 4 {
                     0 => Note::ListChanged(ListKind::Tools),
-                    1 => Note::Log { level: "error", logger: None, data: json!(arg) },
+                    1 => Note::Log { level: "error", logger: None, data: json!(arg), for_call: false },
                     2 => Note::Progress { token: json!(arg % 3), progress: 1, total: None, message: None },
                     _ => Note::ResourceUpdated("x:y".into()),
                 };

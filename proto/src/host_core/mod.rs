@@ -190,8 +190,20 @@ pub struct Transmit {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Note {
     ListChanged(ListKind),
-    Log { level: &'static str, logger: Option<String>, data: Value },
-    Progress { token: Value, progress: i64, total: Option<i64>, message: Option<String> },
+    /// `for_call`: this session holds the modern request attached to the single call owner
+    /// (BR-LOG-08).
+    Log {
+        level: &'static str,
+        logger: Option<String>,
+        data: Value,
+        for_call: bool,
+    },
+    Progress {
+        token: Value,
+        progress: i64,
+        total: Option<i64>,
+        message: Option<String>,
+    },
     ResourceUpdated(String),
 }
 
@@ -230,11 +242,13 @@ struct Pending {
     modern: bool,
     /// The URI of a resources/read (a modern one's missing resource names it, BR-RESOURCE-11).
     uri: Option<String>,
+    /// A modern tools/call's `io.modelcontextprotocol/logLevel` as a rank (BR-LOG-08).
+    log_level: Option<usize>,
 }
 
 impl Pending {
     fn new(list: Option<(Listing, usize)>, progress: Option<Value>, modern: bool, uri: Option<String>) -> Self {
-        Pending { list, progress, modern, uri }
+        Pending { list, progress, modern, uri, log_level: None }
     }
 }
 
@@ -447,9 +461,15 @@ impl HostCore {
             },
         };
         match &forward {
-            Forward::Call { progress, .. } | Forward::ModernCall(ModernCall { progress, .. }) => {
+            Forward::Call { progress, .. } => {
                 self.calls.push(r.id.clone());
                 self.pending.insert(r.id.clone(), Pending::new(None, progress.clone(), modern, None));
+            }
+            Forward::ModernCall(ModernCall { progress, caps, .. }) => {
+                self.calls.push(r.id.clone());
+                let mut p = Pending::new(None, progress.clone(), modern, None);
+                p.log_level = caps.log_level;
+                self.pending.insert(r.id.clone(), p);
             }
             Forward::Read { uri } => {
                 self.pending.insert(r.id.clone(), Pending::new(None, None, modern, Some(uri.clone())));
@@ -570,7 +590,11 @@ impl HostCore {
 
     /// What the client declared, as the bridge core needs it.
     pub fn session_caps(&self) -> SessionCaps {
-        SessionCaps { sampling: self.caps.get("sampling").is_some(), roots: self.caps.get("roots").is_some() }
+        SessionCaps {
+            sampling: self.caps.get("sampling").is_some(),
+            roots: self.caps.get("roots").is_some(),
+            legacy: self.version().is_some(),
+        }
     }
 
     fn handle_notification(&mut self, n: Notification) {
@@ -685,15 +709,25 @@ impl HostCore {
                 self.tell_listens(kind);
                 return self.queue_list_changed(kind);
             }
-            // Logs go to a legacy session only (BR-LOG-07, BR-STATELESS-15).
-            Note::Log { .. } if self.version().is_none() => return,
-            Note::Log { level, .. } if crate::bridge_core::shapes::level_rank(level) < self.threshold => return,
-            Note::Log { level, logger, data } => {
+            Note::Log { level, logger, data, for_call } => {
+                let rank = crate::bridge_core::shapes::level_rank(level);
+                // A legacy session gets what its threshold admits (BR-LOG-01/05); a modern
+                // request only as the attached request of the single call owner, which the
+                // bridge core found admitting the entry (BR-LOG-07/08, BR-STATELESS-15).
+                let route = if self.version().is_some() && rank >= self.threshold {
+                    Route::Session
+                } else if for_call
+                    && let Some(id) = self.pending.iter().find(|(_, p)| p.log_level.is_some()).map(|(id, _)| id.clone())
+                {
+                    Route::Cause(id)
+                } else {
+                    return;
+                };
                 let mut p = json!({"level": level, "data": data});
                 if let Some(l) = logger {
                     p["logger"] = Value::String(l);
                 }
-                ("notifications/message", p, Route::Session)
+                ("notifications/message", p, route)
             }
             Note::Progress { token, progress, total, message } => {
                 let mut p = json!({"progressToken": token, "progress": progress});

@@ -53,7 +53,7 @@ fn initialize_answers_the_hosts_revision_when_supported_and_the_newest_otherwise
         let sent = out(&mut core);
         assert_eq!(sent[0]["result"]["protocolVersion"], answered, "BR-MCP-02");
         assert_eq!(sent[0]["result"]["capabilities"]["tools"]["listChanged"], true, "BR-MCP-05");
-        assert_eq!(actions(&mut core), [Action::Open(SessionCaps { sampling: true, roots: false })]);
+        assert_eq!(actions(&mut core), [Action::Open(SessionCaps { sampling: true, roots: false, legacy: true })]);
     }
 }
 
@@ -123,7 +123,7 @@ fn the_log_threshold_is_the_sessions_own() {
     assert!(matches!(refused, Intake::Refused(v) if v["error"]["code"] == -32602), "BR-LOG-04");
     assert_eq!(out(&mut core)[0]["result"], json!({}), "BR-LOG-04");
     for level in ["info", "error"] {
-        core.handle_note(Instant::now(), Note::Log { level, logger: None, data: json!(level) });
+        core.handle_note(Instant::now(), Note::Log { level, logger: None, data: json!(level), for_call: false });
     }
     let sent = out(&mut core);
     assert_eq!(sent.len(), 1, "BR-LOG-05");
@@ -153,7 +153,7 @@ fn list_changed_waits_for_initialized_and_is_queued_once() {
 fn a_flood_of_logs_is_bounded_and_the_host_learns_what_it_missed() {
     let mut core = initialized(None, json!({}));
     for i in 0..100 {
-        core.handle_note(Instant::now(), Note::Log { level: "info", logger: None, data: json!(i) });
+        core.handle_note(Instant::now(), Note::Log { level: "info", logger: None, data: json!(i), for_call: false });
     }
     let sent = out(&mut core);
     assert_eq!(sent.len(), 9, "4 first, a warning, 4 last");
@@ -337,7 +337,7 @@ fn a_listen_subscription_hears_its_changes_tagged_and_ends_when_cancelled() {
     core.handle_note(Instant::now(), Note::ListChanged(ListKind::Tools));
     core.handle_note(Instant::now(), Note::ListChanged(ListKind::Prompts));
     core.handle_note(Instant::now(), Note::ResourceUpdated("x:y".into()));
-    core.handle_note(Instant::now(), Note::Log { level: "error", logger: None, data: json!(1) });
+    core.handle_note(Instant::now(), Note::Log { level: "error", logger: None, data: json!(1), for_call: false });
     let sent = out(&mut core);
     assert_eq!(sent.len(), 2, "only what it asked for, nothing untagged, no logs: {sent:?}");
     assert_eq!(sent[0]["method"], "notifications/tools/list_changed", "BR-STATELESS-31");
@@ -356,7 +356,7 @@ fn a_modern_request_leaves_the_legacy_session_alone() {
     line(&mut core, modern(2, "tools/list", json!({"_meta": {"io.modelcontextprotocol/logLevel": "debug"}})));
     core.handle_outcome(Instant::now(), RequestId::Number(2), Ok(json!([])));
     out(&mut core);
-    core.handle_note(Instant::now(), Note::Log { level: "info", logger: None, data: json!(1) });
+    core.handle_note(Instant::now(), Note::Log { level: "info", logger: None, data: json!(1), for_call: false });
     assert!(out(&mut core).is_empty(), "BR-STATELESS-03: the legacy threshold stays error");
     line(&mut core, request(3, "tools/list", json!({})));
     core.handle_outcome(Instant::now(), RequestId::Number(3), Ok(json!([])));
@@ -453,7 +453,7 @@ proptest! {
                 Op::Note(k) => {
                     let note = match k {
                         0 => Note::ListChanged(ListKind::Tools),
-                        1 => Note::Log { level: "error", logger: None, data: json!(1) },
+                        1 => Note::Log { level: "error", logger: None, data: json!(1), for_call: false },
                         2 => Note::Progress { token: json!(1), progress: 1, total: None, message: None },
                         _ => Note::ResourceUpdated("x:y".into()),
                     };
