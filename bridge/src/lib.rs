@@ -309,6 +309,10 @@ impl Bridge {
         self.read(Core::tools)
     }
 
+    pub fn tools_modern(&self) -> Vec<Value> {
+        self.read(Core::tools_modern)
+    }
+
     pub fn resources(&self) -> Vec<Value> {
         self.read(Core::resources)
     }

@@ -142,6 +142,7 @@ impl McpSession {
         let b = &self.bridge;
         let items = match forward {
             Forward::List(Listing::Tools) => b.tools(),
+            Forward::List(Listing::ModernTools) => b.tools_modern(),
             Forward::List(Listing::Resources) => b.resources(),
             Forward::List(Listing::Templates) => b.templates(),
             Forward::List(Listing::Prompts) => b.prompts(),

@@ -391,6 +391,12 @@ impl Core {
 
     /// tools/list: the active set as MCP tools (BR-MCP-11).
     pub fn tools(&self) -> Vec<Value> {
+        self.tools.legacy_active().map(shapes::mcp_tool).collect()
+    }
+
+    /// tools/list for a modern request: also the tools whose output schema is not of type
+    /// object (BR-STATELESS-35).
+    pub fn tools_modern(&self) -> Vec<Value> {
         self.tools.active().map(shapes::mcp_tool).collect()
     }
 

@@ -159,7 +159,8 @@ impl Core {
     ) -> Result<OpId, HostError> {
         let args = call_arguments(arguments)?;
         let generation = self.served()?;
-        let has_output_schema = match self.tools.get_active(name) {
+        let def = if modern.is_some() { self.tools.get_active_modern(name) } else { self.tools.get_active(name) };
+        let has_output_schema = match def {
             Some(d) => !d.output_schema_json.is_empty(),
             None if self.cfg.planted == Some(PlantedBug::UnknownToolAsResult) => {
                 let op = OpId(self.ops_issued);
@@ -360,7 +361,7 @@ impl Core {
                 envelope
             }
             Stage::After(_) => {
-                let result = shapes::call_result(&call.result, call.has_output_schema);
+                let result = shapes::call_result(&call.result, call.has_output_schema, call.mrtr.is_some());
                 self.events.push_back(Event::Answer { op, session, result: Ok(result) });
                 self.prune_handles();
                 return;

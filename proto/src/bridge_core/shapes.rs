@@ -65,14 +65,17 @@ pub fn content_of(result_json: &str) -> Vec<Value> {
 
 /// A CallToolResponse as an MCP CallToolResult (§22.1 tools/call row, BR-CALL-06…13).
 /// `has_output_schema` enables the derivation of BR-CALL-12.
-pub fn call_result(r: &pb::CallToolResponse, has_output_schema: bool) -> Value {
+pub fn call_result(r: &pb::CallToolResponse, has_output_schema: bool, modern: bool) -> Value {
     let content = content_of(&r.result_json);
     let mut out = Map::new();
     let mut structured = None;
     if !r.structured_content_json.is_empty() {
-        // BR-CALL-11: only an object becomes structuredContent.
-        if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(&r.structured_content_json) {
-            structured = Some(v);
+        // BR-CALL-11: only an object becomes structuredContent, for a modern request any JSON
+        // value (BR-STATELESS-34); text that does not parse never does.
+        match serde_json::from_str::<Value>(&r.structured_content_json) {
+            Ok(v @ Value::Object(_)) => structured = Some(v),
+            Ok(v) if modern => structured = Some(v),
+            _ => {}
         }
     } else if has_output_schema
         && !r.is_error
@@ -321,11 +324,17 @@ mod tests {
             }),
             ..Default::default()
         };
-        let v = call_result(&r, false);
+        let v = call_result(&r, false, false);
         assert_eq!(v["isError"], json!(true));
         assert_eq!(v["_meta"]["protomcp/toolError"], json!({"errorCode":"E","message":"m","retryable":true}));
         let s = pb::CallToolResponse { structured_content_json: "[1]".into(), ..Default::default() };
-        assert!(call_result(&s, true).get("structuredContent").is_none());
+        assert!(call_result(&s, true, false).get("structuredContent").is_none());
+        // BR-STATELESS-34: for a modern request any JSON value; text that is not JSON never.
+        assert_eq!(call_result(&s, true, true)["structuredContent"], json!([1]));
+        let n = pb::CallToolResponse { structured_content_json: "null".into(), ..Default::default() };
+        assert_eq!(call_result(&n, false, true).get("structuredContent"), Some(&Value::Null));
+        let bad = pb::CallToolResponse { structured_content_json: "{not json".into(), ..Default::default() };
+        assert!(call_result(&bad, false, true).get("structuredContent").is_none());
     }
 
     #[test]

@@ -58,6 +58,9 @@ pub struct ToolSet {
     disabled: BTreeSet<String>,
     allowed: BTreeSet<String>,
     blocked: BTreeSet<String>,
+    /// Tools whose output schema is a JSON object whose `type` is not `"object"`: left out of
+    /// legacy tools/list (BR-HANDSHAKE-12), served to modern requests (BR-STATELESS-35).
+    modern_only: BTreeSet<String>,
 }
 
 /// Why a ToolDefinition was left out of tools/list (BR-HANDSHAKE-12).
@@ -77,6 +80,12 @@ pub enum Invalid {
     NotObjectSchema { field: &'static str },
     #[error("{field} is not JSON: {error}")]
     NotJson { field: &'static str, error: String },
+    /// output_schema_json is a JSON object whose `type` is not `"object"`: left out of legacy
+    /// tools/list only; modern requests get it (BR-STATELESS-35).
+    #[error(
+        "output_schema_json is a JSON object whose \"type\" is not \"object\" (served to MCP 2026-07-28 requests only)"
+    )]
+    ModernOnly,
 }
 
 fn object_schema(text: &str, field: &'static str) -> Result<(), Invalid> {
@@ -94,6 +103,7 @@ impl ToolSet {
         let mut rejected = Vec::new();
         let mut seen = BTreeSet::new();
         self.tools.clear();
+        self.modern_only.clear();
         for d in defs {
             let check = if d.name.is_empty() {
                 Err(Invalid::EmptyName)
@@ -106,10 +116,23 @@ impl ToolSet {
                 if d.output_schema_json.is_empty() {
                     Ok(())
                 } else {
-                    object_schema(&d.output_schema_json, "output_schema_json")
+                    match object_schema(&d.output_schema_json, "output_schema_json") {
+                        Err(Invalid::NotObjectSchema { .. })
+                            if serde_json::from_str::<Value>(&d.output_schema_json).is_ok_and(|v| v.is_object()) =>
+                        {
+                            Err(Invalid::ModernOnly)
+                        }
+                        other => other,
+                    }
                 }
             });
             match check {
+                Err(Invalid::ModernOnly) if !seen.contains(&d.name) => {
+                    rejected.push(Rejected { name: d.name.clone(), reason: Invalid::ModernOnly });
+                    seen.insert(d.name.clone());
+                    self.modern_only.insert(d.name.clone());
+                    self.tools.push(d.clone());
+                }
                 Err(reason) => rejected.push(Rejected { name: d.name.clone(), reason }),
                 // BR-HANDSHAKE-13: the first definition of a name wins.
                 Ok(()) if !seen.insert(d.name.clone()) => {}
@@ -141,9 +164,21 @@ impl ToolSet {
         self.tools.iter().filter(|t| self.visible(&t.name))
     }
 
-    /// The definition of `name` when it is in the active set (BR-CALL-04).
+    /// The definition of `name` when it is in the active set as a legacy session sees it
+    /// (BR-CALL-04).
     pub fn get_active(&self, name: &str) -> Option<&pb::ToolDefinition> {
+        self.legacy_active().find(|t| t.name == name)
+    }
+
+    /// The definition of `name` when it is in the active set as a modern request sees it.
+    pub fn get_active_modern(&self, name: &str) -> Option<&pb::ToolDefinition> {
         self.active().find(|t| t.name == name)
+    }
+
+    /// The active set as legacy tools/list shows it: without the tools only modern requests get
+    /// (BR-HANDSHAKE-12, BR-STATELESS-35).
+    pub fn legacy_active(&self) -> impl Iterator<Item = &pb::ToolDefinition> {
+        self.active().filter(|t| !self.modern_only.contains(&t.name))
     }
 
     /// The active set's names in byte-wise order (ActiveToolsResponse, BR-TOOLLIST-08).

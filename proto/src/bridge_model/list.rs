@@ -9,6 +9,11 @@ impl BridgeModel {
         let paged = result.get("nextCursor").is_some_and(|c| !c.is_null())
             || req.params.get("cursor").is_some_and(|c| !c.is_null());
         let Some(tools) = result.get("tools").and_then(Value::as_array) else { return };
+        // A modern request's list also holds the tools only modern requests get
+        // (BR-STATELESS-35); the model follows the legacy active set only.
+        if req.modern() {
+            return;
+        }
         let range = self.tools.history.get(req.floor..).unwrap_or_default();
         if paged || range.is_empty() || range.iter().any(Option::is_none) {
             return;

@@ -76,6 +76,13 @@ struct HostRequest {
     made: Option<usize>,
 }
 
+impl HostRequest {
+    /// An MCP 2026-07-28 request (BR-STATELESS-02).
+    fn modern(&self) -> bool {
+        crate::mcp_input::is_modern(&self.method, Some(&self.params))
+    }
+}
+
 /// §10's list modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ListMode {

@@ -107,8 +107,11 @@ impl BridgeModel {
         match &env.msg {
             Some(Msg::CallResult(r)) => {
                 let Some(k) = self.rids.get(&rid).cloned() else { return };
+                // An object for a legacy session (BR-CALL-11), any JSON value for a modern
+                // request (BR-STATELESS-34).
+                let modern = self.requests.get(&k).is_some_and(|q| q.modern());
                 let structured =
-                    serde_json::from_str::<Value>(&r.structured_content_json).ok().filter(Value::is_object);
+                    serde_json::from_str::<Value>(&r.structured_content_json).ok().filter(|v| modern || v.is_object());
                 let want = Expected {
                     shape: content_shape(&r.result_json),
                     content: content_of(&r.result_json),

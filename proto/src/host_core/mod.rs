@@ -85,6 +85,9 @@ pub enum ReverseError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Listing {
     Tools,
+    /// tools/list for a modern request: also the tools only modern requests get
+    /// (BR-STATELESS-35).
+    ModernTools,
     Resources,
     Templates,
     Prompts,
@@ -104,7 +107,7 @@ impl Listing {
     /// The member of the result that holds the items.
     pub fn key(self) -> &'static str {
         match self {
-            Listing::Tools => "tools",
+            Listing::Tools | Listing::ModernTools => "tools",
             Listing::Resources => "resources",
             Listing::Templates => "resourceTemplates",
             Listing::Prompts => "prompts",
@@ -444,7 +447,9 @@ impl HostCore {
     /// `modern`: what a modern request's `_meta` said.
     fn forward_request(&mut self, r: Request, meta: Option<modern::ModernMeta>) {
         let modern = meta.is_some();
-        let forward = match Listing::of(&r.method) {
+        let listing =
+            Listing::of(&r.method).map(|l| if modern && l == Listing::Tools { Listing::ModernTools } else { l });
+        let forward = match listing {
             Some(listing) => match self.cursor(&r) {
                 Ok(from) => {
                     self.pending.insert(r.id.clone(), Pending::new(Some((listing, from)), None, modern, None));
@@ -664,7 +669,7 @@ impl HostCore {
             (Err(e), _) => Err(ResponseError::new(e.code(), e.to_string())),
             (Ok(Value::Array(mut items)), Some((listing, from))) => {
                 // BR-TOOLLIST-16 (modern requests): tools in byte-wise order of name.
-                if modern && listing == Listing::Tools {
+                if listing == Listing::ModernTools {
                     items.sort_by(|a, b| a["name"].as_str().unwrap_or("").cmp(b["name"].as_str().unwrap_or("")));
                 }
                 self.page(listing, items, from).map_err(|(code, message)| ResponseError::new(code, message))
