@@ -60,6 +60,10 @@ pub const STDERR_TAIL: usize = 768 * KIB;
 /// `-32601` for the rest); requests beyond it are left unanswered and noted.
 pub const HTTP_ANSWERS_IN_FLIGHT: usize = 64;
 
+/// How many times the HTTP host driver resumes a POST's event stream that ended before its
+/// response (GET with `Last-Event-ID`, 2025-11-25, BR-HTTP-33) before it gives up.
+pub const HTTP_RESUMPTIONS: usize = 8;
+
 /// The reference bridge: notifications queued for one host session that reads slower than the
 /// tool process writes (`notifications/message`, `notifications/progress`, ...). Past the bound
 /// the bridge drops the notifications between the first and the last part and tells the host

@@ -227,6 +227,9 @@ pub(super) struct RawHostSend {
     pub message: Option<Node>,
     #[serde(default)]
     pub line: Option<Spanned<String>>,
+    /// Over HTTP: headers of the POST, beside or instead of the driver's.
+    #[serde(default)]
+    pub headers: Option<Node>,
 }
 
 #[derive(Debug, Deserialize)]

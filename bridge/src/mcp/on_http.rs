@@ -4,6 +4,7 @@
 //! the idle end (BR-HTTP-26).
 
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -271,7 +272,7 @@ fn open_session(registry: &Arc<Registry>, bridge: &Arc<Bridge>, body: &Value) ->
     }
     let id = session_id();
     let s = Arc::new(HttpSession {
-        session: McpSession::new(bridge.clone(), registry.authenticated),
+        session: McpSession::new(bridge.clone(), registry.authenticated, true),
         streams: Mutex::default(),
         last_seen: Mutex::new(Instant::now()),
     });
@@ -291,7 +292,7 @@ fn modern_request_of(v: &Value) -> Option<Request> {
 /// A session of its own for one modern request, not registered under any id.
 fn new_session(bridge: &Arc<Bridge>, authenticated: bool) -> Arc<HttpSession> {
     let s = Arc::new(HttpSession {
-        session: McpSession::new(bridge.clone(), authenticated),
+        session: McpSession::new(bridge.clone(), authenticated, true),
         streams: Mutex::default(),
         last_seen: Mutex::new(Instant::now()),
     });
@@ -349,6 +350,8 @@ async fn post(
     };
     let parsed = serde_json::from_slice::<Value>(&bytes).ok();
     let modern_request = parsed.as_ref().and_then(modern_request_of);
+    // BR-HTTP-36: a listen subscription's stream is kept open by comments.
+    let keepalive = modern_request.as_ref().and_then(|r| modern::keepalive(&r.method));
     // BR-HTTP-15 (legacy messages).
     if modern_request.is_none()
         && let Some(v) = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok())
@@ -360,7 +363,11 @@ async fn post(
         // BR-HTTP-27: a modern request is served on its own, Mcp-Session-Id or not.
         (Some(r), _) => {
             let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-            let checked = modern::check_headers(&r, header).and_then(|()| modern::check(&r).map(|_| ()));
+            // BR-HTTP-30: the Mcp-Param-* headers the tool's input schema asks for, checked
+            // against the active set's definition.
+            let checked = modern::check_headers(&r, header)
+                .and_then(|()| modern::check(&r).map(|_| ()))
+                .and_then(|()| modern::check_param_headers(&r, &bridge.tools(), header));
             if let Err(e) = checked {
                 if bridge.tracing() {
                     bridge.trace_mcp(true, parsed.as_ref().unwrap_or(&Value::Null));
@@ -417,6 +424,7 @@ async fn post(
         (Intake::Request(_), Some(events)) if sse => {
             let mut held = Held::gather(events).await;
             held.ends = ends;
+            held.keepalive = keepalive.map(|every| (every, Box::pin(tokio::time::sleep(every))));
             event_stream(held)
         }
         (Intake::Request(_), Some(events)) => json_answer(events).await,
@@ -544,11 +552,14 @@ struct Held {
     done: bool,
     /// A modern request's session, ended with the body.
     ends: Option<EndOnDrop>,
+    /// How long the stream may stay without an event before a comment keeps it open, and the
+    /// timer (BR-HTTP-36).
+    keepalive: Option<(Duration, std::pin::Pin<Box<tokio::time::Sleep>>)>,
 }
 
 impl Held {
     fn new(first: Vec<u8>, rest: Events) -> Held {
-        Held { first: (!first.is_empty()).then(|| first.into()), rest, done: false, ends: None }
+        Held { first: (!first.is_empty()).then(|| first.into()), rest, done: false, ends: None, keepalive: None }
     }
 
     async fn gather(mut rest: Events) -> Held {
@@ -589,10 +600,45 @@ impl hyper::body::Body for Held {
         if self.done {
             return std::task::Poll::Ready(None);
         }
-        std::pin::Pin::new(&mut self.rest).poll_frame(cx)
+        let polled = std::pin::Pin::new(&mut self.rest).poll_frame(cx);
+        let Some((every, timer)) = self.keepalive.as_mut() else { return polled };
+        if polled.is_ready() {
+            let at = tokio::time::Instant::now() + *every;
+            timer.as_mut().reset(at);
+            return polled;
+        }
+        if timer.as_mut().poll(cx).is_ready() {
+            let at = tokio::time::Instant::now() + *every;
+            timer.as_mut().reset(at);
+            return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from_static(b": keep-alive\n\n")))));
+        }
+        std::task::Poll::Pending
     }
 
     fn is_end_stream(&self) -> bool {
         self.first.is_none() && self.done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// BR-HTTP-36: a quiet listen stream gets a comment each interval; an event restarts it.
+    #[tokio::test]
+    async fn a_quiet_kept_alive_stream_gets_comments() {
+        let (stream, events) = Stream::new();
+        let every = Duration::from_millis(40);
+        let mut held = Held::new(Vec::new(), events);
+        held.keepalive = Some((every, Box::pin(tokio::time::sleep(every))));
+        let started = Instant::now();
+        let frame = held.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(&frame[..], b": keep-alive\n\n");
+        assert!(started.elapsed() >= every);
+        stream.send(&serde_json::json!({"jsonrpc": "2.0", "method": "x"}), false);
+        let frame = held.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert!(frame.starts_with(b"data: "));
+        let frame = held.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(&frame[..], b": keep-alive\n\n");
     }
 }

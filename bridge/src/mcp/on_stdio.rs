@@ -19,7 +19,7 @@ const DRAIN: std::time::Duration = std::time::Duration::from_millis(500);
 /// Serves one MCP session on stdin/stdout until the host closes stdin or `stop` resolves.
 /// With `--trace` every message goes into the trace.
 pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Output = ()>) -> Result<(), ServeError> {
-    let session = McpSession::new(bridge, false);
+    let session = McpSession::new(bridge, false, false);
     let mut output = tokio::spawn(write_output(session.clone()));
     let written = tokio::select! {
         _ = read_input(&session) => Ok(()),

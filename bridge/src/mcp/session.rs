@@ -48,14 +48,16 @@ impl Drop for Asked<'_> {
 }
 
 impl McpSession {
-    /// `private_cache`: HTTP authentication is in force (BR-STATELESS-14).
-    pub fn new(bridge: Arc<Bridge>, private_cache: bool) -> Arc<McpSession> {
+    /// `private_cache`: HTTP authentication is in force (BR-STATELESS-14); `http`: the session is
+    /// served over Streamable HTTP.
+    pub fn new(bridge: Arc<Bridge>, private_cache: bool, http: bool) -> Arc<McpSession> {
         let cfg = Config {
             page_size: bridge.cfg.page_size,
             queue: crate::limits::BRIDGE_HOST_QUEUE,
             name: "protomcp-conform-bridge".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             private_cache,
+            http,
         };
         Arc::new_cyclic(|me| McpSession {
             id: SESSION_IDS.fetch_add(1, Ordering::Relaxed),

@@ -24,7 +24,7 @@ fn a_send_with_a_fill_writes_an_envelope_body_of_exactly_that_size() {
 fn a_host_send_with_a_fill_writes_a_json_line_of_exactly_that_size() {
     let s = load(BRIDGE, "  - host_send: {message: {jsonrpc: \"2.0\", id: 2, method: tools/call, params: {name: echo, arguments: {text: \"${fill:4096:a}\"}}}}\n")
         .unwrap();
-    let Action::HostSend(SendLine::Json(v)) = &s.steps[0].action else { panic!("{:?}", s.steps[0].action) };
+    let Action::HostSend(SendLine::Json(v), _) = &s.steps[0].action else { panic!("{:?}", s.steps[0].action) };
     assert_eq!(substitute(v, &Captures::new()).unwrap().to_string().len(), 4096);
 }
 

@@ -85,3 +85,21 @@ fn socket_steps_and_shared_tmp_belong_to_bridge_scenarios() {
         assert_eq!(e, format!("dir/s.yaml:7:5: `{kw}` belongs to bridge scenarios (role: bridge)"));
     }
 }
+
+#[test]
+fn host_send_headers_are_a_posts_and_need_http() {
+    let s = parse(&format!(
+        "{HTTP}steps:\n  - host_send: {{message: {{jsonrpc: \"2.0\", method: x}}, headers: {{Mcp-Param-Region: eu, Last-Event-ID: \"\"}}}}\n"
+    ))
+    .unwrap();
+    let Action::HostSend(_, headers) = &s.steps[0].action else { panic!("{:?}", s.steps[0].action) };
+    assert_eq!(
+        headers,
+        &[("Last-Event-ID".to_owned(), String::new()), ("Mcp-Param-Region".to_owned(), "eu".to_owned())]
+    );
+    let stdio = HTTP.replace("transports: [http]\n", "");
+    let e = first_error(&format!("{stdio}steps:\n  - host_send: {{line: x, headers: {{A: b}}}}\n"));
+    assert_eq!(e, "dir/s.yaml:8:5: `host_send.headers` needs `transports: [http]` (they are a POST's)");
+    let e = first_error(&format!("{HTTP}steps:\n  - host_send: {{line: x, headers: {{A: \"${{x}}\"}}}}\n"));
+    assert!(e.contains("header `A`"), "{e}");
+}

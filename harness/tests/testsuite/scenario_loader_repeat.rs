@@ -17,11 +17,11 @@ fn a_host_send_generates_the_payload() {
         "  - host_send: {message: {jsonrpc: \"2.0\", id: 2, method: tools/call, params: {name: echo, arguments: {text: \"<${repeat:3:ab}>\"}}}}\n",
     )
     .unwrap();
-    let Action::HostSend(SendLine::Json(v)) = &s.steps[0].action else { panic!("{:?}", s.steps[0].action) };
+    let Action::HostSend(SendLine::Json(v), _) = &s.steps[0].action else { panic!("{:?}", s.steps[0].action) };
     let sent = substitute(v, &Captures::new()).unwrap();
     assert_eq!(sent["params"]["arguments"]["text"], "<ababab>");
     let s = load("  - host_send: {message: {id: 1, text: \"${repeat:11000000:a}\"}}\n").unwrap();
-    let Action::HostSend(SendLine::Json(v)) = &s.steps[0].action else { panic!() };
+    let Action::HostSend(SendLine::Json(v), _) = &s.steps[0].action else { panic!() };
     assert_eq!(substitute(v, &Captures::new()).unwrap()["text"].as_str().map(str::len), Some(11_000_000));
 }
 

@@ -45,6 +45,7 @@ pub fn host_core_ops(data: &[u8]) {
         name: "fuzz".into(),
         version: "1".into(),
         private_cache: false,
+        http: false,
     });
     let now = Instant::now();
     let mut seen = Seen::default();

@@ -62,6 +62,9 @@ pub struct Config {
     /// HTTP authentication is in force: cacheable modern results say `cacheScope: "private"`
     /// (BR-STATELESS-14).
     pub private_cache: bool,
+    /// The session is served over Streamable HTTP: modern tools/list leaves out tools whose
+    /// `x-mcp-header` annotations are invalid (BR-HTTP-31).
+    pub http: bool,
 }
 
 /// Why a host gave no result to a request of ours (sampling/createMessage, roots/list).
@@ -671,6 +674,9 @@ impl HostCore {
                 // BR-TOOLLIST-16 (modern requests): tools in byte-wise order of name.
                 if listing == Listing::ModernTools {
                     items.sort_by(|a, b| a["name"].as_str().unwrap_or("").cmp(b["name"].as_str().unwrap_or("")));
+                    if self.cfg.http {
+                        self.drop_bad_header_annotations(&mut items);
+                    }
                 }
                 self.page(listing, items, from).map_err(|(code, message)| ResponseError::new(code, message))
             }
@@ -685,6 +691,24 @@ impl HostCore {
             other => other,
         };
         self.reply(id, outcome);
+    }
+
+    /// BR-HTTP-31: a modern tools/list over HTTP leaves out the tools whose `x-mcp-header`
+    /// annotations are invalid, each with a diagnostic.
+    fn drop_bad_header_annotations(&mut self, items: &mut Vec<Value>) {
+        let actions = &mut self.actions;
+        items.retain(|t| {
+            let (_, problems) = modern::header_annotations(t.get("inputSchema").unwrap_or(&Value::Null));
+            if problems.is_empty() {
+                return true;
+            }
+            let name = t.get("name").and_then(Value::as_str).unwrap_or_default();
+            actions.push_back(Action::Diag(format!(
+                "tool {name:?} left out of tools/list for 2026-07-28 requests over HTTP: {}",
+                problems.join("; ")
+            )));
+            false
+        });
     }
 
     /// One page of a list (BR-MCP-12): everything without a page size, else that many items

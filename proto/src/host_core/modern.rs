@@ -230,8 +230,190 @@ pub fn check_headers<'a>(r: &Request, header: impl Fn(&str) -> Option<&'a str>) 
         _ => return Ok(()),
     };
     let name = name.and_then(Value::as_str);
-    if header("mcp-name").is_none() || header("mcp-name") != name {
+    let given = header("mcp-name").and_then(header_value);
+    if given.is_none() || given.as_deref() != name {
         return Err(mismatch("Mcp-Name", name));
+    }
+    Ok(())
+}
+
+/// How long the event stream of a modern request may stay without an event before the bridge
+/// sends an SSE comment to keep it open: a listen subscription's, every 30 s (BR-HTTP-36);
+/// `None` for other requests, whose streams end with their response.
+pub fn keepalive(method: &str) -> Option<std::time::Duration> {
+    (method == "subscriptions/listen").then_some(std::time::Duration::from_secs(30))
+}
+
+/// The value of a header that may use the `=?base64?…?=` form (docs/specification/2026-07-28,
+/// streamable-http.mdx): decoded when it does, as it is otherwise; `None` when the encoded form
+/// is not base64 of UTF-8.
+pub fn header_value(raw: &str) -> Option<String> {
+    use base64::Engine;
+    match raw.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) {
+        Some(encoded) => {
+            let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).ok()?;
+            String::from_utf8(bytes).ok()
+        }
+        None => Some(raw.to_owned()),
+    }
+}
+
+/// One `x-mcp-header` annotation of an input schema: the property's path from the root (names
+/// of `properties` members) and the header name it gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderAnnotation {
+    pub path: Vec<String>,
+    pub name: String,
+}
+
+/// Where a schema node sits, for `x-mcp-header`.
+#[derive(Clone, Copy, PartialEq)]
+enum At {
+    Root,
+    /// Reached from the root through `properties` members only.
+    Property,
+    /// Anywhere else (items, anyOf, $defs, …).
+    Elsewhere,
+}
+
+/// The `x-mcp-header` annotations of `schema` reached through `properties` only (those
+/// BR-HTTP-30 checks), and why the schema's annotations violate the constraints of
+/// 2026-07-28's tools.mdx (BR-HTTP-31): empty, not an HTTP token, equal to another one ignoring
+/// case, on a property that is not a string, integer or boolean, or not reachable through
+/// `properties` alone.
+pub fn header_annotations(schema: &Value) -> (Vec<HeaderAnnotation>, Vec<String>) {
+    let mut found = Vec::new();
+    let mut problems = Vec::new();
+    walk_annotations(schema, At::Root, &mut Vec::new(), &mut found, &mut problems);
+    let mut seen: Vec<String> = Vec::new();
+    for a in &found {
+        let lower = a.name.to_ascii_lowercase();
+        if seen.contains(&lower) {
+            problems.push(format!("x-mcp-header {:?} is given twice (ignoring case)", a.name));
+        }
+        seen.push(lower);
+    }
+    (found, problems)
+}
+
+/// An HTTP token (RFC 9110 §5.6.2).
+fn is_token(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+fn walk_annotations(
+    node: &Value,
+    at: At,
+    path: &mut Vec<String>,
+    found: &mut Vec<HeaderAnnotation>,
+    problems: &mut Vec<String>,
+) {
+    let Some(o) = node.as_object() else { return };
+    if let Some(a) = o.get("x-mcp-header") {
+        let where_ = if path.is_empty() { "the root".to_owned() } else { format!("property {}", path.join(".")) };
+        match (at, a.as_str()) {
+            (At::Property, Some(name)) => {
+                if !is_token(name) {
+                    problems.push(format!("x-mcp-header {name:?} on {where_} is not an HTTP token"));
+                }
+                let primitive = |t: &Value| matches!(t.as_str(), Some("string" | "integer" | "boolean"));
+                let typed = match o.get("type") {
+                    Some(Value::Array(ts)) => !ts.is_empty() && ts.iter().all(|t| primitive(t) || t == "null"),
+                    Some(t) => primitive(t),
+                    None => false,
+                };
+                if !typed {
+                    problems.push(format!("x-mcp-header {name:?} is on {where_}, not a string, integer or boolean"));
+                }
+                found.push(HeaderAnnotation { path: path.clone(), name: name.to_owned() });
+            }
+            (At::Property, None) => problems.push(format!("x-mcp-header on {where_} is not a string")),
+            _ => problems.push(format!("x-mcp-header on {where_} is not reached through properties alone")),
+        }
+    }
+    let inner = if at == At::Elsewhere { At::Elsewhere } else { At::Property };
+    for (k, v) in o {
+        match (k.as_str(), v) {
+            ("properties", Value::Object(props)) => {
+                for (name, sub) in props {
+                    path.push(name.clone());
+                    walk_annotations(sub, inner, path, found, problems);
+                    path.pop();
+                }
+            }
+            ("patternProperties" | "$defs" | "definitions" | "dependentSchemas", Value::Object(m)) => {
+                for sub in m.values() {
+                    walk_annotations(sub, At::Elsewhere, path, found, problems);
+                }
+            }
+            ("allOf" | "anyOf" | "oneOf" | "prefixItems" | "items", Value::Array(subs)) => {
+                for sub in subs {
+                    walk_annotations(sub, At::Elsewhere, path, found, problems);
+                }
+            }
+            (
+                "items"
+                | "additionalProperties"
+                | "not"
+                | "if"
+                | "then"
+                | "else"
+                | "contains"
+                | "propertyNames"
+                | "unevaluatedItems"
+                | "unevaluatedProperties"
+                | "additionalItems",
+                Value::Object(_),
+            ) => walk_annotations(v, At::Elsewhere, path, found, problems),
+            _ => {}
+        }
+    }
+}
+
+/// Whether a header's (decoded) value is the argument's string form (BR-HTTP-30): a string as
+/// it is, an integer in decimal compared numerically, a boolean as `true` / `false`, another
+/// number compared numerically; an object or array has no string form and never matches.
+fn header_matches(value: &str, arg: &Value) -> bool {
+    match arg {
+        Value::String(s) => value == s,
+        Value::Bool(b) => value == if *b { "true" } else { "false" },
+        Value::Number(n) if n.is_i64() || n.is_u64() => {
+            let want = n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from));
+            value.trim().parse::<i128>().ok() == want
+        }
+        Value::Number(n) => value.trim().parse::<f64>().ok() == n.as_f64(),
+        _ => false,
+    }
+}
+
+/// BR-HTTP-30: a modern `tools/call` over HTTP of a tool of `tools` (the active set, as
+/// tools/list items) whose input schema annotates properties with `x-mcp-header` carries, for
+/// each such property with a non-null argument, `Mcp-Param-{Name}` equal to the argument's
+/// string form; -32020 otherwise. `header` looks a header up by its lower-case name. A tool not
+/// in `tools` is left to the call (unknown tool).
+pub fn check_param_headers<'a>(
+    r: &Request,
+    tools: &[Value],
+    header: impl Fn(&str) -> Option<&'a str>,
+) -> Result<(), ResponseError> {
+    if r.method != "tools/call" {
+        return Ok(());
+    }
+    let name = r.param("name").and_then(Value::as_str);
+    let Some(tool) = tools.iter().find(|t| t.get("name").and_then(Value::as_str) == name) else { return Ok(()) };
+    let (annotations, _) = header_annotations(tool.get("inputSchema").unwrap_or(&Value::Null));
+    let arguments = r.param("arguments");
+    for a in annotations {
+        let arg = arguments.and_then(|args| a.path.iter().try_fold(args, |v, k| v.get(k)));
+        let Some(arg) = arg.filter(|v| !v.is_null()) else { continue };
+        let header_name = format!("mcp-param-{}", a.name.to_ascii_lowercase());
+        let value = header(&header_name).and_then(header_value);
+        if !value.is_some_and(|v| header_matches(&v, arg)) {
+            return Err(ResponseError::new(
+                ErrorCode::HEADER_MISMATCH,
+                format!("the Mcp-Param-{} header must equal the argument {} ({arg})", a.name, a.path.join(".")),
+            ));
+        }
     }
     Ok(())
 }

@@ -7,7 +7,7 @@ use super::*;
 
 fn cfg(page_size: Option<usize>) -> Config {
     let queue = Bound { head_items: 4, head_bytes: 1 << 20, tail_items: 4, tail_bytes: 1 << 20 };
-    Config { page_size, queue, name: "test".into(), version: "1".into(), private_cache: false }
+    Config { page_size, queue, name: "test".into(), version: "1".into(), private_cache: false, http: false }
 }
 
 fn line(core: &mut HostCore, v: Value) -> Intake {
@@ -512,4 +512,75 @@ fn a_modern_call_carries_its_capabilities_and_retry_and_misplaced_states_are_ref
     assert_eq!(r["resultType"], "input_required", "BR-STATELESS-09");
     assert!(r.get("ttlMs").is_none() && r.get("cacheScope").is_none(), "BR-STATELESS-11");
     assert_eq!(r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "test", "BR-STATELESS-10");
+}
+
+#[test]
+fn mcp_param_headers_must_equal_the_annotated_arguments() {
+    let tools = vec![json!({"name": "w", "inputSchema": {"type": "object", "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"},
+        "count": {"type": "integer", "x-mcp-header": "Count"},
+        "opts": {"type": "object", "properties": {"live": {"type": "boolean", "x-mcp-header": "Live"}}},
+    }}})];
+    let call = |args: Value| match Message::from_value(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "w", "arguments": args}}))
+    {
+        Ok(Message::Request(r)) => r,
+        other => panic!("{other:?}"),
+    };
+    let check = |args: Value, headers: &[(&'static str, &'static str)]| {
+        let r = call(args);
+        modern::check_param_headers(&r, &tools, |n| headers.iter().find(|(k, _)| *k == n).map(|(_, v)| *v))
+            .map_err(|e| e.code)
+    };
+    let args = json!({"region": "eu", "count": 3, "opts": {"live": true}});
+    let all = [("mcp-param-region", "=?base64?ZXU=?="), ("mcp-param-count", "03"), ("mcp-param-live", "true")];
+    assert_eq!(check(args.clone(), &all), Ok(()));
+    assert_eq!(check(args.clone(), &all[1..]), Err(ErrorCode::HEADER_MISMATCH));
+    let wrong = [("mcp-param-region", "us"), ("mcp-param-count", "3"), ("mcp-param-live", "true")];
+    assert_eq!(check(args.clone(), &wrong), Err(ErrorCode::HEADER_MISMATCH));
+    let wrong = [("mcp-param-region", "eu"), ("mcp-param-count", "3"), ("mcp-param-live", "false")];
+    assert_eq!(check(args, &wrong), Err(ErrorCode::HEADER_MISMATCH));
+    // Absent and null arguments need no header; a tool not in the set is left to the call.
+    assert_eq!(check(json!({"region": null}), &[]), Ok(()));
+    let r = call(json!({}));
+    assert_eq!(modern::check_param_headers(&r, &[], |_| None).map_err(|e| e.code), Ok(()));
+}
+
+#[test]
+fn invalid_x_mcp_header_annotations_are_named() {
+    let bad = |schema: Value| !modern::header_annotations(&schema).1.is_empty();
+    let prop = |p: Value| json!({"type": "object", "properties": {"p": p}});
+    assert!(!bad(prop(json!({"type": "string", "x-mcp-header": "Region"}))));
+    assert!(!bad(prop(json!({"type": ["integer", "null"], "x-mcp-header": "N"}))));
+    assert!(bad(prop(json!({"type": "string", "x-mcp-header": ""}))));
+    assert!(bad(prop(json!({"type": "string", "x-mcp-header": "Re gion"}))));
+    assert!(bad(prop(json!({"type": "object", "x-mcp-header": "O"}))));
+    assert!(bad(prop(json!({"type": "array", "items": {"type": "string", "x-mcp-header": "I"}}))));
+    assert!(bad(json!({"type": "object", "x-mcp-header": "Root"})));
+    assert!(bad(json!({"type": "object", "properties": {
+        "a": {"type": "string", "x-mcp-header": "X"}, "b": {"type": "string", "x-mcp-header": "x"}}})));
+    // A property named x-mcp-header is no annotation.
+    assert!(!bad(json!({"type": "object", "properties": {"x-mcp-header": {"type": "string"}}})));
+}
+
+#[test]
+fn a_modern_tools_list_over_http_leaves_out_tools_with_invalid_annotations() {
+    let tools = json!([
+        {"name": "ok", "inputSchema": {"type": "object"}},
+        {"name": "bad", "inputSchema": {"type": "object", "x-mcp-header": "Root"}},
+    ]);
+    for http in [false, true] {
+        let mut core = HostCore::new(Config { http, ..cfg(None) });
+        let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}});
+        line(&mut core, request(1, "tools/list", json!({"_meta": meta})));
+        let forwarded = actions(&mut core).into_iter().find_map(|a| match a {
+            Action::Forward { id, .. } => Some(id),
+            _ => None,
+        });
+        core.handle_outcome(Instant::now(), forwarded.expect("forwarded"), Ok(tools.clone()));
+        let names: Vec<Value> =
+            out(&mut core)[0]["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].clone()).collect();
+        assert_eq!(names, if http { vec![json!("ok")] } else { vec![json!("bad"), json!("ok")] });
+        assert_eq!(actions(&mut core).iter().any(|a| matches!(a, Action::Diag(d) if d.contains("\"bad\""))), http);
+    }
 }

@@ -290,14 +290,14 @@ impl Checker<'_> {
                 if let Some(at) = fill? {
                     self.fill_fits(&v, at, false);
                 }
-                Some(Action::HostSend(SendLine::Json(v)))
+                Some(Action::HostSend(SendLine::Json(v), self.send_headers(h)?))
             }
             (None, Some(l)) => {
                 if l.value.contains('\n') {
                     self.error(loc(l), "a host_send line cannot hold a newline (it ends the line)");
                     return None;
                 }
-                Some(Action::HostSend(SendLine::Raw(l.value.clone())))
+                Some(Action::HostSend(SendLine::Raw(l.value.clone()), self.send_headers(h)?))
             }
             (Some(m), Some(_)) => {
                 self.error(m.loc, "give host_send a `message` or a `line`, not both");
@@ -352,6 +352,30 @@ impl Checker<'_> {
     }
 
     /// A `host_http` step: method, headers (a mapping of strings), session and the expectation.
+    /// `host_send.headers`: a mapping of header names to one-line strings (no placeholders).
+    fn send_headers(&mut self, h: &raw::RawHostSend) -> Option<Vec<(String, String)>> {
+        let mut headers = Vec::new();
+        let Some(n) = &h.headers else { return Some(headers) };
+        let v = n.to_value().map_err(|(at, m)| self.error(at, m)).ok()?;
+        let serde_json::Value::Object(map) = v else {
+            self.error(n.loc, "`headers` is a mapping of header names to strings");
+            return None;
+        };
+        for (name, value) in map {
+            let ok_name = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+            match value {
+                serde_json::Value::String(v) if ok_name && !v.contains(['\r', '\n']) && !v.contains("${") => {
+                    headers.push((name, v))
+                }
+                _ => {
+                    self.error(n.loc, format!("header `{name}`: a token name and a one-line string value"));
+                    return None;
+                }
+            }
+        }
+        Some(headers)
+    }
+
     fn host_http(&mut self, h: &raw::RawHostHttp, compiler: &mut Compiler) -> Option<HostHttp> {
         let method = match &h.method {
             None => "POST".to_owned(),

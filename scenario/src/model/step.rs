@@ -56,7 +56,9 @@ pub enum Action {
     /// The harness sends a signal to the testee.
     Signal(Signal),
     /// Bridge scenarios, host side: write one line to the bridge's stdin.
-    HostSend(SendLine),
+    /// The message or line, and (over HTTP) headers of its POST: each replaces the driver's of
+    /// the same name (case-insensitive), an empty value removes it.
+    HostSend(SendLine, Vec<(String, String)>),
     /// Bridge scenarios, host side: the next MCP message from the bridge must match.
     HostExpect(HostExpect),
     /// Bridge scenarios, host side: no MCP message (except ignored methods) for the duration.
@@ -190,7 +192,7 @@ impl Action {
     pub fn bridge_only(&self) -> bool {
         matches!(
             self,
-            Action::HostSend(_)
+            Action::HostSend(..)
                 | Action::HostExpect(_)
                 | Action::HostExpectNothing(_)
                 | Action::HostHttp(_)
@@ -224,7 +226,7 @@ impl Action {
             | Action::Sleep(_)
             | Action::Close(_)
             | Action::Signal(_)
-            | Action::HostSend(_)
+            | Action::HostSend(..)
             | Action::HostClose
             | Action::Touch(_)
             | Action::ToolHandshake(_) => false,
@@ -270,7 +272,7 @@ impl Action {
             Action::Sleep(_) => "sleep",
             Action::Close(_) => "close",
             Action::Signal(_) => "signal",
-            Action::HostSend(_) => "host_send",
+            Action::HostSend(..) => "host_send",
             Action::HostExpect(_) => "host_expect",
             Action::HostExpectNothing(_) => "host_expect_nothing",
             Action::HostHttp(_) => "host_http",
@@ -296,7 +298,7 @@ impl Action {
                 | Action::ExpectNoConnect { .. }
                 | Action::Sleep(_)
                 | Action::Signal(_)
-                | Action::HostSend(_)
+                | Action::HostSend(..)
                 | Action::HostExpect(_)
                 | Action::HostExpectNothing(_)
                 | Action::HostHttp(_)

@@ -37,7 +37,12 @@ impl Ctx {
         while let Some(item) = rx.recv().await {
             match item {
                 HttpSend::Post(body) => {
-                    if let Err((stream, e)) = self.post(body, timeout).await {
+                    if let Err((stream, e)) = self.post(body, &[], timeout).await {
+                        self.note(stream, format!("POST failed: {e}"));
+                    }
+                }
+                HttpSend::PostWith(body, extra) => {
+                    if let Err((stream, e)) = self.post(body, &extra, timeout).await {
                         self.note(stream, format!("POST failed: {e}"));
                     }
                 }
@@ -62,7 +67,12 @@ impl Ctx {
 
     /// POSTs `body`; returns its stream once the status line arrived (or [`SETTLE`] passed), the
     /// rest of the response is read in the background.
-    pub(super) async fn post(&self, body: Vec<u8>, timeout: Duration) -> Result<usize, (usize, HttpError)> {
+    pub(super) async fn post(
+        &self,
+        body: Vec<u8>,
+        extra: &[(String, String)],
+        timeout: Duration,
+    ) -> Result<usize, (usize, HttpError)> {
         let parsed = serde_json::from_slice::<Value>(&body).ok();
         let modern = parsed.as_ref().and_then(modern_headers);
         let is_modern = modern.is_some();
@@ -73,6 +83,12 @@ impl Ctx {
             None => self.session_headers("application/json, text/event-stream"),
         };
         headers.push(("Content-Type".into(), "application/json".into()));
+        for (name, value) in extra {
+            headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+            if !value.is_empty() {
+                headers.push((name.clone(), value.clone()));
+            }
+        }
         let stream = self.next_stream.fetch_add(1, Ordering::Relaxed);
         if let Some(v) = &parsed
             && let (Some(id), true) = (v.get("id"), v.get("method").is_some())
@@ -86,7 +102,15 @@ impl Ctx {
         };
         let (headed_tx, headed_rx) = tokio::sync::oneshot::channel();
         let ctx = self.clone();
-        let task = tokio::spawn(async move { ctx.read_response(conn, stream, Some(headed_tx)).await });
+        // A legacy request's event stream that ends before its response is resumed (BR-HTTP-33);
+        // a modern one is not (BR-HTTP-32: its stream never ends early).
+        let resume = if is_modern { None } else { parsed.as_ref().and_then(|v| v.get("id")).cloned() };
+        let task = tokio::spawn(async move {
+            let last = ctx.clone().read_response(conn, stream, Some(headed_tx)).await;
+            if let Some(id) = resume {
+                ctx.resume(stream, &id, last).await;
+            }
+        });
         {
             let mut st = self.state.lock().unwrap();
             if is_modern {
@@ -159,7 +183,9 @@ impl Ctx {
                 let mut headers = ctx.session_headers("application/json, text/event-stream");
                 headers.push(("Content-Type".into(), "application/json".into()));
                 match ctx.open("POST", &headers, reply.to_string().as_bytes()).await {
-                    Ok(conn) => ctx.clone().read_response(conn, stream, None).await,
+                    Ok(conn) => {
+                        ctx.clone().read_response(conn, stream, None).await;
+                    }
                     Err(e) => ctx.note(stream, format!("POST of the answer to {method} failed: {e}")),
                 }
                 ctx.state.lock().unwrap().answers -= 1;
@@ -192,13 +218,46 @@ impl Ctx {
     }
 
     /// Reads one response: status and headers, then the body as JSON or as an event stream.
-    async fn read_response(self, conn: TcpStream, stream: usize, headed: Option<tokio::sync::oneshot::Sender<()>>) {
+    /// Whether the response to request `id` arrived on `stream`.
+    fn answered(&self, stream: usize, id: &Value) -> bool {
+        self.state.lock().unwrap().events.iter().any(|e| {
+            matches!(e, Arrival::Message { stream: s, value } if *s == stream && value.get("id") == Some(id)
+                && value.get("method").is_none())
+        })
+    }
+
+    /// A POST's event stream ended before the response to its request `id`, after the SSE
+    /// event id `last`: the rest comes on a GET carrying `Last-Event-ID` (2025-11-25 resumption,
+    /// BR-HTTP-33), read as the same stream; without an event id the stream cannot be resumed.
+    async fn resume(&self, stream: usize, id: &Value, mut last: Option<String>) {
+        for _ in 0..limits::HTTP_RESUMPTIONS {
+            if self.answered(stream, id) {
+                return;
+            }
+            let Some(event_id) = last.take() else { return };
+            self.note(stream, format!("the stream ended before the response: GET with Last-Event-ID: {event_id}"));
+            let mut headers = self.session_headers("text/event-stream");
+            headers.push(("Last-Event-ID".into(), event_id));
+            match self.open("GET", &headers, &[]).await {
+                Ok(conn) => last = Box::pin(self.clone().read_response(conn, stream, None)).await,
+                Err(e) => return self.note(stream, format!("GET with Last-Event-ID: {e}")),
+            }
+        }
+    }
+
+    /// Reads one response; returns the last SSE event id of an event stream.
+    async fn read_response(
+        self,
+        conn: TcpStream,
+        stream: usize,
+        headed: Option<tokio::sync::oneshot::Sender<()>>,
+    ) -> Option<String> {
         let mut reader = BufReader::new(conn);
         let (status, headers) = match read_head(&mut reader).await {
             Ok(h) => h,
             Err(e) => {
                 self.note(stream, format!("no HTTP response: {e}"));
-                return;
+                return None;
             }
         };
         let header = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
@@ -239,20 +298,19 @@ impl Ctx {
         let length = header("content-length").and_then(|v| v.parse::<usize>().ok());
         let mut body = Body { reader, chunked, left: length, chunk_left: 0, done: length == Some(0) };
         if ctype.starts_with("text/event-stream") {
-            self.read_events(&mut body, stream).await;
-            return;
+            return self.read_events(&mut body, stream).await;
         }
         let mut all = Vec::new();
         while let Some(b) = body.next().await {
             if all.len() + b.len() > limits::MESSAGE_BYTES {
                 self.overlong(stream, all.len() + b.len(), "a body");
-                return;
+                return None;
             }
             all.extend_from_slice(&b);
         }
         let text = String::from_utf8_lossy(&all);
         if text.trim().is_empty() {
-            return;
+            return None;
         }
         match serde_json::from_str::<Value>(&text) {
             Ok(v) if ctype.starts_with("application/json") || status >= 400 => {
@@ -260,10 +318,13 @@ impl Ctx {
             }
             _ => self.note(stream, format!("body: {}", excerpt(&text))),
         }
+        None
     }
 
-    /// Parses an event stream: `data:` lines up to a blank line form one event.
-    async fn read_events(&self, body: &mut Body, stream: usize) {
+    /// Parses an event stream: `data:` lines up to a blank line form one event; returns the last
+    /// event id (`id:`) it carried.
+    async fn read_events(&self, body: &mut Body, stream: usize) -> Option<String> {
+        let mut last_id = None;
         let mut pending = Vec::<u8>::new();
         let mut data: Vec<String> = Vec::new();
         // Bytes of `pending` already known to hold no newline: a long line arriving in many
@@ -293,6 +354,8 @@ impl Ctx {
                         self.event(stream, &mut data);
                     }
                     size = 0;
+                } else if let Some(id) = line.strip_prefix("id:") {
+                    last_id = Some(id.strip_prefix(' ').unwrap_or(id).to_owned());
                 } else if let Some(d) = line.strip_prefix("data:") {
                     size += d.len();
                     if size > limits::MESSAGE_BYTES {
@@ -320,6 +383,7 @@ impl Ctx {
         } else {
             self.event(stream, &mut data);
         }
+        last_id
     }
 
     /// Drops a body or event of `len` bytes (at least), longer than [`limits::MESSAGE_BYTES`]:
@@ -358,7 +422,9 @@ impl Ctx {
         self.state.lock().unwrap().get_stream = Some(stream);
         let headers = self.session_headers("text/event-stream");
         match self.open("GET", &headers, &[]).await {
-            Ok(conn) => self.read_response(conn, stream, Some(headed)).await,
+            Ok(conn) => {
+                self.read_response(conn, stream, Some(headed)).await;
+            }
             Err(e) => self.note(stream, format!("GET event stream: {e}")),
         }
     }

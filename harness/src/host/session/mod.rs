@@ -145,6 +145,9 @@ struct State {
 pub enum HttpSend {
     /// POST these bytes.
     Post(Vec<u8>),
+    /// POST these bytes with these headers: each replaces the driver's header of the same name
+    /// (case-insensitive), an empty value removes it (`host_send.headers`).
+    PostWith(Vec<u8>, Vec<(String, String)>),
     /// DELETE the session (when there is one), and close every modern request's response that
     /// is still open: the host goes away (BR-CANCEL-08).
     Delete,
@@ -297,7 +300,7 @@ impl HttpSession {
     /// POSTs `body` (any bytes) as `application/json`; returns once the request is written and
     /// its status line arrived (or [`SETTLE`] passed); the response is read in the background.
     pub async fn post(&self, body: Vec<u8>) -> Result<(), HttpError> {
-        self.ctx().post(body, self.send_timeout).await.map(|_| ()).map_err(|(_, e)| e)
+        self.ctx().post(body, &[], self.send_timeout).await.map(|_| ()).map_err(|(_, e)| e)
     }
 
     /// DELETE with the session id; returns the status (the session's streams stay read).

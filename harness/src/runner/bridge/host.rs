@@ -455,6 +455,12 @@ impl Run<'_> {
 
     /// Sends one host message (`json`) or line (`raw`): a line on stdin, or a queued POST.
     pub(super) fn host_send(&mut self, bytes: String) {
+        self.host_send_with(bytes, &[]);
+    }
+
+    /// [`Self::host_send`] with headers for its POST (`host_send.headers`; ignored over stdio,
+    /// where the loader refuses them).
+    pub(super) fn host_send_with(&mut self, bytes: String, headers: &[(String, String)]) {
         match serde_json::from_str::<Value>(&bytes) {
             Ok(v) if v.is_object() => {
                 if let (Some(_), Some(id)) = (v.get("method"), v.get("id")) {
@@ -466,7 +472,8 @@ impl Run<'_> {
         let watchdog = self.watchdog();
         match &self.http {
             None => self.host.send_line(&bytes),
-            Some(h) => h.session.send(HttpSend::Post(bytes.into_bytes()), watchdog),
+            Some(h) if headers.is_empty() => h.session.send(HttpSend::Post(bytes.into_bytes()), watchdog),
+            Some(h) => h.session.send(HttpSend::PostWith(bytes.into_bytes(), headers.to_vec()), watchdog),
         }
     }
 }

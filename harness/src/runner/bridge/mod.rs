@@ -217,7 +217,7 @@ impl Run<'_> {
 
     async fn step(&mut self, action: &Action) -> Result<(), StepError> {
         match action {
-            Action::HostSend(line) => self.host_send_step(line),
+            Action::HostSend(line, headers) => self.host_send_step(line, headers),
             Action::HostExpect(e) => {
                 let within = self.ex.t(e.within);
                 self.expect_host(&e.pattern, within, &e.ignore, e.stream.as_ref()).await
@@ -265,7 +265,7 @@ impl Run<'_> {
 
     /// `host_send`: a JSON-RPC message (placeholders filled in; a list request is remembered for
     /// paging) or a raw line, to the current host's bridge.
-    fn host_send_step(&mut self, line: &SendLine) -> Result<(), StepError> {
+    fn host_send_step(&mut self, line: &SendLine, headers: &[(String, String)]) -> Result<(), StepError> {
         match line {
             SendLine::Json(v) => {
                 let v = substitute(v, &self.ex.caps).map_err(|e| StepError::Error(e.to_string()))?;
@@ -274,11 +274,11 @@ impl Run<'_> {
                     self.pages.requests.insert(compact(id), m);
                 }
                 self.ex.transcript.push(Item::Host { dir: Dir::ToTestee, message: Some(v.clone()), raw: None });
-                self.host_send(v.to_string());
+                self.host_send_with(v.to_string(), headers);
             }
             SendLine::Raw(line) => {
                 self.ex.transcript.push(Item::Host { dir: Dir::ToTestee, message: None, raw: Some(line.clone()) });
-                self.host_send(line.clone());
+                self.host_send_with(line.clone(), headers);
             }
         }
         Ok(())
