@@ -152,12 +152,23 @@ enum Command {
         /// Break one rule on purpose (otherwise behaving normally), for self-tests of the harness.
         #[arg(long, value_name = "KIND", value_parser = misbehave_parser())]
         misbehave: Option<Misbehave>,
+        /// Switch on one fault of the catalogue (a realistic bug that breaks one requirement), for
+        /// `adequacy`; `adequacy --list` lists them (docs/adequacy.md).
+        #[arg(long, value_name = "NAME", value_parser = fault_parser())]
+        fault: Option<protomcp_proto::fault::Fault>,
         /// Serve the fixture of the official MCP conformance suite (its test_* tools, test://
         /// resources and prompts) instead of Appendix B: for running that suite through a bridge
         /// (tests/mcp-conformance/run.sh).
         #[arg(long, conflicts_with = "middleware")]
         mcp_conformance: bool,
     },
+}
+
+fn fault_parser() -> impl TypedValueParser<Value = protomcp_proto::fault::Fault> {
+    use protomcp_proto::fault::{Fault, Role};
+    let names =
+        Fault::ALL.iter().filter(|f| f.role() == Role::ToolProcess).map(|f| PossibleValue::new(f.name()).hide(true));
+    PossibleValuesParser::new(names).try_map(|name| name.parse::<Fault>())
 }
 
 fn misbehave_parser() -> impl TypedValueParser<Value = Misbehave> {
@@ -223,7 +234,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let code = protomcp_harness::mock::run_blocking(native || protomcp_harness::mock::native_from_env());
             Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
         }
-        Command::Testee { middleware, misbehave, mcp_conformance } => {
+        Command::Testee { middleware, misbehave, fault, mcp_conformance } => {
+            // Before anything reads the environment: a fault may change how.
+            if let Some(f) = fault {
+                protomcp_proto::fault::activate(f);
+            }
             let fixture = if mcp_conformance { testee::Fixture::McpConformance } else { testee::Fixture::AppendixB };
             let opts = testee::Options { middleware, misbehave, fixture, ..testee::Options::from_env() };
             let code = testee::run_blocking(opts);

@@ -552,7 +552,13 @@ pub fn encode_message_frame_into<M: Message>(
         return Err(EncodeError::TooLarge { len, max: max_frame });
     }
     dst.reserve(PREFIX_LEN + len);
-    dst.put_u32(len as u32);
+    if crate::fault::on(crate::fault::Fault::TpFrameLittleEndian) {
+        dst.put_u32_le(len as u32);
+    } else if crate::fault::on(crate::fault::Fault::TpFrameLengthPlusOne) {
+        dst.put_u32(len as u32 + 1);
+    } else {
+        dst.put_u32(len as u32);
+    }
     message.encode_raw(dst);
     Ok(())
 }
