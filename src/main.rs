@@ -14,6 +14,7 @@ use protomcp_harness::testee::{self, Misbehave};
 use protomcp_proto::frame::{Limits, MAX_FRAME};
 use protomcp_proto::violation::Party;
 
+mod adequacy;
 mod bridge;
 mod capture;
 mod coverage;
@@ -54,6 +55,13 @@ enum Command {
     ///
     /// Exit status: 0 when every requirement is covered or listed, 1 otherwise.
     Coverage(coverage::CoverageArgs),
+    /// Mutation adequacy: run each fault of the reference peers' catalogue (`--list`) against the
+    /// scenarios of its area and report it KILLED (a scenario failed and named its requirement),
+    /// MISATTRIBUTED (failures named other requirements) or SURVIVED. docs/adequacy.md.
+    ///
+    /// Exit status: 0 when every fault is killed and attributed or a listed exception, 1 otherwise,
+    /// 2 usage, 3 no fault selected.
+    Adequacy(adequacy::AdequacyArgs),
     /// Run the catalogue against several targets (the reference testee first, then every --sdk
     /// and --testee) and print requirement × target as markdown, with the scenarios on which
     /// the targets disagree.
@@ -224,6 +232,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Explain { id, sel } => run::explain(&sel, &id),
         Command::Explore(a) => explore::run(*a),
         Command::Coverage(a) => coverage::coverage(a),
+        Command::Adequacy(a) => adequacy::adequacy(a),
         Command::Diff(a) => reports::diff(a),
         Command::Merge(a) => reports::merge(a),
         Command::Matrix(a) => matrix::matrix(a),

@@ -162,10 +162,8 @@ pub async fn run(opts: Options) -> i32 {
         }
     };
     if on(Fault::TpConnStdinEofExits) {
-        tokio::spawn(async {
-            use tokio::io::AsyncReadExt;
-            let mut sink = Vec::new();
-            let _ = tokio::io::stdin().read_to_end(&mut sink).await;
+        std::thread::spawn(|| {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
             std::process::exit(0);
         });
     }
