@@ -85,15 +85,24 @@ pub fn adequacy(a: AdequacyArgs) -> Result<ExitCode> {
         keep_transcripts: false,
     };
     let scope = if a.all_scenarios { Scope::All } else { Scope::Area };
-    eprintln!("adequacy: {} faults of role {}, {} scenarios loaded, -j {}", faults.len(), role.name(), scenarios.len(), cfg.jobs);
+    eprintln!(
+        "adequacy: {} faults of role {}, {} scenarios loaded, -j {}",
+        faults.len(),
+        role.name(),
+        scenarios.len(),
+        cfg.jobs
+    );
     let on_fault: adequacy::OnFault = Arc::new(|r: &FaultResult, n: usize, total: usize| {
         eprintln!("[{n}/{total}] {}", progress_line(r));
     });
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let report = runtime.block_on(adequacy::run(&faults, &scenarios, scope, exe, cfg, on_fault));
     print!("{}", report.text());
-    let unexpected: Vec<&FaultResult> =
-        report.results.iter().filter(|r| r.outcome != Outcome::Killed && !exceptions.contains_key(r.fault.name())).collect();
+    let unexpected: Vec<&FaultResult> = report
+        .results
+        .iter()
+        .filter(|r| r.outcome != Outcome::Killed && !exceptions.contains_key(r.fault.name()))
+        .collect();
     let excused = report.results.iter().filter(|r| r.outcome != Outcome::Killed).count() - unexpected.len();
     for r in report.results.iter().filter(|r| r.outcome == Outcome::Killed && exceptions.contains_key(r.fault.name())) {
         println!("STALE exception {}: killed now; remove it from harness/data/adequacy-exceptions.yaml", r.fault);
@@ -112,7 +121,8 @@ pub fn adequacy(a: AdequacyArgs) -> Result<ExitCode> {
 
 /// `KILLED tp.call.reply-twice (TP-CALL-01): calls.add [TP-CALL-01], … (12 scenarios, 4.1 s)`.
 fn progress_line(r: &FaultResult) -> String {
-    let kills: Vec<String> = r.kills.iter().take(3).map(|k| format!("{} [{}]", k.scenario, k.broken.join(","))).collect();
+    let kills: Vec<String> =
+        r.kills.iter().take(3).map(|k| format!("{} [{}]", k.scenario, k.broken.join(","))).collect();
     let more = if r.kills.len() > 3 { format!(", +{}", r.kills.len() - 3) } else { String::new() };
     format!(
         "{} {} ({}): {}{more} ({} scenarios, {:.1} s)",

@@ -130,6 +130,19 @@ impl FrameError {
     /// The protocol rule this error shows broken, with the party at fault.
     pub fn violation(&self) -> Violation {
         match self {
+            // A prefix far above the limit whose bytes, swapped, are a legal length: little-endian.
+            FrameError::Oversize { party, len, max, .. }
+                if *len / 2 > *max && (1..=*max).contains(&len.swap_bytes()) =>
+            {
+                Violation::new(
+                    Rule::PrefixByteOrder,
+                    *party,
+                    format!(
+                        "{self}; read little-endian it would be {} bytes: the prefix is not big-endian",
+                        len.swap_bytes()
+                    ),
+                )
+            }
             FrameError::Oversize { party, .. } => Violation::new(Rule::FrameTooLong, *party, self.to_string()),
             FrameError::Undecodable { party, .. } => Violation::new(Rule::BodyNotEnvelope, *party, self.to_string()),
             FrameError::Truncated { party, stage: Stage::SidebandPayload, .. } => {

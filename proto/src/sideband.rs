@@ -296,6 +296,21 @@ impl StreamAssembler {
                 let mut violations = p.violations;
                 let actual = p.data.len() as u64;
                 if p.header.total_size != 0 && p.header.total_size != actual {
+                    // Fewer bytes than announced that are no whole JSON value: data was lost
+                    // (TP-STREAM-03), not only the total miscounted; named first.
+                    if actual < p.header.total_size && serde_json::from_slice::<serde::de::IgnoredAny>(&p.data).is_err()
+                    {
+                        violations.insert(
+                            0,
+                            Violation::new(
+                                Rule::StreamField,
+                                party,
+                                format!(
+                                    "the {actual} bytes that arrived are not a whole JSON value: chunk data is missing"
+                                ),
+                            ),
+                        );
+                    }
                     violations.push(Violation::new(
                         Rule::StreamSizes,
                         party,

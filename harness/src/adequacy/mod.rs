@@ -197,7 +197,10 @@ pub async fn run(
                 on_fault(&fr, *n, total);
             }
         });
-        sides.push((fault, Side { scenarios: Arc::new(scenarios), target: Arc::new(target(fault, exe.clone())), on_done }));
+        sides.push((
+            fault,
+            Side { scenarios: Arc::new(scenarios), target: Arc::new(target(fault, exe.clone())), on_done },
+        ));
     }
     let order: Vec<Fault> = sides.iter().map(|(f, _)| *f).collect();
     let per_side = runner::run_sides(sides.into_iter().map(|(_, s)| s).collect(), cfg).await;
@@ -284,7 +287,13 @@ impl Report {
     pub fn text(&self) -> String {
         let mut out = String::new();
         for r in self.results.iter().filter(|r| r.outcome != Outcome::Killed) {
-            out.push_str(&format!("{} {} ({}): {}\n", r.outcome.label(), r.fault, r.fault.requirement(), r.fault.description()));
+            out.push_str(&format!(
+                "{} {} ({}): {}\n",
+                r.outcome.label(),
+                r.fault,
+                r.fault.requirement(),
+                r.fault.description()
+            ));
             if let Outcome::Misattributed { named } = &r.outcome {
                 out.push_str(&format!("  named instead: {}\n", named.iter().cloned().collect::<Vec<_>>().join(", ")));
             }
@@ -317,9 +326,7 @@ impl Report {
     /// The JSON report (`--json FILE`).
     pub fn json(&self) -> Value {
         let (by_area, all) = self.tallies();
-        let tally = |t: &Tally| {
-            json!({"faults": t.faults, "killed": t.killed, "misattributed": t.misattributed, "survived": t.survived, "score": t.score()})
-        };
+        let tally = |t: &Tally| json!({"faults": t.faults, "killed": t.killed, "misattributed": t.misattributed, "survived": t.survived, "score": t.score()});
         json!({
             "scope": match self.scope { Scope::Area => "area", Scope::All => "all" },
             "wall_ms": self.wall.as_millis() as u64,
@@ -358,10 +365,12 @@ impl Report {
 /// The exceptions file (`harness/data/adequacy-exceptions.yaml`): fault name → why no black-box
 /// scenario can catch it. Every name must be a fault of the catalogue, every reason non-empty.
 pub fn parse_exceptions(file: &str, text: &str) -> Result<BTreeMap<String, String>, ExceptionsError> {
-    let map: BTreeMap<String, String> = if text.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) {
+    let map: BTreeMap<String, String> = if text.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+    {
         BTreeMap::new()
     } else {
-        serde_saphyr::from_str(text).map_err(|e| ExceptionsError::Yaml { file: file.to_owned(), message: e.to_string() })?
+        serde_saphyr::from_str(text)
+            .map_err(|e| ExceptionsError::Yaml { file: file.to_owned(), message: e.to_string() })?
     };
     for (name, reason) in &map {
         if name.parse::<Fault>().is_err() {
@@ -438,8 +447,20 @@ mod tests {
     fn the_json_report_reads_back_as_its_gaps() {
         let report = Report {
             results: vec![
-                FaultResult { fault: Fault::TpCallReplyTwice, outcome: Outcome::Killed, ran: 3, kills: vec![], duration: Duration::ZERO },
-                FaultResult { fault: Fault::TpCallEchoSlow, outcome: Outcome::Survived, ran: 3, kills: vec![], duration: Duration::ZERO },
+                FaultResult {
+                    fault: Fault::TpCallReplyTwice,
+                    outcome: Outcome::Killed,
+                    ran: 3,
+                    kills: vec![],
+                    duration: Duration::ZERO,
+                },
+                FaultResult {
+                    fault: Fault::TpCallEchoSlow,
+                    outcome: Outcome::Survived,
+                    ran: 3,
+                    kills: vec![],
+                    duration: Duration::ZERO,
+                },
             ],
             scope: Scope::Area,
             wall: Duration::from_secs(1),
@@ -449,5 +470,53 @@ mod tests {
         assert_eq!(gaps, BTreeMap::from([("TP-CALL-20".to_owned(), vec!["tp.call.echo-slow".to_owned()])]));
         assert!(report.text().contains("ADEQUACY: 50.0 % killed and attributed (1 of 2 faults"));
         assert!(Report::gaps_of_json(&json!({})).is_err());
+    }
+}
+
+#[cfg(test)]
+mod guards {
+    use super::*;
+
+    /// The Rust sources of the peers and cores where faults are guarded.
+    fn sources() -> String {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut text = String::new();
+        let mut dirs: Vec<std::path::PathBuf> =
+            ["proto/src", "peers/src", "bridge/src"].iter().map(|d| root.join(d)).collect();
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("proto/src/fault.rs") {
+                    text.push_str(&std::fs::read_to_string(&path).unwrap());
+                }
+            }
+        }
+        text
+    }
+
+    #[test]
+    fn every_fault_is_guarded_somewhere_outside_the_table() {
+        let text = sources();
+        let unguarded: Vec<&str> =
+            Fault::ALL.iter().filter(|f| !text.contains(&format!("Fault::{}", f.ident()))).map(|f| f.name()).collect();
+        assert!(unguarded.is_empty(), "faults with no `fault::on(Fault::…)` guard: {unguarded:?}");
+    }
+
+    #[test]
+    fn every_fault_names_a_must_or_should_requirement_of_the_table() {
+        for f in Fault::ALL {
+            let r = crate::requirements::get(f.requirement()).unwrap_or_else(|| panic!("{}: {}", f, f.requirement()));
+            assert!(!r.withdrawn, "{f}: {} is withdrawn", r.id);
+            assert_ne!(r.level, crate::requirements::Level::May, "{f}: {} is a MAY", r.id);
+        }
+    }
+
+    #[test]
+    fn the_bundled_exceptions_name_faults_of_the_catalogue_with_reasons() {
+        let text = include_str!("../../data/adequacy-exceptions.yaml");
+        parse_exceptions("harness/data/adequacy-exceptions.yaml", text).unwrap();
+        assert!(matches!(parse_exceptions("x.yaml", "tp.nothing: \"why\"\n"), Err(ExceptionsError::Unknown { .. })));
     }
 }

@@ -161,12 +161,6 @@ pub async fn run(opts: Options) -> i32 {
             return if on(Fault::TpConnUnsetExitsZero) { 0 } else { exit::USAGE };
         }
     };
-    if on(Fault::TpConnStdinEofExits) {
-        std::thread::spawn(|| {
-            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
-            std::process::exit(0);
-        });
-    }
     match opts.misbehave {
         Some(Misbehave::IgnoreSigterm) => {
             if let Err(e) = misbehave::ignore_sigterm() {
@@ -190,6 +184,13 @@ pub async fn run(opts: Options) -> i32 {
             return exit::FAILURE;
         }
     };
+    if on(Fault::TpConnStdinEofExits) {
+        // The event loop also watches stdin, and takes its end for the end of the session.
+        std::thread::spawn(|| {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            std::process::exit(0);
+        });
+    }
     if on(Fault::TpConnReconnect) {
         serve(stream, opts.clone()).await;
         return match UnixStream::connect(&path).await {

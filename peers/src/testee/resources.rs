@@ -95,6 +95,7 @@ pub(crate) fn read(uri: &str) -> ReadResourceResponse {
     let templated = uri.strip_prefix(ITEM_PREFIX).filter(|id| on(Fault::TpResourceStaticShadowed) && !id.is_empty());
     let found = match uri {
         _ if templated.is_some() => templated.map(|id| content(TEXT_PLAIN, format!("item {id}"), &[])),
+        STATIC_URI if on(Fault::TpResourceStaticNewline) => Some(content(TEXT_PLAIN, format!("{STATIC_TEXT}\n"), &[])),
         STATIC_URI => Some(content(TEXT_PLAIN, STATIC_TEXT.into(), &[])),
         ITEM_ZERO_URI => Some(content(TEXT_PLAIN, ITEM_ZERO_TEXT.into(), &[])),
         BLOB_URI if on(Fault::TpResourceBlobAlsoText) => {

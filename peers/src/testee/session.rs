@@ -116,6 +116,9 @@ impl Session {
             flooded: false,
             deaf: false,
         };
+        if on(Fault::TpHandshakeGreeting) {
+            session.shared.out.send(env::log("info", "sdk", r#""ready""#)).await;
+        }
         let (end, writer_done) = session.run(&mut frames, &mut writer).await;
         // TP-CONN-08/10: handlers still running are stopped now (the spec allows stopping
         // them early), so the process leaves within T_PROMPT.
@@ -330,7 +333,11 @@ impl Session {
                 out.send(Envelope::from(resources::get_prompt(&req)).with_rid(rid)).await;
             }
             Msg::CompletionRequest(req) => {
-                out.send(Envelope::from(resources::complete(&req)).with_rid(rid)).await;
+                let answer = resources::complete(&req);
+                if on(Fault::TpCompleteUnregisteredUnanswered) && answer == Default::default() {
+                    return None;
+                }
+                out.send(Envelope::from(answer).with_rid(rid)).await;
             }
             Msg::RegisterMiddlewareResponse(_) => diag!("ignoring a RegisterMiddlewareResponse that answers nothing"),
             Msg::TaskStatus(_) if on(Fault::TpTaskStatusExits) => {
