@@ -297,19 +297,16 @@ impl StreamAssembler {
                 let actual = p.data.len() as u64;
                 if p.header.total_size != 0 && p.header.total_size != actual {
                     // Fewer bytes than announced that are no whole JSON value: data was lost
-                    // (TP-STREAM-03), not only the total miscounted; named first.
+                    // (TP-STREAM-03), not only the total miscounted; named before the total.
                     if actual < p.header.total_size && serde_json::from_slice::<serde::de::IgnoredAny>(&p.data).is_err()
                     {
-                        violations.insert(
-                            0,
-                            Violation::new(
-                                Rule::StreamField,
-                                party,
-                                format!(
-                                    "the {actual} bytes that arrived are not a whole JSON value: chunk data is missing"
-                                ),
+                        violations.push(Violation::new(
+                            Rule::StreamField,
+                            party,
+                            format!(
+                                "the {actual} bytes that arrived are not a whole JSON value: chunk data is missing"
                             ),
-                        );
+                        ));
                     }
                     violations.push(Violation::new(
                         Rule::StreamSizes,
