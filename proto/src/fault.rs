@@ -221,6 +221,12 @@ pub fn active() -> Option<Fault> {
     Fault::ALL.get(usize::from(n)).copied()
 }
 
+/// Whether no fault is switched on (the default): one check before several faults' checks.
+#[inline]
+pub fn none() -> bool {
+    ACTIVE.load(Ordering::Relaxed) == NONE
+}
+
 /// Whether `fault` is the one switched on.
 #[inline]
 pub fn on(fault: Fault) -> bool {

@@ -414,7 +414,7 @@ mod tests {
     fn a_fault_is_killed_only_when_a_failing_scenario_names_its_requirement() {
         let f = Fault::TpCallReplyTwice;
         let pass = case("a", Verdict::Pass, &[]);
-        assert_eq!(classify(f, &[pass.clone()]).0, Outcome::Survived);
+        assert_eq!(classify(f, std::slice::from_ref(&pass)).0, Outcome::Survived);
         let error = case("e", Verdict::Error, &[]);
         assert_eq!(classify(f, &[pass.clone(), error]).0, Outcome::Survived);
         let other = case("b", Verdict::Fail, &["TP-CALL-02"]);

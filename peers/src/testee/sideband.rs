@@ -30,8 +30,7 @@ pub fn call_result_envelope_len(rid: &str, resp: &CallToolResponse) -> usize {
 /// whose sole non-default field is result_json (TP-SIDEBAND-05, TP-STREAM-05).
 pub fn sideband_allowed(resp: &CallToolResponse) -> bool {
     let errors_too = on(Fault::TpSidebandErrorAllowed);
-    (!resp.is_error || errors_too)
-        && (resp.error.is_none() || errors_too)
+    (errors_too || (!resp.is_error && resp.error.is_none()))
         && resp.enable_tools.is_empty()
         && resp.disable_tools.is_empty()
         && resp.structured_content_json.is_empty()
