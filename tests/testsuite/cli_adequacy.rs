@@ -83,3 +83,22 @@ fn the_testee_refuses_a_fault_that_is_not_in_the_catalogue() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("tp.no.such-fault"));
 }
+
+#[test]
+fn coverage_lists_the_requirements_whose_faults_an_adequacy_report_did_not_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("a.json");
+    let report = serde_json::json!({"faults": [
+        {"name": "tp.call.reply-twice", "requirement": "TP-CALL-01", "outcome": "KILLED"},
+        {"name": "tp.call.echo-slow", "requirement": "TP-CALL-20", "outcome": "SURVIVED"},
+        {"name": "tp.frame.malformed-deaf", "requirement": "TP-FRAME-14", "outcome": "MISATTRIBUTED"},
+    ]});
+    std::fs::write(&json, report.to_string()).unwrap();
+    let o = Command::new(EXE).args(["coverage", "--adequacy"]).arg(&json).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("were not killed and attributed"), "{out}");
+    assert!(out.contains("  TP-CALL-20 [MUST] tp.call.echo-slow\n"), "{out}");
+    assert!(out.contains("  TP-FRAME-14 [MUST] tp.frame.malformed-deaf\n"), "{out}");
+    assert!(!out.contains("TP-CALL-01 [MUST]"), "{out}");
+}

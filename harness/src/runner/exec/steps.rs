@@ -111,6 +111,21 @@ impl Exec<'_> {
             Action::SendRaw(b) => self.write(b, None, None).await,
             Action::SendFrame(f) => self.send_frame(f).await,
             // Reading.
+            Action::Expect(e) if e.or_close => {
+                let within = self.t(e.within);
+                let v = match self.next(Instant::now() + within, &e.ignore).await? {
+                    Got::Value(v) => v,
+                    Got::Eof => return self.gone_within_prompt().await,
+                    Got::Timeout => {
+                        return Err(StepError::Fail(format!(
+                            "{}, and the connection is still open (or_close: an answer, or the connection closed and the process gone)",
+                            self.nothing_within(within)
+                        )));
+                    }
+                };
+                match_envelope(&e.pattern, &v, &mut self.caps)
+                    .map_err(|m| StepError::Fail(format!("{m}\n  arrived: {}", compact(&v))))
+            }
             Action::Expect(e) => {
                 let within = self.t(e.within);
                 let v = self.next_required(Instant::now() + within, within, &e.ignore).await?;
@@ -186,6 +201,22 @@ impl Exec<'_> {
             let got: Vec<String> = values.iter().map(compact).collect();
             StepError::Fail(format!("{m}\n  arrived: {}", got.join("\n           ")))
         })
+    }
+
+    /// After the peer closed the connection where `expect … or_close` allows it: its process
+    /// must be gone within `T_PROMPT`.
+    async fn gone_within_prompt(&mut self) -> Result<(), StepError> {
+        let within = self.t(crate::scenario::T_PROMPT);
+        match self.proc.wait(within).await {
+            Some(info) => {
+                self.transcript.push(Item::Exit { status: info.to_string() });
+                Ok(())
+            }
+            None => Err(StepError::Fail(format!(
+                "{} closed the connection but was still running {within:?} later",
+                self.party()
+            ))),
+        }
     }
 
     async fn expect_close(&mut self, within: Duration) -> Result<(), StepError> {
