@@ -35,6 +35,10 @@ pub struct CoverageArgs {
     /// Write the whole table as JSON here.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Also list the requirements whose faults an adequacy run (its `--json FILE`) did not kill
+    /// and attribute (docs/adequacy.md); any such requirement makes the exit status 1.
+    #[arg(long, value_name = "FILE")]
+    adequacy: Option<PathBuf>,
 }
 
 /// The bundled not-black-box-testable lists, merged; a requirement listed twice is an error.
@@ -135,6 +139,27 @@ pub fn coverage(a: CoverageArgs) -> Result<ExitCode> {
     for id in &cov.stale_untestable {
         writeln!(out, "note: {id} is listed as not black-box testable but a scenario cites it; drop it from the list")?;
     }
+    let mut adequacy_gaps = 0;
+    if let Some(path) = &a.adequacy {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let report: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+        let gaps =
+            protomcp_harness::adequacy::Report::gaps_of_json(&report).with_context(|| path.display().to_string())?;
+        let gaps: Vec<_> =
+            gaps.into_iter().filter(|(id, _)| party.is_none_or(|p| id.starts_with(p.prefix()))).collect();
+        adequacy_gaps = gaps.len();
+        writeln!(
+            out,
+            "\nRequirements whose faults were not killed and attributed ({}): {}",
+            path.display(),
+            gaps.len()
+        )?;
+        for (id, faults) in &gaps {
+            let level = protomcp_harness::requirements::get(id).map_or(String::from("?"), |r| r.level.to_string());
+            writeln!(out, "  {id} [{level}] {}", faults.join(", "))?;
+        }
+    }
     if let Some(path) = &a.json {
         let rows: Vec<serde_json::Value> = cov
             .entries
@@ -156,7 +181,7 @@ pub fn coverage(a: CoverageArgs) -> Result<ExitCode> {
         std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(if missing.is_empty() && cov.stale_untestable.is_empty() && cov.stale_pending.is_empty() {
+    Ok(if missing.is_empty() && cov.stale_untestable.is_empty() && cov.stale_pending.is_empty() && adequacy_gaps == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

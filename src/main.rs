@@ -14,6 +14,7 @@ use protomcp_harness::testee::{self, Misbehave};
 use protomcp_proto::frame::{Limits, MAX_FRAME};
 use protomcp_proto::violation::Party;
 
+mod adequacy;
 mod bridge;
 mod capture;
 mod coverage;
@@ -54,6 +55,13 @@ enum Command {
     ///
     /// Exit status: 0 when every requirement is covered or listed, 1 otherwise.
     Coverage(coverage::CoverageArgs),
+    /// Mutation adequacy: run each fault of the reference peers' catalogue (`--list`) against the
+    /// scenarios of its area and report it KILLED (a scenario failed and named its requirement),
+    /// MISATTRIBUTED (failures named other requirements) or SURVIVED. docs/adequacy.md.
+    ///
+    /// Exit status: 0 when every fault is killed and attributed or a listed exception, 1 otherwise,
+    /// 2 usage, 3 no fault selected.
+    Adequacy(adequacy::AdequacyArgs),
     /// Run the catalogue against several targets (the reference testee first, then every --sdk
     /// and --testee) and print requirement × target as markdown, with the scenarios on which
     /// the targets disagree.
@@ -152,12 +160,23 @@ enum Command {
         /// Break one rule on purpose (otherwise behaving normally), for self-tests of the harness.
         #[arg(long, value_name = "KIND", value_parser = misbehave_parser())]
         misbehave: Option<Misbehave>,
+        /// Switch on one fault of the catalogue (a realistic bug that breaks one requirement), for
+        /// `adequacy`; `adequacy --list` lists them (docs/adequacy.md).
+        #[arg(long, value_name = "NAME", value_parser = fault_parser())]
+        fault: Option<protomcp_proto::fault::Fault>,
         /// Serve the fixture of the official MCP conformance suite (its test_* tools, test://
         /// resources and prompts) instead of Appendix B: for running that suite through a bridge
         /// (tests/mcp-conformance/run.sh).
         #[arg(long, conflicts_with = "middleware")]
         mcp_conformance: bool,
     },
+}
+
+fn fault_parser() -> impl TypedValueParser<Value = protomcp_proto::fault::Fault> {
+    use protomcp_proto::fault::{Fault, Role};
+    let names =
+        Fault::ALL.iter().filter(|f| f.role() == Role::ToolProcess).map(|f| PossibleValue::new(f.name()).hide(true));
+    PossibleValuesParser::new(names).try_map(|name| name.parse::<Fault>())
 }
 
 fn misbehave_parser() -> impl TypedValueParser<Value = Misbehave> {
@@ -213,6 +232,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Explain { id, sel } => run::explain(&sel, &id),
         Command::Explore(a) => explore::run(*a),
         Command::Coverage(a) => coverage::coverage(a),
+        Command::Adequacy(a) => adequacy::adequacy(a),
         Command::Diff(a) => reports::diff(a),
         Command::Merge(a) => reports::merge(a),
         Command::Matrix(a) => matrix::matrix(a),
@@ -223,7 +243,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let code = protomcp_harness::mock::run_blocking(native || protomcp_harness::mock::native_from_env());
             Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
         }
-        Command::Testee { middleware, misbehave, mcp_conformance } => {
+        Command::Testee { middleware, misbehave, fault, mcp_conformance } => {
+            // Before anything reads the environment: a fault may change how.
+            if let Some(f) = fault {
+                protomcp_proto::fault::activate(f);
+            }
             let fixture = if mcp_conformance { testee::Fixture::McpConformance } else { testee::Fixture::AppendixB };
             let opts = testee::Options { middleware, misbehave, fixture, ..testee::Options::from_env() };
             let code = testee::run_blocking(opts);

@@ -12,7 +12,8 @@
 //! 2. [`runner`] (scenarios against a target: processes, verdicts, reports);
 //! 3. what builds on the runner: [`explore`] (generated cases and shrinking), [`capture`] (a real
 //!    session recorded as two scenarios), [`matrix`] (requirement × target), [`proto_mcp`] (the
-//!    proto-mcp profile), and [`coverage`] (requirements without a scenario).
+//!    proto-mcp profile), [`coverage`] (requirements without a scenario) and [`adequacy`]
+//!    (faults of the reference peers against the scenarios that should catch them).
 
 #![deny(unsafe_code)]
 
@@ -24,6 +25,7 @@ pub use protomcp_common::{bounded, dump, duration, io, jsonrpc, limits, os, tmpd
 /// The bundled peers the tester starts (crate `protomcp-peers`).
 pub use protomcp_peers::{mock, testee};
 
+pub mod adequacy;
 pub mod capture;
 pub mod coverage;
 pub mod explore;

@@ -34,6 +34,7 @@ pub mod bridge_core;
 pub mod bridge_model;
 pub mod dynamic;
 pub mod envelopes;
+pub mod fault;
 pub mod fixture;
 pub mod frame;
 pub mod fuzzing;

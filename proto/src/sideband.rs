@@ -49,10 +49,11 @@ pub fn frame_sideband(
     compression: &str,
     uncompressed_size: u64,
 ) -> Result<Bytes, EncodeError> {
+    use crate::fault::{Fault, on};
     let header = RawHeader {
-        request_id: call_rid.to_owned(),
-        field_name: field_name.to_owned(),
-        size: payload.len() as u64,
+        request_id: if on(Fault::TpSidebandRidDropped) { String::new() } else { call_rid.to_owned() },
+        field_name: if on(Fault::TpSidebandFieldName) { "result".to_owned() } else { field_name.to_owned() },
+        size: (payload.len() as u64).saturating_sub(u64::from(on(Fault::TpSidebandSizeShort))),
         compression: compression.to_owned(),
         uncompressed_size,
     };
@@ -139,7 +140,11 @@ pub fn encode_stream(
     assert!(chunk_size > 0, "chunk_size must be non-zero");
     let header = StreamHeader {
         field_name: field_name.to_owned(),
-        total_size: if announce_total { value.len() as u64 } else { 0 },
+        total_size: if announce_total {
+            value.len() as u64 + u64::from(crate::fault::on(crate::fault::Fault::TpStreamTotalSizeWrong))
+        } else {
+            0
+        },
         chunk_size,
     };
     let mut out = vec![Envelope::from(header).with_rid(call_rid)];
@@ -153,8 +158,13 @@ pub fn encode_stream(
             .collect()
     };
     let last = chunks.len() - 1;
-    for (i, data) in chunks.into_iter().enumerate() {
-        out.push(Envelope::from(StreamChunk { data, r#final: i == last }).with_rid(call_rid));
+    let no_final = crate::fault::on(crate::fault::Fault::TpStreamNoFinal);
+    let lose_last = crate::fault::on(crate::fault::Fault::TpStreamLastChunkLost);
+    for (i, mut data) in chunks.into_iter().enumerate() {
+        if lose_last && i == last && i > 0 && data.len() < chunk_size as usize {
+            data = Bytes::new();
+        }
+        out.push(Envelope::from(StreamChunk { data, r#final: i == last && !no_final }).with_rid(call_rid));
     }
     out
 }
@@ -286,6 +296,18 @@ impl StreamAssembler {
                 let mut violations = p.violations;
                 let actual = p.data.len() as u64;
                 if p.header.total_size != 0 && p.header.total_size != actual {
+                    // Fewer bytes than announced that are no whole JSON value: data was lost
+                    // (TP-STREAM-03), not only the total miscounted; named before the total.
+                    if actual < p.header.total_size && serde_json::from_slice::<serde::de::IgnoredAny>(&p.data).is_err()
+                    {
+                        violations.push(Violation::new(
+                            Rule::StreamField,
+                            party,
+                            format!(
+                                "the {actual} bytes that arrived are not a whole JSON value: chunk data is missing"
+                            ),
+                        ));
+                    }
                     violations.push(Violation::new(
                         Rule::StreamSizes,
                         party,

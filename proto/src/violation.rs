@@ -62,6 +62,9 @@ pub enum Rule {
     FrameTooLong,
     /// A frame body that is not a serialized Envelope.
     BodyNotEnvelope,
+    /// A length prefix above `MAX_FRAME` that, read little-endian, is a frame length: the prefix
+    /// was written in the wrong byte order.
+    PrefixByteOrder,
     /// The connection ended inside a frame.
     PartialFrame,
     /// `namespace` set on a sent Envelope.
@@ -104,8 +107,8 @@ impl Rule {
         match (self, party) {
             (FrameTooLong, ToolProcess) => "TP-FRAME-04",
             (FrameTooLong, Bridge) => "BR-FRAME-04",
-            (BodyNotEnvelope | PartialFrame, ToolProcess) => "TP-FRAME-01",
-            (BodyNotEnvelope | PartialFrame, Bridge) => "BR-FRAME-01",
+            (BodyNotEnvelope | PartialFrame | PrefixByteOrder, ToolProcess) => "TP-FRAME-01",
+            (BodyNotEnvelope | PartialFrame | PrefixByteOrder, Bridge) => "BR-FRAME-01",
             (NamespaceNotEmpty, ToolProcess) => "TP-FRAME-08",
             (NamespaceNotEmpty, Bridge) => "BR-FRAME-06",
             (SidebandTruncated | SidebandSize, ToolProcess) => "TP-SIDEBAND-01",

@@ -376,6 +376,8 @@ pub(super) struct RawExpect {
     pub within_ms: Option<Spanned<Ms>>,
     #[serde(default)]
     pub ignore: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub or_close: bool,
 }
 
 #[derive(Debug, Deserialize)]

@@ -33,6 +33,11 @@ pub struct Selection {
     soak: bool,
 }
 
+/// The selection of `paths` (the bundled catalogue when empty), every scenario of them.
+pub(crate) fn selection(paths: Vec<PathBuf>) -> Selection {
+    Selection { scenarios: paths, ..Selection::default() }
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     #[command(flatten)]

@@ -18,6 +18,7 @@ mod bridge_reference;
 mod bridge_stdio;
 mod bridge_trace;
 mod capture;
+mod cli_adequacy;
 mod cli_bridge_http;
 mod cli_bridge_mode;
 mod cli_coverage;

@@ -22,6 +22,11 @@ use super::{CaseResult, Verdict};
 /// either). They still run and get their verdicts.
 pub const NOT_DETERMINISTIC: &[(&str, &str)] = &[
     (
+        "concurrency.pipelined-64-in-flight",
+        "64 slow calls run at once, each one 100 ms step: the order of their results and progress \
+         depends on scheduling",
+    ),
+    (
         "sampling.concurrent-asks",
         "two ask calls run at once: which SamplingRequest arrives first, and so how the \
          normalizer numbers the two tool-process rids, depends on scheduling",

@@ -35,8 +35,9 @@ pub type KnownFailures = BTreeMap<String, Vec<super::verdict::KnownFailure>>;
 /// How the testee is started.
 #[derive(Debug, Clone)]
 pub enum TargetKind {
-    /// The reference testee of this binary: `exe testee [--middleware] [--misbehave K]`.
-    Reference { exe: PathBuf },
+    /// The reference testee of this binary: `exe testee [--middleware] [--misbehave K]
+    /// [--fault NAME]`; `fault` is for `adequacy` (one fault of the catalogue switched on).
+    Reference { exe: PathBuf, fault: Option<protomcp_proto::fault::Fault> },
     /// A command of an SDK's testee; `middleware_command` starts its middleware variant.
     Command { argv: Vec<String>, middleware_command: Option<Vec<String>> },
     /// A bridge under test, started per `role: bridge` scenario and driven over `transport`;
@@ -86,7 +87,7 @@ impl Target {
     pub fn reference(exe: PathBuf) -> Target {
         Target {
             name: "reference testee".into(),
-            kind: TargetKind::Reference { exe },
+            kind: TargetKind::Reference { exe, fault: None },
             features: TP_FEATURES.iter().map(|f| f.to_string()).collect(),
             known_failures: KnownFailures::new(),
             env: BTreeMap::new(),
@@ -183,8 +184,12 @@ impl Target {
             return Err(Skip::NotClaimed { party: "target", features: missing.join(", ") });
         }
         match &self.kind {
-            TargetKind::Reference { exe } => {
+            TargetKind::Reference { exe, fault } => {
                 let mut argv = vec![exe.display().to_string(), "testee".into()];
+                if let Some(f) = fault {
+                    argv.push("--fault".into());
+                    argv.push(f.name().into());
+                }
                 if s.testee.middleware {
                     argv.push("--middleware".into());
                 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use futures_util::FutureExt;
 use protomcp_proto::envelopes::EnvelopeExt;
+use protomcp_proto::fault::{Fault, on};
 use protomcp_proto::pb::{CallToolRequest, Envelope, ToolError};
 use tokio_util::sync::CancellationToken;
 
@@ -26,6 +27,9 @@ pub(crate) async fn run_call(
 ) {
     let _admitted = Admitted { shared: &shared, rid: &rid, id, bytes };
     let reply = execute(&shared, &rid, req, &token).await;
+    if on(Fault::TpCancelNoResult) && token.is_cancelled() {
+        return;
+    }
     deliver(&shared, &rid, reply).await;
 }
 
@@ -48,7 +52,11 @@ async fn execute(shared: &Arc<Shared>, rid: &str, req: CallToolRequest, token: &
     }
     // TP-CALL-04/05/06: unknown names are an error result with a NOT_FOUND ToolError.
     let Some(spec) = tools::find(&req.name) else {
-        let text = format!("Tool not found: {}", req.name);
+        let text = if on(Fault::TpCallUnknownNoName) {
+            "Tool not found".to_owned()
+        } else {
+            format!("Tool not found: {}", req.name)
+        };
         let tool_error = ToolError {
             error_code: "NOT_FOUND".into(),
             message: text.clone(),
@@ -76,6 +84,7 @@ async fn execute(shared: &Arc<Shared>, rid: &str, req: CallToolRequest, token: &
     // message (no backtrace in the result, TP-SECURITY-03), and the testee goes on serving.
     match AssertUnwindSafe(tools::handle(spec.kind, &cx, args)).catch_unwind().await {
         Ok(Ok(reply)) => reply,
+        Ok(Err(_)) if on(Fault::TpCallFailureMessageLost) => tools::error("internal error", None),
         Ok(Err(failure)) => tools::error(failure.message(), None),
         Err(panic) => {
             let message = panic
@@ -91,12 +100,23 @@ async fn execute(shared: &Arc<Shared>, rid: &str, req: CallToolRequest, token: &
 /// Puts the result of call `rid` on the wire: through the sideband when it qualifies, as a
 /// stream for [`Reply::Stream`], otherwise as one CallToolResponse that fits a frame.
 pub(crate) async fn deliver(shared: &Shared, rid: &str, reply: Reply) {
-    let rid = match shared.opts.misbehave {
+    let mut rid = match shared.opts.misbehave {
         Some(Misbehave::WrongRid) => format!("wrong-{rid}"),
         _ => rid.to_owned(),
     };
+    if on(Fault::TpConcurLatestRid) {
+        rid = super::cx::lock(&shared.latest_call_rid).clone();
+    }
+    if on(Fault::TpConcurRidTruncated) && rid.len() > 255 {
+        let mut cut = 255;
+        while !rid.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        rid.truncate(cut);
+    }
     let items = encode_reply(shared, &rid, reply).await;
-    let times = if shared.opts.misbehave == Some(Misbehave::AnswerTwice) { 2 } else { 1 };
+    let twice = shared.opts.misbehave == Some(Misbehave::AnswerTwice) || on(Fault::TpCallReplyTwice);
+    let times = if twice { 2 } else { 1 };
     for _ in 0..times {
         for item in &items {
             let sent = match item {
@@ -114,6 +134,7 @@ async fn encode_reply(shared: &Shared, rid: &str, reply: Reply) -> Vec<Outgoing>
     match reply {
         Reply::Response(resp) if use_sideband(rid, &resp, shared.opts.raw_threshold) => {
             let threshold = shared.opts.compress_threshold;
+            let also = on(Fault::TpSidebandAlsoResponse).then(|| fit_call_result(rid, resp.clone()));
             let value = bytes::Bytes::from(resp.result_json.into_bytes());
             let call_rid = rid.to_owned();
             // Compression of up to 64 MiB is CPU work: off the async threads.
@@ -122,7 +143,10 @@ async fn encode_reply(shared: &Shared, rid: &str, reply: Reply) -> Vec<Outgoing>
             })
             .await;
             match encoded {
-                Ok(Ok(bytes)) => vec![Outgoing::Raw(bytes)],
+                Ok(Ok(bytes)) => {
+                    let also = also.map(|r| Outgoing::Envelope(Envelope::from(r).with_rid(rid)));
+                    std::iter::once(Outgoing::Raw(bytes)).chain(also).collect()
+                }
                 Ok(Err(e)) => {
                     diag!("cannot send the result of call {rid:?} through the sideband: {e}");
                     Vec::new()

@@ -15,6 +15,8 @@ use serde_json::json;
 use tokio::sync::{Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use protomcp_proto::fault::{Fault, on};
+
 use super::Options;
 use super::writer::Out;
 
@@ -27,13 +29,16 @@ pub(crate) struct Shared {
     pub reverse: Mutex<HashMap<String, Waiter>>,
     pub heavy: Semaphore,
     pub next_rid: AtomicU64,
+    /// `tp.concur.latest-rid`: the rid of the latest call received.
+    pub latest_call_rid: Mutex<String>,
 }
 
 impl Shared {
     /// A rid for a reverse request: non-empty and never reused on this connection
     /// (TP-CONCUR-07). It may equal a bridge rid; the two spaces are told apart by type.
     pub fn fresh_rid(&self) -> String {
-        format!("tp-{}", self.next_rid.fetch_add(1, Ordering::Relaxed) + 1)
+        let step = if on(Fault::TpConcurReverseRidReused) { 0 } else { 1 };
+        format!("tp-{}", self.next_rid.fetch_add(step, Ordering::Relaxed) + 1)
     }
 }
 
@@ -84,6 +89,22 @@ impl CallTable {
                 self.by_rid.remove(rid);
             }
         }
+    }
+
+    /// Whether a call is in flight under `rid`.
+    pub fn contains(&self, rid: &str) -> bool {
+        self.by_rid.contains_key(rid)
+    }
+
+    /// Calls in flight.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// `tp.cancel.all`: cancels every call in flight; false when there is none.
+    pub fn cancel_all(&self) -> bool {
+        self.by_rid.values().flatten().for_each(|(_, token)| token.cancel());
+        !self.by_rid.is_empty()
     }
 
     /// Cancels every call in flight under `rid`; false when there is none (TP-CANCEL-02).
@@ -187,15 +208,38 @@ pub(crate) struct Waiter {
 /// unknown rid or the wrong type are ignored (TP-TOOLLIST-05, TP-SAMPLING-05, TP-ROOTS-02).
 pub(crate) fn route_reverse(shared: &Shared, rid: &str, msg: Msg) {
     let Some(kind) = ReverseKind::of(&msg) else { return };
+    let mut waiters = lock(&shared.reverse);
+    let rid = stray_taken(&waiters, rid, kind).unwrap_or_else(|| rid.to_owned());
+    let rid = rid.as_str();
     if rid.is_empty() {
         return;
     }
-    let mut waiters = lock(&shared.reverse);
-    if waiters.get(rid).is_some_and(|w| w.kind == kind)
+    let any_kind = on(Fault::TpToollistOtherTypeAccepted);
+    if waiters.get(rid).is_some_and(|w| w.kind == kind || any_kind)
         && let Some(w) = waiters.remove(rid)
     {
         // The handler may have stopped waiting a moment ago: then the answer is dropped.
         let _ = w.tx.send(Envelope { msg: Some(msg), request_id: rid.to_owned(), ..Default::default() });
+    }
+}
+
+/// The faults that take a reply whose rid matches no waiter for the only waiter of its kind
+/// (`tp.toollist.other-rid-accepted`, `tp.toollist.empty-rid-accepted`,
+/// `tp.sampling.stray-accepted`, `tp.roots.stray-accepted`): that waiter's rid.
+fn stray_taken(waiters: &HashMap<String, Waiter>, rid: &str, kind: ReverseKind) -> Option<String> {
+    if waiters.contains_key(rid) {
+        return None;
+    }
+    let faulty = match kind {
+        ReverseKind::ActiveTools if rid.is_empty() => on(Fault::TpToollistEmptyRidAccepted),
+        ReverseKind::ActiveTools => on(Fault::TpToollistOtherRidAccepted),
+        ReverseKind::Sampling => on(Fault::TpSamplingStrayAccepted) && !rid.is_empty(),
+        ReverseKind::Roots => on(Fault::TpRootsStrayAccepted) && !rid.is_empty(),
+    };
+    let mut of_kind = waiters.iter().filter(|(_, w)| w.kind == kind);
+    match (faulty, of_kind.next(), of_kind.next()) {
+        (true, Some((only, _)), None) => Some(only.clone()),
+        _ => None,
     }
 }
 
@@ -237,14 +281,33 @@ impl CallCx {
     /// Reports progress: a ProgressNotification with the call's token unchanged and an empty
     /// rid (TP-PROGRESS-01/04); nothing when the call has no token (TP-PROGRESS-02).
     pub async fn progress(&self, progress: i64, total: i64, message: &str) {
-        if !self.progress_token.is_empty() {
-            self.shared.out.send(env::progress(&self.progress_token, progress, total, message)).await;
+        if !self.progress_token.is_empty() || on(Fault::TpProgressWithoutToken) {
+            let (progress, total) = if on(Fault::TpProgressSwapped) { (total, progress) } else { (progress, total) };
+            let mut e = env::progress(&self.progress_token, progress, total, message);
+            if on(Fault::TpProgressRidSet) {
+                e.request_id = self.rid.clone();
+            }
+            if on(Fault::TpProgressAfterResult) && progress == total {
+                // The last report goes out from a task of its own, a moment later.
+                let out = self.shared.out.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    out.send(e).await;
+                });
+                return;
+            }
+            self.shared.out.send(e).await;
         }
     }
 
     /// Logs one entry: a LogMessage with empty rid (TP-LOG-01).
     pub async fn log(&self, level: &str, logger: &str, data_json: &str) {
-        self.shared.out.send(env::log(level, logger, data_json)).await;
+        let level = if on(Fault::TpLogLevelUpper) { level.to_uppercase() } else { level.to_owned() };
+        let mut e = env::log(&level, logger, data_json);
+        if on(Fault::TpLogRidSet) {
+            e.request_id = self.rid.clone();
+        }
+        self.shared.out.send(e).await;
     }
 
     /// Sends `request` with a fresh non-empty rid (TP-CONCUR-07) and waits for the reply of
@@ -259,7 +322,12 @@ impl CallCx {
         if !self.shared.out.send(request.with_rid(rid.clone())).await {
             return Err(Failure::new("the connection is closed"));
         }
-        let timeout = self.shared.opts.reverse_timeout;
+        let unbounded = match kind {
+            ReverseKind::Sampling => on(Fault::TpSamplingUnbounded),
+            ReverseKind::Roots => on(Fault::TpRootsUnbounded),
+            ReverseKind::ActiveTools => false,
+        };
+        let timeout = if unbounded { Duration::from_secs(86_400) } else { self.shared.opts.reverse_timeout };
         tokio::select! {
             answer = rx => answer.map_err(|_| Failure::new("the connection is closed")),
             _ = tokio::time::sleep(timeout) => Err(Failure::new(format!(
@@ -278,5 +346,8 @@ fn human(d: Duration) -> String {
 
 /// `[{"type":"text","text":<t>}]`.
 pub(crate) fn text_json(t: &str) -> String {
+    if on(Fault::TpCallResultNotArray) {
+        return json!({"type": "text", "text": t}).to_string();
+    }
     json!([{"type": "text", "text": t}]).to_string()
 }

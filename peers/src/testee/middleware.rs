@@ -1,5 +1,6 @@
 //! The protocol middleware of Appendix B.3 and the answer to MiddlewareInterceptRequest (§13).
 
+use protomcp_proto::fault::{Fault, on};
 use protomcp_proto::frame::MAX_FRAME;
 use protomcp_proto::pb::{MiddlewareInterceptRequest, MiddlewareInterceptResponse};
 use serde_json::Value;
@@ -21,10 +22,14 @@ pub(crate) fn intercept(registered: bool, rid: &str, req: &MiddlewareInterceptRe
     // TP-MIDDLEWARE-02: everything passes through unless the middleware changes it.
     let pass = MiddlewareInterceptResponse {
         arguments_json: req.arguments_json.clone(),
-        result_json: req.result_json.clone(),
+        result_json: if on(Fault::TpMiddlewarePassDropsResult) { String::new() } else { req.result_json.clone() },
         reject: false,
         reject_reason: String::new(),
     };
+    let unknown = !registered || !MIDDLEWARE.iter().any(|(n, _)| *n == req.middleware_name);
+    if on(Fault::TpMiddlewareUnknownRejects) && unknown {
+        return MiddlewareInterceptResponse { reject: true, reject_reason: "no such middleware".into(), ..pass };
+    }
     if !registered {
         return pass;
     }
@@ -37,6 +42,7 @@ pub(crate) fn intercept(registered: bool, rid: &str, req: &MiddlewareInterceptRe
     };
     let response = match outcome {
         Ok(r) => r,
+        Err(_) if on(Fault::TpMiddlewareFailurePasses) => pass_through(req),
         // TP-MIDDLEWARE-04 is a MUST and applies in every phase; TP-MIDDLEWARE-06 (reject only
         // in `before`) is a SHOULD, so a failure in `after` still rejects.
         Err(Failed(why)) => MiddlewareInterceptResponse {
@@ -50,6 +56,16 @@ pub(crate) fn intercept(registered: bool, rid: &str, req: &MiddlewareInterceptRe
 }
 
 /// `guard` (priority 1): in `before`, rejects calls of `secret` with reason `blocked by guard`.
+/// The pass-through response to `req`.
+fn pass_through(req: &MiddlewareInterceptRequest) -> MiddlewareInterceptResponse {
+    MiddlewareInterceptResponse {
+        arguments_json: req.arguments_json.clone(),
+        result_json: req.result_json.clone(),
+        reject: false,
+        reject_reason: String::new(),
+    }
+}
+
 fn guard(req: &MiddlewareInterceptRequest, pass: MiddlewareInterceptResponse) -> MiddlewareInterceptResponse {
     if req.phase == "before" && req.tool_name == "secret" {
         MiddlewareInterceptResponse { reject: true, reject_reason: "blocked by guard".into(), ..pass }
@@ -78,7 +94,8 @@ fn mirror(
             Ok(MiddlewareInterceptResponse { arguments_json, ..pass })
         }
         "after" => {
-            let text = format!("after:{}:{}", req.tool_name, req.is_error);
+            let is_error = req.is_error && !on(Fault::TpMiddlewareIsErrorDropped);
+            let text = format!("after:{}:{}", req.tool_name, is_error);
             Ok(MiddlewareInterceptResponse { result_json: super::cx::text_json(&text), ..pass })
         }
         _ => Ok(pass),

@@ -27,6 +27,7 @@ mod writer;
 use std::ffi::OsStr;
 use std::time::Duration;
 
+use protomcp_proto::fault::{Fault, on};
 use tokio::net::UnixStream;
 
 pub use misbehave::Misbehave;
@@ -106,6 +107,10 @@ impl Options {
         let threshold = |name: &str| {
             let value = std::env::var_os(name);
             parse_threshold(value.as_deref()).unwrap_or_else(|BadThreshold(bad)| {
+                if on(Fault::TpSidebandBadThresholdExits) {
+                    eprintln!("protomcp-conform testee: {name}={bad:?} is not a byte count");
+                    std::process::exit(exit::USAGE);
+                }
                 eprintln!("protomcp-conform testee: {name}={bad:?} is not a byte count; using {DEFAULT_THRESHOLD}");
                 DEFAULT_THRESHOLD
             })
@@ -153,7 +158,7 @@ pub async fn run(opts: Options) -> i32 {
             eprintln!(
                 "protomcp-conform testee: {ENV_SOCKET} is not set; a protomcp bridge (or the harness) starts the testee with {ENV_SOCKET} set to its socket path"
             );
-            return exit::USAGE;
+            return if on(Fault::TpConnUnsetExitsZero) { 0 } else { exit::USAGE };
         }
     };
     match opts.misbehave {
@@ -167,13 +172,32 @@ pub async fn run(opts: Options) -> i32 {
     }
     // TP-CONN-01/04/06: one connection, as a client; a failure is one line and a non-zero exit
     // (no retries: TP-CONN-05 only allows them).
-    let stream = match UnixStream::connect(&path).await {
+    let mut connected = UnixStream::connect(&path).await;
+    while connected.is_err() && on(Fault::TpConnRetryForever) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        connected = UnixStream::connect(&path).await;
+    }
+    let stream = match connected {
         Ok(s) => s,
         Err(e) => {
             eprintln!("protomcp-conform testee: cannot connect to {ENV_SOCKET}={}: {e}", path.to_string_lossy());
             return exit::FAILURE;
         }
     };
+    if on(Fault::TpConnStdinEofExits) {
+        // The event loop also watches stdin, and takes its end for the end of the session.
+        std::thread::spawn(|| {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            std::process::exit(0);
+        });
+    }
+    if on(Fault::TpConnReconnect) {
+        serve(stream, opts.clone()).await;
+        return match UnixStream::connect(&path).await {
+            Ok(again) => serve(again, opts).await,
+            Err(_) => exit::FAILURE,
+        };
+    }
     serve(stream, opts).await
 }
 
@@ -188,6 +212,9 @@ pub fn run_blocking(opts: Options) -> i32 {
         }
     };
     let code = runtime.block_on(run(opts));
+    if on(Fault::TpConnLinger) {
+        std::thread::sleep(Duration::from_secs(5));
+    }
     runtime.shutdown_timeout(Duration::from_millis(100));
     code
 }

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use protomcp_proto::fault::{Fault, on};
 use protomcp_proto::pb::{
     CompletionRequest, CompletionResponse, GetPromptRequest, GetPromptResponse, PromptArgument, PromptDefinition,
     PromptListResponse, PromptMessage, ReadResourceResponse, ResourceContent, ResourceDefinition, ResourceListResponse,
@@ -44,7 +45,7 @@ pub(crate) fn resource_def(uri: &str, name: &str, description: &str, mime: &str,
 /// (none for `fixture://fail`, whose content is never produced).
 pub(crate) fn list_resources() -> ResourceListResponse {
     let def = resource_def;
-    ResourceListResponse {
+    let mut list = ResourceListResponse {
         resources: vec![
             def(STATIC_URI, "static", "A static text resource", TEXT_PLAIN, STATIC_TEXT.len()),
             def(BLOB_URI, "blob", "Four bytes of binary content", OCTET_STREAM, BLOB_BYTES.len()),
@@ -57,14 +58,25 @@ pub(crate) fn list_resources() -> ResourceListResponse {
             ),
             def(FAIL_URI, "fail", "A resource whose handler always fails", TEXT_PLAIN, 0),
         ],
+    };
+    if on(Fault::TpResourceListDropsLast) {
+        list.resources.pop();
     }
+    list
 }
 
 /// TP-RESOURCE-02/03/04: the item template.
 pub(crate) fn list_templates() -> ResourceTemplateListResponse {
+    if on(Fault::TpResourceTemplatesEmpty) {
+        return ResourceTemplateListResponse::default();
+    }
     ResourceTemplateListResponse {
         templates: vec![ResourceTemplateDefinition {
-            uri_template: ITEM_TEMPLATE.into(),
+            uri_template: if on(Fault::TpResourceTemplateColon) {
+                "fixture://item/:id".into()
+            } else {
+                ITEM_TEMPLATE.into()
+            },
             name: "item".into(),
             description: "One item by id".into(),
             mime_type: TEXT_PLAIN.into(),
@@ -80,17 +92,24 @@ pub(crate) fn list_templates() -> ResourceTemplateListResponse {
 /// zero contents, with a line on stderr (TP-RESOURCE-10/11).
 pub(crate) fn read(uri: &str) -> ReadResourceResponse {
     let content = |mime: &str, text: String, blob: &[u8]| resource_content(uri, mime, text, blob);
+    let templated = uri.strip_prefix(ITEM_PREFIX).filter(|id| on(Fault::TpResourceStaticShadowed) && !id.is_empty());
     let found = match uri {
+        _ if templated.is_some() => templated.map(|id| content(TEXT_PLAIN, format!("item {id}"), &[])),
+        STATIC_URI if on(Fault::TpResourceStaticNewline) => Some(content(TEXT_PLAIN, format!("{STATIC_TEXT}\n"), &[])),
         STATIC_URI => Some(content(TEXT_PLAIN, STATIC_TEXT.into(), &[])),
         ITEM_ZERO_URI => Some(content(TEXT_PLAIN, ITEM_ZERO_TEXT.into(), &[])),
+        BLOB_URI if on(Fault::TpResourceBlobAlsoText) => {
+            Some(content(OCTET_STREAM, String::from_utf8_lossy(BLOB_BYTES).into_owned(), BLOB_BYTES))
+        }
         BLOB_URI => Some(content(OCTET_STREAM, String::new(), BLOB_BYTES)),
+        FAIL_URI if on(Fault::TpResourceFailExits) => std::process::exit(1),
         FAIL_URI => {
             super::diag!("the handler of {FAIL_URI} failed: {FIXTURE_FAILURE}");
             None
         }
         _ => uri
             .strip_prefix(ITEM_PREFIX)
-            .filter(|id| !id.is_empty() && !id.contains('/'))
+            .filter(|id| on(Fault::TpResourceTemplateSlash) || (!id.is_empty() && !id.contains('/')))
             .map(|id| content(TEXT_PLAIN, format!("item {id}"), &[])),
     };
     ReadResourceResponse { contents: found.into_iter().collect() }
@@ -107,7 +126,7 @@ pub(crate) fn list_prompts() -> PromptListResponse {
                 arguments: vec![PromptArgument {
                     name: "name".into(),
                     description: "Who to greet".into(),
-                    required: true,
+                    required: !on(Fault::TpPromptRequiredDropped),
                 }],
             },
             PromptDefinition {
@@ -129,6 +148,9 @@ pub(crate) fn list_prompts() -> PromptListResponse {
 pub(crate) fn get_prompt(req: &GetPromptRequest) -> GetPromptResponse {
     let problem = |description: String| GetPromptResponse { description, messages: Vec::new() };
     if req.name == "fail" {
+        if on(Fault::TpPromptFailExits) {
+            std::process::exit(1);
+        }
         // TP-PROMPT-04/05: the failing handler is a problem like any other.
         super::diag!("the handler of prompt fail failed: {FIXTURE_FAILURE}");
         return problem(format!("Prompt fail failed: {FIXTURE_FAILURE}"));
@@ -141,13 +163,15 @@ pub(crate) fn get_prompt(req: &GetPromptRequest) -> GetPromptResponse {
         Ok(a) => a,
         Err(e) => return problem(format!("Invalid arguments for greet: expected a JSON object of strings ({e})")),
     };
-    let Some(name) = arguments.get("name") else {
+    let quoted = arguments.get("name").map(|n| serde_json::Value::from(n.as_str()).to_string());
+    let name = if on(Fault::TpPromptArgumentQuoted) { quoted.as_ref() } else { arguments.get("name") };
+    let Some(name) = name else {
         return problem("Invalid arguments for greet: missing required argument \"name\"".into());
     };
     GetPromptResponse {
         description: "A greeting".into(),
         messages: vec![PromptMessage {
-            role: "user".into(),
+            role: if on(Fault::TpPromptRoleSystem) { "system".into() } else { "user".into() },
             content_json: json!({"type": "text", "text": format!("Hello, {name}!")}).to_string(),
         }],
     }
@@ -161,16 +185,22 @@ pub(crate) fn get_prompt(req: &GetPromptRequest) -> GetPromptResponse {
 pub(crate) fn complete(req: &CompletionRequest) -> CompletionResponse {
     let candidates = match (req.ref_type.as_str(), req.ref_name.as_str(), req.argument_name.as_str()) {
         ("ref/prompt", "greet", "name") => NAMES,
-        ("ref/resource", ITEM_TEMPLATE, "id") => IDS,
+        ("ref/resource", ITEM_TEMPLATE, "id") if !on(Fault::TpCompleteResourceRefIgnored) => IDS,
         ("ref/prompt", "fail", "x") => {
+            if on(Fault::TpCompleteFailExits) {
+                std::process::exit(1);
+            }
             super::diag!("the completion handler of prompt fail failed: {FIXTURE_FAILURE}");
             return CompletionResponse::default();
         }
         _ => return CompletionResponse::default(),
     };
-    let values: Vec<String> =
-        candidates.iter().filter(|n| n.starts_with(req.argument_value.as_str())).map(|n| (*n).to_owned()).collect();
-    CompletionResponse { total: values.len() as i32, values, has_more: false }
+    let mut value = req.argument_value.as_str();
+    if on(Fault::TpCompleteValueCut) {
+        value = value.char_indices().nth(1).map_or("", |(i, _)| &value[i..]);
+    }
+    let values: Vec<String> = candidates.iter().filter(|n| n.starts_with(value)).map(|n| (*n).to_owned()).collect();
+    CompletionResponse { total: values.len() as i32, values, has_more: on(Fault::TpCompleteHasMore) }
 }
 
 /// One content of a resource read: `text` or `blob` (binary never travels as text,

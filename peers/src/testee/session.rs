@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
 use protomcp_proto::envelopes::{self as env, Arm, Direction, EnvelopeExt, Kind};
+use protomcp_proto::fault::{Fault, on};
 use protomcp_proto::frame::{Frame, FrameError, Limits, MAX_FRAME};
 use protomcp_proto::pb::envelope::Msg;
 use protomcp_proto::pb::{CallToolRequest, Envelope, RegisterMiddlewareResponse};
@@ -75,6 +76,8 @@ pub(super) struct Session {
     queue: VecDeque<Queued>,
     queued_bytes: usize,
     flooded: bool,
+    /// `tp.frame.malformed-deaf`: set after an undecodable body.
+    deaf: bool,
 }
 
 impl Session {
@@ -84,7 +87,14 @@ impl Session {
         let (rd, wr) = stream.into_split();
         let mut frames = FramedRead::new(
             rd,
-            EnvelopeCodec::new(Party::Bridge, Limits { max_frame: MAX_FRAME, max_sideband: 0, max_decompressed: 0 }),
+            EnvelopeCodec::new(
+                Party::Bridge,
+                Limits {
+                    max_frame: if on(Fault::TpFrameMaxOffByOne) { MAX_FRAME - 1 } else { MAX_FRAME },
+                    max_sideband: 0,
+                    max_decompressed: 0,
+                },
+            ),
         );
         let (tx, rx) = mpsc::channel(writer::CAPACITY);
         let drip = opts.misbehave == Some(Misbehave::Drip);
@@ -97,13 +107,18 @@ impl Session {
                 reverse: Mutex::new(HashMap::new()),
                 heavy: Semaphore::new(HEAVY_PERMITS),
                 next_rid: AtomicU64::new(0),
+                latest_call_rid: Mutex::new(String::new()),
             }),
             tasks: JoinSet::new(),
             phase: Phase::AwaitingListTools,
             queue: VecDeque::new(),
             queued_bytes: 0,
             flooded: false,
+            deaf: false,
         };
+        if on(Fault::TpHandshakeGreeting) {
+            session.shared.out.send(env::log("info", "sdk", r#""ready""#)).await;
+        }
         let (end, writer_done) = session.run(&mut frames, &mut writer).await;
         // TP-CONN-08/10: handlers still running are stopped now (the spec allows stopping
         // them early), so the process leaves within T_PROMPT.
@@ -140,8 +155,16 @@ impl Session {
                 }
                 continue;
             }
+            let idle = async {
+                if on(Fault::TpConnIdleTimeout) {
+                    tokio::time::sleep(std::time::Duration::from_secs(5)).await
+                } else {
+                    std::future::pending().await
+                }
+            };
             tokio::select! {
                 biased;
+                () = idle => return (End { code: exit::FAILURE, flush: false }, false),
                 done = &mut *writer => {
                     let code = match done {
                         Ok(Err(e)) if matches!(e.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset) => exit::BRIDGE_CLOSED,
@@ -168,11 +191,19 @@ impl Session {
         match item {
             // TP-CONN-08/09: the bridge closed the connection; leave with status 0.
             None => Some(End { code: exit::BRIDGE_CLOSED, flush: true }),
-            Some(Ok(Incoming::Frame(Frame::Envelope(d)))) => self.on_envelope(d.envelope).await,
+            Some(Ok(Incoming::Frame(Frame::Envelope(d)))) => {
+                if (on(Fault::TpFrameEmptyCloses) && d.len == 0)
+                    || (on(Fault::TpFrameUnknownArmCloses) && d.len > 0 && d.envelope.msg.is_none())
+                {
+                    return Some(End { code: exit::FAILURE, flush: false });
+                }
+                self.on_envelope(d.envelope).await
+            }
             // The decoder expects no payloads from a bridge (§11).
             Some(Ok(Incoming::Frame(Frame::Sideband(_)))) => None,
             // TP-FRAME-13/14: an undecodable body is skipped and the connection stays in service.
             Some(Ok(Incoming::Malformed(e))) => {
+                self.deaf |= on(Fault::TpFrameMalformedDeaf);
                 diag!("skipping a frame: {e}");
                 None
             }
@@ -180,12 +211,18 @@ impl Session {
             // it; the connection is closed at once, with one line on stderr and status 1.
             Some(Err(CodecError::Frame(e @ FrameError::Oversize { .. }))) => {
                 eprintln!("protomcp-conform testee: {e}; closing the connection");
+                if on(Fault::TpFrameOversizeWaits) {
+                    std::future::pending::<()>().await;
+                }
                 Some(End { code: exit::FAILURE, flush: false })
             }
             // TP-FRAME-15: end-of-file inside a frame; the partial frame is dropped. The bridge
             // closed the connection, so the status is 0 (TP-CONN-09).
             Some(Err(CodecError::Frame(e @ FrameError::Truncated { .. }))) => {
                 eprintln!("protomcp-conform testee: {e}; the bridge closed the connection");
+                if on(Fault::TpFrameTruncatedHangs) {
+                    std::future::pending::<()>().await;
+                }
                 Some(End { code: exit::BRIDGE_CLOSED, flush: true })
             }
             Some(Err(e)) => {
@@ -200,12 +237,22 @@ impl Session {
     async fn on_envelope(&mut self, envelope: Envelope) -> Option<End> {
         let Envelope { msg, request_id: rid, .. } = envelope;
         let msg = msg?;
+        if self.deaf {
+            return None;
+        }
         match &self.phase {
             Phase::AwaitingListTools => {
                 if let Msg::ListTools(_) = msg {
+                    if on(Fault::TpHandshakeSlowStart) {
+                        tokio::time::sleep(std::time::Duration::from_secs(11)).await;
+                    }
                     // TP-HANDSHAKE-02: the first frame written is the ToolListResponse.
+                    let rid = if on(Fault::TpHandshakeListRidDropped) { String::new() } else { rid };
                     self.begin_burst(rid).await;
                 } else if is_request(&msg) {
+                    if on(Fault::TpHandshakeEarlyRequestExits) {
+                        return Some(End { code: exit::FAILURE, flush: false });
+                    }
                     diag!("ignoring a {} that arrived before the first ListToolsRequest", Arm::of(&msg).message_name());
                 }
                 None
@@ -218,7 +265,9 @@ impl Session {
                     Msg::ActiveTools(_) | Msg::SamplingResponse(_) | Msg::ListRootsResponse(_) => {
                         cx::route_reverse(&self.shared, &rid, msg)
                     }
-                    Msg::Cancel(c) => self.cancel(&c.request_id),
+                    Msg::Cancel(c) => {
+                        self.cancel(&c.request_id);
+                    }
                     // TP-HANDSHAKE-11: a request is not the acknowledgement; it is held back and
                     // served when the burst is over.
                     msg if is_request(&msg) => self.hold_back(rid, msg),
@@ -242,16 +291,25 @@ impl Session {
         match msg {
             // TP-HANDSHAKE-14 (and TP-HANDSHAKE-15: the rest of the burst is not repeated).
             Msg::ListTools(_) => {
+                let rid = if on(Fault::TpHandshakeRelistNoRid) { String::new() } else { rid };
                 out.send(env::tool_list(self.definitions()).with_rid(rid)).await;
             }
             // TP-RELOAD-01/02: success with the request's rid, then the whole burst with empty
             // rids. Calls in flight go on and are answered (TP-RELOAD-04).
             Msg::Reload(_) => {
+                let rid = if on(Fault::TpReloadNoRid) { String::new() } else { rid };
                 out.send(env::reload_response(true, "").with_rid(rid)).await;
-                self.begin_burst(String::new()).await;
+                if !on(Fault::TpReloadNoBurst) {
+                    self.begin_burst(String::new()).await;
+                }
             }
             Msg::CallTool(req) => return self.start_call(rid, req, cancelled).await,
-            Msg::Cancel(c) => self.cancel(&c.request_id),
+            Msg::Cancel(c) => {
+                let target = if on(Fault::TpCancelEnvelopeRid) { rid.clone() } else { c.request_id.clone() };
+                if !self.cancel(&target) && on(Fault::TpCancelUnknownAnswered) && !c.request_id.is_empty() {
+                    out.send(env::call_error_text("no such call to cancel").with_rid(c.request_id)).await;
+                }
+            }
             Msg::ActiveTools(_) | Msg::SamplingResponse(_) | Msg::ListRootsResponse(_) => {
                 cx::route_reverse(&self.shared, &rid, msg)
             }
@@ -275,9 +333,19 @@ impl Session {
                 out.send(Envelope::from(resources::get_prompt(&req)).with_rid(rid)).await;
             }
             Msg::CompletionRequest(req) => {
-                out.send(Envelope::from(resources::complete(&req)).with_rid(rid)).await;
+                let answer = resources::complete(&req);
+                if on(Fault::TpCompleteUnregisteredUnanswered) && answer == Default::default() {
+                    return None;
+                }
+                out.send(Envelope::from(answer).with_rid(rid)).await;
             }
             Msg::RegisterMiddlewareResponse(_) => diag!("ignoring a RegisterMiddlewareResponse that answers nothing"),
+            Msg::TaskStatus(_) if on(Fault::TpTaskStatusExits) => {
+                return Some(End { code: exit::FAILURE, flush: false });
+            }
+            msg if on(Fault::TpSecurityUnexpectedArmExits) && Arm::of(&msg).direction() == Direction::ToolToBridge => {
+                return Some(End { code: exit::FAILURE, flush: false });
+            }
             // TP-TASK-01: reserved task messages are ignored; so is everything that only a tool
             // process sends.
             _ => {}
@@ -292,6 +360,15 @@ impl Session {
         self.shared.out.send(env::tool_list(self.definitions()).with_rid(rid)).await;
         let mut remaining: VecDeque<(&'static str, i32)> =
             if self.shared.opts.middleware { MIDDLEWARE.iter().copied().collect() } else { VecDeque::new() };
+        if on(Fault::TpMiddlewareDuplicateName) && remaining.len() > 1 {
+            remaining[1].0 = remaining[0].0;
+        }
+        if on(Fault::TpHandshakeNoAckWait) {
+            for (name, priority) in remaining {
+                self.shared.out.send(env::register_middleware(name, priority)).await;
+            }
+            return self.finish_burst().await;
+        }
         match remaining.pop_front() {
             Some((name, priority)) => {
                 self.shared.out.send(env::register_middleware(name, priority)).await;
@@ -322,9 +399,12 @@ impl Session {
             Fixture::AppendixB => tools::hidden(),
             Fixture::McpConformance => Vec::new(),
         };
-        let mut frames = vec![env::handshake_marker()];
+        let mut frames = if on(Fault::TpHandshakeNoMarker) { Vec::new() } else { vec![env::handshake_marker()] };
         if !hidden.is_empty() {
             frames.push(env::disable_tools(hidden));
+        }
+        if on(Fault::TpHandshakeDisableFirst) {
+            frames.reverse();
         }
         self.shared.out.batch(&frames).await;
         self.phase = Phase::Serving;
@@ -366,9 +446,9 @@ impl Session {
 
     /// TP-CANCEL-01/02/06: the call is named in the body; unknown, finished or empty names are
     /// ignored without a reply; only calls under that rid are affected.
-    fn cancel(&mut self, call_rid: &str) {
+    fn cancel(&mut self, call_rid: &str) -> bool {
         if call_rid.is_empty() {
-            return;
+            return false;
         }
         if self.shared.opts.misbehave == Some(Misbehave::LeakFdPerCancel)
             && let Ok(f) = std::env::current_exe().and_then(std::fs::File::open)
@@ -376,10 +456,15 @@ impl Session {
             // The planted leak: the descriptor stays open until the process ends.
             std::mem::forget(f);
         }
-        lock(&self.shared.calls).cancel(call_rid);
+        let known = if on(Fault::TpCancelAll) {
+            lock(&self.shared.calls).cancel_all()
+        } else {
+            lock(&self.shared.calls).cancel(call_rid)
+        };
         for q in self.queue.iter_mut().filter(|q| q.rid == call_rid && matches!(q.msg, Msg::CallTool(_))) {
             q.cancelled = true;
         }
+        known
     }
 
     /// Starts a call in a task of its own (TP-CONCUR-03/04).
@@ -388,6 +473,18 @@ impl Session {
             // TP-CALL-21: a call without rid cannot be answered usefully; it is ignored.
             diag!("ignoring a CallToolRequest for {:?} without rid", req.name);
             return None;
+        }
+        if on(Fault::TpCallHostileNameExits) && req.name.chars().any(char::is_control) {
+            return Some(End { code: exit::FAILURE, flush: false });
+        }
+        if on(Fault::TpConcurDuplicateRidExits) && lock(&self.shared.calls).contains(&rid) {
+            return Some(End { code: exit::FAILURE, flush: false });
+        }
+        if on(Fault::TpConcurPipelineDrop) && lock(&self.shared.calls).len() >= 32 {
+            return None;
+        }
+        if on(Fault::TpConcurLatestRid) {
+            *lock(&self.shared.latest_call_rid) = rid.clone();
         }
         if self.shared.opts.misbehave == Some(Misbehave::CrashMidCall) && req.name == "slow" {
             eprintln!("protomcp-conform testee: misbehaving (crash-mid-call): crashing on a call of slow");

@@ -10,6 +10,8 @@ use protomcp_proto::pb::CallToolResponse;
 use protomcp_proto::sideband::{ZSTD, frame_sideband};
 use serde_json::Value;
 
+use protomcp_proto::fault::{Fault, on};
+
 use super::diag;
 
 /// zstd level of sideband payloads (zstd's own default).
@@ -27,8 +29,8 @@ pub fn call_result_envelope_len(rid: &str, resp: &CallToolResponse) -> usize {
 /// Whether `resp` may travel through the sideband or a stream: only a plain successful result
 /// whose sole non-default field is result_json (TP-SIDEBAND-05, TP-STREAM-05).
 pub fn sideband_allowed(resp: &CallToolResponse) -> bool {
-    !resp.is_error
-        && resp.error.is_none()
+    let errors_too = on(Fault::TpSidebandErrorAllowed);
+    (errors_too || (!resp.is_error && resp.error.is_none()))
         && resp.enable_tools.is_empty()
         && resp.disable_tools.is_empty()
         && resp.structured_content_json.is_empty()
@@ -37,8 +39,8 @@ pub fn sideband_allowed(resp: &CallToolResponse) -> bool {
 /// Whether `resp` goes through the sideband: allowed, and either longer than the threshold
 /// (TP-SIDEBAND-08) or too long for a frame whatever the threshold says (TP-SIDEBAND-10).
 pub fn use_sideband(rid: &str, resp: &CallToolResponse, raw_threshold: usize) -> bool {
-    sideband_allowed(resp)
-        && (resp.result_json.len() > raw_threshold || call_result_envelope_len(rid, resp) > MAX_FRAME as usize)
+    let too_long = !on(Fault::TpSidebandFrameLimitIgnored) && call_result_envelope_len(rid, resp) > MAX_FRAME as usize;
+    sideband_allowed(resp) && (resp.result_json.len() > raw_threshold || too_long)
 }
 
 /// zstd with [`ZSTD_LEVEL`]: one standard frame that records its content size.
@@ -64,6 +66,10 @@ pub fn encode_result_sideband(
 ) -> Result<Bytes, EncodeError> {
     let (payload, compression, uncompressed_size) = if value.len() > compress_threshold {
         match compress(&value) {
+            Ok(c) if on(Fault::TpSidebandZstdSizeWrong) => {
+                let len = c.len() as u64;
+                (Bytes::from(c), ZSTD.to_owned(), len)
+            }
             Ok(c) => (Bytes::from(c), ZSTD.to_owned(), value.len() as u64),
             Err(e) => {
                 diag!("zstd compression failed ({e}); sending the {}-byte result uncompressed", value.len());
@@ -71,7 +77,8 @@ pub fn encode_result_sideband(
             }
         }
     } else {
-        (value, String::new(), 0)
+        let size = if on(Fault::TpSidebandPlainSizeSet) { value.len() as u64 } else { 0 };
+        (value, String::new(), size)
     };
     frame_sideband(rid, "result_json", &payload, &compression, uncompressed_size)
 }
@@ -88,6 +95,9 @@ pub fn stream_chunk_size(rid: &str, preferred: u32) -> u32 {
 /// shortened until the Envelope fits, keeping is_error and the ToolError (TP-SIDEBAND-11).
 /// Shortened texts are prefixes of the originals, cut at a character boundary.
 pub fn fit_call_result(rid: &str, mut resp: CallToolResponse) -> CallToolResponse {
+    if on(Fault::TpSidebandErrorNotShortened) || on(Fault::TpFrameNoWriteLimit) {
+        return resp;
+    }
     for _ in 0..16 {
         let len = call_result_envelope_len(rid, &resp);
         if len <= MAX_FRAME as usize {

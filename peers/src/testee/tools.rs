@@ -11,6 +11,8 @@ use protomcp_proto::pb::{CallToolResponse, ToolDefinition, ToolError};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use protomcp_proto::fault::{Fault, on};
+
 use super::cx::{CallCx, Failure, Reply, ReverseKind, text_json};
 use super::sideband::call_result_envelope_len;
 
@@ -196,12 +198,15 @@ pub(crate) const TOOLS: &[ToolSpec] = &[
 
 /// The tool registered under exactly `name` (TP-CALL-19: hidden or not).
 pub(crate) fn find(name: &str) -> Option<&'static ToolSpec> {
-    TOOLS.iter().find(|t| t.name() == name)
+    TOOLS.iter().find(|t| t.name() == name && !(t.hidden && on(Fault::TpCallHiddenNotCallable)))
 }
 
 /// The input schema: `{"type":"object","properties":{…},"required":[…]}` (TP-HANDSHAKE-04);
 /// `required` is left out when there is nothing to require.
 pub(crate) fn input_schema(spec: &ToolSpec) -> String {
+    if on(Fault::TpHandshakeSchemaNoType) && spec.params.is_empty() {
+        return r#"{"properties":{}}"#.to_owned();
+    }
     let properties: serde_json::Map<String, Value> = spec
         .params
         .iter()
@@ -219,8 +224,12 @@ pub(crate) fn input_schema(spec: &ToolSpec) -> String {
 pub(crate) fn definitions() -> Vec<ToolDefinition> {
     TOOLS
         .iter()
+        .filter(|t| !(t.hidden && on(Fault::TpHandshakeHiddenUnlisted)))
         .map(|t| ToolDefinition {
-            output_schema_json: t.output_schema.unwrap_or_default().to_owned(),
+            output_schema_json: match t.output_schema {
+                Some(_) if on(Fault::TpHandshakeOutputSchemaBare) => r#"{"answer":{"type":"integer"}}"#.to_owned(),
+                s => s.unwrap_or_default().to_owned(),
+            },
             ..env::tool(t.name(), t.description, &input_schema(t))
         })
         .collect()
@@ -287,9 +296,12 @@ pub(crate) enum ArgsError {
 /// - values are never converted to numbers or trees beyond what the schema asks, so any valid
 ///   JSON (numbers of any size, lone surrogate escapes) in other members is accepted.
 pub(crate) fn check_args(spec: &ToolSpec, arguments_json: &str) -> Result<Args, ArgsError> {
-    let text = if arguments_json.is_empty() { "{}" } else { arguments_json };
+    let text = if arguments_json.is_empty() && !on(Fault::TpCallEmptyArgsRejected) { "{}" } else { arguments_json };
     let members: BTreeMap<String, Box<RawValue>> = match serde_json::from_str(text) {
         Ok(m) => m,
+        Err(_) if on(Fault::TpCallInvalidJsonRuns) && serde_json::from_str::<Box<RawValue>>(text).is_err() => {
+            BTreeMap::new()
+        }
         Err(e) => {
             return Err(match serde_json::from_str::<Box<RawValue>>(text) {
                 Ok(_) => ArgsError::NotObject { tool: spec.name().to_string(), kind: json_kind(text) },
@@ -348,7 +360,10 @@ fn json_integer(raw: &str) -> Option<i128> {
 
 /// A successful result with one text element (TP-CALL-03).
 pub(crate) fn text(t: &str) -> Reply {
-    Reply::Response(CallToolResponse { result_json: text_json(t), ..Default::default() })
+    let result_json =
+        if on(Fault::TpCallTextDoubleEncoded) { text_json(&Value::from(t).to_string()) } else { text_json(t) };
+    let error = on(Fault::TpCallErrorOnSuccess).then(ToolError::default);
+    Reply::Response(CallToolResponse { result_json, error, ..Default::default() })
 }
 
 /// An error result with one text element and an optional ToolError.
@@ -393,7 +408,12 @@ fn bad_length(tool: &str) -> Reply {
 /// Runs the handler of `kind`. `Err` is a handler failure (the Rust form of "raises").
 pub(crate) async fn handle(kind: FixtureTool, cx: &CallCx, args: Args) -> Result<Reply, Failure> {
     Ok(match kind {
-        FixtureTool::Echo => text(args.str("text")),
+        FixtureTool::Echo => {
+            if on(Fault::TpCallEchoSlow) {
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+            }
+            text(args.str("text"))
+        }
         FixtureTool::Add => text(&(args.int("a") + args.int("b")).to_string()),
         // D-01 / TP-CALL-07: the failure becomes an error result carrying its message.
         FixtureTool::Fail => return Err(Failure::new("fixture failure")),
@@ -403,7 +423,7 @@ pub(crate) async fn handle(kind: FixtureTool, cx: &CallCx, args: Args) -> Result
                 error_code: "E_FIXTURE".into(),
                 message: "soft failure".into(),
                 suggestion: "retry later".into(),
-                retryable: true,
+                retryable: !on(Fault::TpCallRetryableDropped),
             }),
         ),
         FixtureTool::Slow => slow(cx, args.int("steps")).await,
@@ -415,7 +435,7 @@ pub(crate) async fn handle(kind: FixtureTool, cx: &CallCx, args: Args) -> Result
         FixtureTool::Toggle => {
             // TP-CALL-15: the names exactly as the handler gives them.
             let mut r = CallToolResponse { result_json: text_json("ok"), ..Default::default() };
-            if args.bool("enable") {
+            if args.bool("enable") != on(Fault::TpCallToggleSwapped) {
                 r.enable_tools = vec!["secret".into()];
             } else {
                 r.disable_tools = vec!["secret".into()];
@@ -428,14 +448,20 @@ pub(crate) async fn handle(kind: FixtureTool, cx: &CallCx, args: Args) -> Result
             let answer = json!({"answer": 42}).to_string();
             Reply::Response(CallToolResponse {
                 result_json: text_json(&answer),
-                structured_content_json: answer,
+                structured_content_json: if on(Fault::TpCallStructuredQuoted) {
+                    Value::from(answer).to_string()
+                } else {
+                    answer
+                },
                 ..Default::default()
             })
         }
         FixtureTool::Logit => {
             // TP-LOG-01..05: one LogMessage, empty rid, level info, data_json a JSON string,
             // written before the result (same task, one ordered channel).
-            cx.log("info", "fixture", &Value::from("fixture log").to_string()).await;
+            let data =
+                if on(Fault::TpLogDataRaw) { "fixture log".to_owned() } else { Value::from("fixture log").to_string() };
+            cx.log("info", "fixture", &data).await;
             text("logged")
         }
         FixtureTool::Narrow => {
@@ -504,7 +530,10 @@ fn big_err(rid: &str, n: i128) -> Reply {
         ..Default::default()
     };
     // Room for x's: what is left of MAX_FRAME, less up to 2 × 4 bytes of longer length varints.
-    let room = (MAX_FRAME as usize).saturating_sub(call_result_envelope_len(rid, &empty) + 8);
+    let mut room = (MAX_FRAME as usize).saturating_sub(call_result_envelope_len(rid, &empty) + 8);
+    if on(Fault::TpSidebandErrorNotShortened) || on(Fault::TpFrameNoWriteLimit) {
+        room = MAX_N;
+    }
     let n = usize::try_from(n).unwrap_or(usize::MAX).min(room);
     Reply::Response(CallToolResponse { result_json: x_json(n), ..empty })
 }
@@ -513,7 +542,10 @@ fn big_err(rid: &str, n: i128) -> Reply {
 /// preferences (TP-SAMPLING-06); the answer's text, or `error: <message>` when the bridge
 /// reports a failure (TP-SAMPLING-03) or the bounded wait ends (TP-SAMPLING-04).
 async fn ask(cx: &CallCx, question: &str) -> Reply {
-    let messages = json!([{"role": "user", "content": {"type": "text", "text": question}}]);
+    let mut messages = json!([{"role": "user", "content": {"type": "text", "text": question}}]);
+    if on(Fault::TpSamplingMessagesObject) {
+        messages = messages[0].take();
+    }
     let request = protomcp_proto::pb::SamplingRequest {
         messages_json: messages.to_string(),
         model_preferences_json: String::new(),
@@ -528,7 +560,7 @@ async fn ask(cx: &CallCx, question: &str) -> Reply {
     let Some(protomcp_proto::pb::envelope::Msg::SamplingResponse(s)) = answer.msg else {
         return text("error: unexpected answer to SamplingRequest");
     };
-    if !s.error.is_empty() {
+    if !s.error.is_empty() && !on(Fault::TpSamplingErrorIgnored) {
         return text(&format!("error: {}", s.error));
     }
     match serde_json::from_str::<Value>(&s.content_json) {

@@ -56,8 +56,14 @@ impl Out {
 /// Frames `envelope` into `dst` within `MAX_FRAME` (TP-FRAME-04), with `namespace` cleared
 /// (TP-FRAME-08: the testee never sends one).
 fn encode_checked(envelope: &Envelope, dst: &mut BytesMut) -> Result<(), EncodeError> {
+    use protomcp_proto::fault::{Fault, on};
+    if on(Fault::TpFrameNamespaceSet) {
+        let e = Envelope { namespace: "protomcp".into(), ..envelope.clone() };
+        return encode_frame_into(&e, MAX_FRAME, dst);
+    }
+    let limit = if on(Fault::TpFrameNoWriteLimit) { u32::MAX } else { MAX_FRAME };
     if envelope.namespace.is_empty() {
-        encode_frame_into(envelope, MAX_FRAME, dst)
+        encode_frame_into(envelope, limit, dst)
     } else {
         let mut e = envelope.clone();
         e.namespace.clear();

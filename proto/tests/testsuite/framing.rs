@@ -137,6 +137,22 @@ fn a_prefix_above_max_frame_fails_before_the_body_arrives() {
 }
 
 #[test]
+fn a_little_endian_prefix_is_named_as_the_wrong_byte_order_not_as_an_oversize_frame() {
+    // A 300-byte body announced little-endian reads as 0x2C010000: far above MAX_FRAME.
+    let mut buf = BytesMut::from(&300u32.to_le_bytes()[..]);
+    let err = tool_process().decode(&mut buf).unwrap_err();
+    assert!(matches!(err, FrameError::Oversize { len: 0x2C01_0000, .. }));
+    let v = err.violation();
+    assert_eq!(v.requirement(), "TP-FRAME-01");
+    assert!(v.to_string().contains("read little-endian it would be 300 bytes"), "{v}");
+    // Just above the limit, or with no plausible swapped length: an oversize frame.
+    for len in [MAX_FRAME + 1, MAX_FRAME + 256, u32::MAX] {
+        let err = tool_process().decode(&mut BytesMut::from(&len.to_be_bytes()[..])).unwrap_err();
+        assert_eq!(err.violation().requirement(), "TP-FRAME-04", "{len:#x}");
+    }
+}
+
+#[test]
 fn a_4_gib_prefix_reserves_nothing() {
     let mut d = tool_process();
     let mut buf = BytesMut::from(&[0xFF, 0xFF, 0xFF, 0xFF][..]);

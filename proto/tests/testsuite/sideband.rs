@@ -309,8 +309,31 @@ fn total_size_mismatch_fails_and_oversize_chunks_are_flagged() {
     };
     assert_eq!(error, StreamError::TotalMismatch { declared: 99, actual: 5 });
     let rules: Vec<Rule> = violations.iter().map(|v| v.rule).collect();
-    assert_eq!(rules, [Rule::StreamSizes, Rule::StreamSizes], "chunk > chunk_size, then total_size");
+    assert_eq!(
+        rules,
+        [Rule::StreamSizes, Rule::StreamField, Rule::StreamSizes],
+        "chunk > chunk_size, then data lost (abcde is no JSON value), then total_size"
+    );
     assert_eq!(asm.buffered(), 0);
+}
+
+#[test]
+fn a_stream_short_of_its_total_whose_data_is_cut_json_names_lost_data_first() {
+    let header =
+        Envelope::from(StreamHeader { field_name: "result_json".into(), total_size: 30, chunk_size: 64 }).with_rid("c");
+    let reqs = |data: &'static str| {
+        let mut asm = assembler();
+        asm.handle(&header);
+        let Some(StreamEvent::Failed { violations, .. }) =
+            asm.handle(&Envelope::from(StreamChunk { data: data.into(), r#final: true }).with_rid("c"))
+        else {
+            panic!()
+        };
+        violations.iter().map(|v| v.requirement()).collect::<Vec<_>>()
+    };
+    assert_eq!(reqs(r#"[{"type":"text","text":"x"#), ["TP-STREAM-03", "TP-STREAM-04"]);
+    // A whole value under a total that is merely wrong: TP-STREAM-04 alone.
+    assert_eq!(reqs("[]"), ["TP-STREAM-04"]);
 }
 
 #[test]

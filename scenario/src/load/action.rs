@@ -26,7 +26,7 @@ impl Checker<'_> {
                 let pattern = self.pattern(compiler.envelope(&e.envelope));
                 let within = self.within(e.within_ms.as_ref(), T_PROMPT);
                 let ignore = self.ignore(e.ignore.as_ref());
-                Action::Expect(Expect { pattern: pattern?, within, ignore })
+                Action::Expect(Expect { pattern: pattern?, within, ignore, or_close: e.or_close })
             }
             RawStep::ExpectAnyOrder(e) => self.expect_any_order(e, compiler)?,
             RawStep::ExpectNothing(e) => {

@@ -466,6 +466,9 @@ pub struct Expect {
     pub pattern: Pattern,
     pub within: Duration,
     pub ignore: Vec<Arm>,
+    /// `or_close: true`: instead of the frame, the peer may close the connection and exit within
+    /// `T_PROMPT` (the alternative TP-FRAME-14 allows); staying open without the frame fails.
+    pub or_close: bool,
 }
 
 /// The next `patterns.len()` frames (skipping `ignore`) must match the patterns in some order.

@@ -7,7 +7,20 @@ use super::{
 use crate::scenario::{ExpectAnyOrder, ExpectExit, SendFrame};
 
 impl Exec<'_> {
+    /// The handshake step; a handshake that ran out of its time (`T_START` by default) also
+    /// names TP-HANDSHAKE-17 beside what the step was waiting for.
     async fn handshake(&mut self, h: &Handshake) -> Result<(), StepError> {
+        let result = self.handshake_steps(h).await;
+        if h.within >= crate::scenario::T_START
+            && let Err(StepError::Fail(m)) = &result
+            && m.starts_with("nothing arrived within")
+        {
+            self.found = with_start_budget(self.found);
+        }
+        result
+    }
+
+    async fn handshake_steps(&mut self, h: &Handshake) -> Result<(), StepError> {
         let within = self.t(h.within);
         let deadline = Instant::now() + within;
         self.found = &["TP-HANDSHAKE-02"];
@@ -39,6 +52,13 @@ impl Exec<'_> {
                     self.write(&ack.to_frame(), Some(tree), None).await?;
                 }
                 Some("reload_response") if rid.is_empty() && v["reload_response"]["success"] == json!(true) => break,
+                Some("disable_tools") if rid.is_empty() => {
+                    self.found = &["TP-HANDSHAKE-12"];
+                    return Err(StepError::Fail(format!(
+                        "the hidden-tool disable_tools came before the reload_response marker: {}",
+                        compact(&v)
+                    )));
+                }
                 _ => {
                     return Err(StepError::Fail(format!(
                         "expected a register_middleware or the reload_response marker, got {}",
@@ -91,6 +111,21 @@ impl Exec<'_> {
             Action::SendRaw(b) => self.write(b, None, None).await,
             Action::SendFrame(f) => self.send_frame(f).await,
             // Reading.
+            Action::Expect(e) if e.or_close => {
+                let within = self.t(e.within);
+                let v = match self.next(Instant::now() + within, &e.ignore).await? {
+                    Got::Value(v) => v,
+                    Got::Eof => return self.gone_within_prompt().await,
+                    Got::Timeout => {
+                        return Err(StepError::Fail(format!(
+                            "{}, and the connection is still open (or_close: an answer, or the connection closed and the process gone)",
+                            self.nothing_within(within)
+                        )));
+                    }
+                };
+                match_envelope(&e.pattern, &v, &mut self.caps)
+                    .map_err(|m| StepError::Fail(format!("{m}\n  arrived: {}", compact(&v))))
+            }
             Action::Expect(e) => {
                 let within = self.t(e.within);
                 let v = self.next_required(Instant::now() + within, within, &e.ignore).await?;
@@ -166,6 +201,22 @@ impl Exec<'_> {
             let got: Vec<String> = values.iter().map(compact).collect();
             StepError::Fail(format!("{m}\n  arrived: {}", got.join("\n           ")))
         })
+    }
+
+    /// After the peer closed the connection where `expect … or_close` allows it: its process
+    /// must be gone within `T_PROMPT`.
+    async fn gone_within_prompt(&mut self) -> Result<(), StepError> {
+        let within = self.t(crate::scenario::T_PROMPT);
+        match self.proc.wait(within).await {
+            Some(info) => {
+                self.transcript.push(Item::Exit { status: info.to_string() });
+                Ok(())
+            }
+            None => Err(StepError::Fail(format!(
+                "{} closed the connection but was still running {within:?} later",
+                self.party()
+            ))),
+        }
     }
 
     async fn expect_close(&mut self, within: Duration) -> Result<(), StepError> {
@@ -259,5 +310,17 @@ impl Exec<'_> {
                 }
             }
         }
+    }
+}
+
+/// What a handshake step names when it ran out of time: what it was waiting for, and
+/// TP-HANDSHAKE-17 (the handshake is not complete within `T_START`).
+fn with_start_budget(found: &'static [&'static str]) -> &'static [&'static str] {
+    match found {
+        ["TP-HANDSHAKE-02"] => &["TP-HANDSHAKE-02", "TP-HANDSHAKE-17"],
+        ["TP-HANDSHAKE-10"] => &["TP-HANDSHAKE-10", "TP-HANDSHAKE-17"],
+        ["TP-HANDSHAKE-09", "TP-HANDSHAKE-10"] => &["TP-HANDSHAKE-09", "TP-HANDSHAKE-10", "TP-HANDSHAKE-17"],
+        ["TP-HANDSHAKE-12"] => &["TP-HANDSHAKE-12", "TP-HANDSHAKE-17"],
+        other => other,
     }
 }
