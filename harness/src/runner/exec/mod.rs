@@ -182,6 +182,9 @@ pub struct Exec<'a> {
     /// them, as before polling existed: golden transcripts do not depend on when the harness
     /// polled.
     deferring: bool,
+    /// A connection reset reads as the peer closing (`expect … or_close`): a peer that closes
+    /// its socket with bytes of ours unread makes the kernel reset the connection.
+    reset_is_close: bool,
     deferred: Vec<Item>,
 }
 
@@ -273,6 +276,7 @@ impl<'a> Exec<'a> {
             leak: None,
             during: None,
             deferring: false,
+            reset_is_close: false,
             deferred: Vec::new(),
         }
         .recording_schedule()

@@ -38,6 +38,12 @@ impl Exec<'_> {
                     record(&mut self.deferred, &mut self.transcript, self.deferring, Item::Eof);
                     return Ok(Got::Eof);
                 }
+                Ok(Some(Err(crate::io::CodecError::Io(e))))
+                    if self.reset_is_close && e.kind() == std::io::ErrorKind::ConnectionReset =>
+                {
+                    record(&mut self.deferred, &mut self.transcript, self.deferring, Item::Eof);
+                    return Ok(Got::Eof);
+                }
                 Ok(Some(Err(e))) => {
                     record(
                         &mut self.deferred,

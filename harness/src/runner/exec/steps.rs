@@ -113,7 +113,10 @@ impl Exec<'_> {
             // Reading.
             Action::Expect(e) if e.or_close => {
                 let within = self.t(e.within);
-                let v = match self.next(Instant::now() + within, &e.ignore).await? {
+                self.reset_is_close = true;
+                let got = self.next(Instant::now() + within, &e.ignore).await;
+                self.reset_is_close = false;
+                let v = match got? {
                     Got::Value(v) => v,
                     Got::Eof => return self.gone_within_prompt().await,
                     Got::Timeout => {
