@@ -4,6 +4,17 @@
 
 NODE_VERSION=22.23.3
 
+# conform_bin PATH: PATH made absolute; exits 2 when it is not an executable.
+conform_bin() {
+  local bin
+  bin=$(realpath "$1")
+  if [ ! -x "$bin" ]; then
+    echo "mcp-conformance: $bin is not an executable; build it first (cargo build)" >&2
+    exit 2
+  fi
+  echo "$bin"
+}
+
 # conformance_install DIR SUITE_VERSION: DIR becomes an npm project holding exactly the pinned suite
 # and Node (the npm package `node`), installed idempotently (re-running is a no-op apart from npm's
 # own check); its node_modules/.bin goes first on PATH and the Node found there is checked.

@@ -27,11 +27,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 # shellcheck source=lib.sh
 . "$here/lib.sh"
-bin=$(realpath "${1:-$root/target/debug/protomcp-conform}")
-if [ ! -x "$bin" ]; then
-  echo "mcp-conformance: $bin is not an executable; build it first (cargo build)" >&2
-  exit 2
-fi
+bin=$(conform_bin "${1:-$root/target/debug/protomcp-conform}")
 shift || true
 sets=("$@")
 [ ${#sets[@]} -gt 0 ] || sets=(2025-11-25 2026-07-28)

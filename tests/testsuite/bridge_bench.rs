@@ -153,10 +153,17 @@ fn echoed(response: &Value) -> bool {
 /// A bridge over stdio: the harness's JSON-RPC host on the bridge's stdin/stdout (`argv`).
 /// Sequential calls, then [`IN_FLIGHT`] tasks that each wait for their answer before the next
 /// call, all on the one pipe pair (the host matches answers to requests by id).
-async fn stdio_bridge(argv: &[String]) -> Stats {
+/// `era`: [`Era::Legacy`] initializes a session first; [`Era::Modern`] sends every call as an MCP
+/// 2026-07-28 request (its `_meta`, no initialize).
+async fn stdio_bridge(argv: &[String], era: Era) -> Stats {
     let host = Arc::new(StdioHost::spawn_with_stderr(argv, &[], std::process::Stdio::null()).unwrap());
-    host.initialize("2025-06-18", json!({})).await.unwrap();
-    let params = json!({"name": "echo", "arguments": {"text": "bench"}});
+    let params = match era {
+        Era::Legacy => {
+            host.initialize("2025-06-18", json!({})).await.unwrap();
+            json!({"name": "echo", "arguments": {"text": "bench"}})
+        }
+        Era::Modern => json!({"name": "echo", "arguments": {"text": "bench"}, "_meta": MODERN_META.clone()}),
+    };
     let mut samples = Vec::with_capacity(SEQUENTIAL);
     let mut seq = Duration::ZERO;
     for i in 0..WARMUP + SEQUENTIAL {
@@ -188,6 +195,17 @@ async fn stdio_bridge(argv: &[String]) -> Stats {
     let per_sec = (per_worker * IN_FLIGHT) as f64 / start.elapsed().as_secs_f64();
     summarize(samples, seq, per_sec)
 }
+
+/// Which MCP era the calls of a path are in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Era {
+    Legacy,
+    Modern,
+}
+
+static MODERN_META: std::sync::LazyLock<Value> = std::sync::LazyLock::new(
+    || json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}),
+);
 
 /// One HTTP/1.1 keep-alive connection to a Streamable HTTP endpoint at `/mcp`: each POST is one
 /// write, its response is read up to the end of its own framing (`Content-Length` or the last
@@ -225,10 +243,15 @@ impl KeepAlive {
     }
 
     async fn post(&mut self, session: Option<&str>, body: &str) -> HttpReply {
+        self.post_with(session, "", body).await
+    }
+
+    /// A POST with more header lines (`extra`, each ending in CRLF).
+    async fn post_with(&mut self, session: Option<&str>, extra: &str, body: &str) -> HttpReply {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut req = format!(
             "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
-             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n{extra}",
             self.addr,
             body.len()
         );
@@ -296,7 +319,9 @@ fn parse_reply(raw: &[u8]) -> Option<(HttpReply, usize)> {
 /// [`SEQUENTIAL`] calls on one keep-alive connection, then [`IN_FLIGHT`] keep-alive connections
 /// of the same session, each a task that sends its next call when the answer to its last one
 /// arrived (HTTP/1.1 answers in order on a connection, so 16 in flight takes 16 connections).
-async fn http_bridge(argv: &[String], port: u16) -> Stats {
+/// In [`Era::Modern`] nothing is initialized: every call is a POST of its own without a session,
+/// with the headers of spec §26.7.
+async fn http_bridge(argv: &[String], port: u16, era: Era) -> Stats {
     let mut child = tokio::process::Command::new(&argv[0])
         .args(&argv[1..])
         .stdin(std::process::Stdio::null())
@@ -309,18 +334,30 @@ async fn http_bridge(argv: &[String], port: u16) -> Stats {
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     wait_listening(addr, Duration::from_secs(20)).await;
     let mut conn = KeepAlive::connect(addr).await;
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}});
-    let r = conn.post(None, &init.to_string()).await;
-    assert_eq!(r.status, 200, "{:?}", String::from_utf8_lossy(&r.body));
-    assert!(r.message()["result"]["protocolVersion"].is_string(), "{}", r.message());
-    let session = r.session.clone();
-    let r = conn.post(session.as_deref(), r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await;
-    assert!(r.status == 202 || r.status == 200, "{}", r.status);
-    let call = |id: u64| {
-        format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"bench"}}}}}}"#
-        )
+    let session = match era {
+        Era::Modern => None,
+        Era::Legacy => {
+            let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}});
+            let r = conn.post(None, &init.to_string()).await;
+            assert_eq!(r.status, 200, "{:?}", String::from_utf8_lossy(&r.body));
+            assert!(r.message()["result"]["protocolVersion"].is_string(), "{}", r.message());
+            let session = r.session.clone();
+            let r = conn.post(session.as_deref(), r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await;
+            assert!(r.status == 202 || r.status == 200, "{}", r.status);
+            session
+        }
+    };
+    let extra = match era {
+        Era::Modern => "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: echo\r\n",
+        Era::Legacy => "",
+    };
+    let call = move |id: u64| {
+        let mut params = json!({"name": "echo", "arguments": {"text": "bench"}});
+        if era == Era::Modern {
+            params["_meta"] = MODERN_META.clone();
+        }
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
     };
     let check = |r: &HttpReply, id: u64| {
         let m = r.message();
@@ -331,7 +368,7 @@ async fn http_bridge(argv: &[String], port: u16) -> Stats {
     for i in 0..WARMUP + SEQUENTIAL {
         let id = i as u64 + 1;
         let t = Instant::now();
-        let r = conn.post(session.as_deref(), &call(id)).await;
+        let r = conn.post_with(session.as_deref(), extra, &call(id)).await;
         check(&r, id);
         if i >= WARMUP {
             samples.push(t.elapsed());
@@ -349,10 +386,11 @@ async fn http_bridge(argv: &[String], port: u16) -> Stats {
         .enumerate()
         .map(|(w, mut conn)| {
             let session = session.clone();
+            let call = call.clone();
             tokio::spawn(async move {
                 for k in 0..per_worker {
                     let id = 1_000_000 + (w * per_worker + k) as u64;
-                    let r = conn.post(session.as_deref(), &call(id)).await;
+                    let r = conn.post_with(session.as_deref(), extra, &call(id)).await;
                     check(&r, id);
                 }
             })
@@ -493,17 +531,25 @@ async fn bridge_latency_benchmark() {
     // then without polling: what the polling buys.
     for (label, poll) in [("", &[][..]), (", --poll off", &["--poll", "off"][..])] {
         let argv = [&[me.as_str(), "bridge"][..], poll, &["--socket", &sock, "--", &testee]].concat();
-        rows.push((format!("reference, stdio{label}"), stdio_bridge(&strs(&argv)).await));
+        rows.push((format!("reference, stdio{label}"), stdio_bridge(&strs(&argv), Era::Legacy).await));
         let port = free_port();
         let p = port.to_string();
         let http = ["--transport", "http", "--host", "127.0.0.1", "--port", &p, "--socket", &sock, "--", &testee];
         let argv = [&[me.as_str(), "bridge"][..], poll, &http].concat();
-        rows.push((format!("reference, HTTP{label}"), http_bridge(&strs(&argv), port).await));
+        rows.push((format!("reference, HTTP{label}"), http_bridge(&strs(&argv), port, Era::Legacy).await));
     }
+    // MCP 2026-07-28: every call a request of its own (issue 30).
+    let argv = [me.as_str(), "bridge", "--socket", &sock, "--", &testee];
+    rows.push(("reference, stdio, 2026-07-28".into(), stdio_bridge(&strs(&argv), Era::Modern).await));
+    let port = free_port();
+    let p = port.to_string();
+    let http = ["--transport", "http", "--host", "127.0.0.1", "--port", &p, "--socket", &sock, "--", &testee];
+    let argv = [&[me.as_str(), "bridge"][..], &http].concat();
+    rows.push(("reference, HTTP, 2026-07-28".into(), http_bridge(&strs(&argv), port, Era::Modern).await));
     if let Some(pmcp) = &pmcp {
         let sock = scratch.path("pmcp.sock");
         let argv = strs(&[pmcp, "run", &testee, "--socket", &sock]);
-        rows.push(("pmcp, stdio".into(), stdio_bridge(&argv).await));
+        rows.push(("pmcp, stdio".into(), stdio_bridge(&argv, Era::Legacy).await));
         let port = free_port();
         let p = port.to_string();
         let argv = strs(&[
@@ -519,7 +565,7 @@ async fn bridge_latency_benchmark() {
             "--port",
             &p,
         ]);
-        rows.push(("pmcp, HTTP".into(), http_bridge(&argv, port).await));
+        rows.push(("pmcp, HTTP".into(), http_bridge(&argv, port, Era::Legacy).await));
     }
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     let direct_p50 = us(rows[0].1.p50);
@@ -548,6 +594,19 @@ async fn bridge_latency_benchmark() {
             us(s.p50) - direct_p50
         );
     }
+    for t in ["stdio", "HTTP"] {
+        let (l, m) = (stat(&format!("reference, {t}")).unwrap(), stat(&format!("reference, {t}, 2026-07-28")).unwrap());
+        let x = l.per_sec / m.per_sec;
+        println!(
+            "goal: {t} cost of a 2026-07-28 tools/call / a legacy one (calls/s @{IN_FLIGHT} legacy / modern) = {:.0} / {:.0} = {x:.2} (≤ 1.2): {}",
+            l.per_sec,
+            m.per_sec,
+            verdict(x <= 1.2)
+        );
+        let (la, ma) =
+            (added(&format!("reference, {t}")).unwrap(), added(&format!("reference, {t}, 2026-07-28")).unwrap());
+        println!("  added p50: legacy {la:.1} µs, 2026-07-28 {ma:.1} µs");
+    }
     let relay = added("copy-only relay (floor)").unwrap();
     for t in ["stdio", "HTTP"] {
         let r = added(&format!("reference, {t}")).unwrap();
@@ -569,6 +628,14 @@ async fn bridge_latency_benchmark() {
         let (ra, pa) = (added(&format!("reference, {t}")).unwrap(), added(&format!("pmcp, {t}")).unwrap());
         added_goal(&format!("{t} added p50 reference / pmcp"), ra, pa, 0.3);
     }
+    let (m, p) = (stat("reference, HTTP, 2026-07-28").unwrap(), stat("pmcp, HTTP").unwrap());
+    let x = m.per_sec / p.per_sec;
+    println!(
+        "goal: HTTP calls/s @{IN_FLIGHT} reference 2026-07-28 / pmcp legacy = {:.0} / {:.0} = {x:.2} (≥ 3.0): {}",
+        m.per_sec,
+        p.per_sec,
+        verdict(x >= 3.0)
+    );
     let (r, p) = (stat("reference, HTTP").unwrap(), stat("pmcp, HTTP").unwrap());
     let x = r.seq_per_sec / p.seq_per_sec;
     println!(

@@ -426,26 +426,29 @@ fn middleware_runs_before_in_priority_order_and_after_in_reverse_order() {
     clean(sim);
 }
 
+/// Connects a tool process that registers one tool `name` and has no resources or prompts, and
+/// completes the handshake; the connection's generation.
+fn serve_one_tool(core: &mut Core, t0: Instant, name: &str) -> u64 {
+    let g = core.handle_connected(t0);
+    let d = core.poll_transmit().unwrap();
+    core.handle_envelope(t0, g, env::tool_list(vec![env::tool(name, "d", "")]).with_rid(d.request_id));
+    core.handle_envelope(t0, g, env::reload_response(true, ""));
+    for p in std::iter::from_fn(|| core.poll_transmit()).collect::<Vec<_>>() {
+        let reply: Envelope = match p.msg {
+            Some(Msg::ListResourcesRequest(_)) => pb::ResourceListResponse::default().into(),
+            Some(Msg::ListResourceTemplatesRequest(_)) => pb::ResourceTemplateListResponse::default().into(),
+            _ => pb::PromptListResponse::default().into(),
+        };
+        core.handle_envelope(t0, g, reply.with_rid(p.request_id));
+    }
+    g
+}
+
 #[test]
 fn a_call_past_the_call_timeout_is_cancelled_at_the_tool_process_and_answered_with_an_error() {
     let mut core = Core::new(Config { call_timeout: Duration::from_millis(100), ..Config::default() });
     let t0 = Instant::now();
-    let sim_ready = |core: &mut Core| {
-        let g = core.handle_connected(t0);
-        let d = core.poll_transmit().unwrap();
-        core.handle_envelope(t0, g, env::tool_list(vec![env::tool("echo", "d", "")]).with_rid(d.request_id));
-        core.handle_envelope(t0, g, env::reload_response(true, ""));
-        for p in std::iter::from_fn(|| core.poll_transmit()).collect::<Vec<_>>() {
-            let reply: Envelope = match p.msg {
-                Some(Msg::ListResourcesRequest(_)) => pb::ResourceListResponse::default().into(),
-                Some(Msg::ListResourceTemplatesRequest(_)) => pb::ResourceTemplateListResponse::default().into(),
-                _ => pb::PromptListResponse::default().into(),
-            };
-            core.handle_envelope(t0, g, reply.with_rid(p.request_id));
-        }
-        g
-    };
-    sim_ready(&mut core);
+    serve_one_tool(&mut core, t0, "echo");
     let op = core.start_call(t0, 1, "echo", None, None).unwrap();
     let call = core.poll_transmit().unwrap();
     core.handle_timeout(t0 + Duration::from_millis(99));
@@ -581,18 +584,7 @@ mod mrtr {
         fn ready() -> Tp {
             let mut core = Core::new(Config { call_timeout: T, ..Config::default() });
             let t0 = Instant::now();
-            let g = core.handle_connected(t0);
-            let d = core.poll_transmit().unwrap();
-            core.handle_envelope(t0, g, env::tool_list(vec![env::tool("ask", "d", "")]).with_rid(d.request_id));
-            core.handle_envelope(t0, g, env::reload_response(true, ""));
-            for p in std::iter::from_fn(|| core.poll_transmit()).collect::<Vec<_>>() {
-                let reply: Envelope = match p.msg {
-                    Some(Msg::ListResourcesRequest(_)) => pb::ResourceListResponse::default().into(),
-                    Some(Msg::ListResourceTemplatesRequest(_)) => pb::ResourceTemplateListResponse::default().into(),
-                    _ => pb::PromptListResponse::default().into(),
-                };
-                core.handle_envelope(t0, g, reply.with_rid(p.request_id));
-            }
+            let g = serve_one_tool(&mut core, t0, "ask");
             while core.poll_event().is_some() {}
             Tp { core, t0, g }
         }

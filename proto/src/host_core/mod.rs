@@ -487,8 +487,13 @@ impl HostCore {
                 self.pending.insert(r.id.clone(), Pending::new(None, None, modern, None));
             }
         }
-        if modern {
-            // The call's progress comes through the bridge's view of this session.
+        // A modern call's progress and logs come through the bridge's view of this session: it
+        // joins when the call can get any (a progressToken, a logLevel). Nothing else a modern
+        // request asks needs the session known to the bridge (over HTTP each modern POST has a
+        // session of its own, so joining costs a round through the bridge per request).
+        if let Forward::ModernCall(c) = &forward
+            && (c.progress.is_some() || c.caps.log_level.is_some())
+        {
             self.join();
         }
         self.actions.push_back(Action::Forward { id: r.id, forward });

@@ -354,8 +354,14 @@ impl Checker<'_> {
     /// A `host_http` step: method, headers (a mapping of strings), session and the expectation.
     /// `host_send.headers`: a mapping of header names to one-line strings (no placeholders).
     fn send_headers(&mut self, h: &raw::RawHostSend) -> Option<Vec<(String, String)>> {
+        self.header_map(h.headers.as_ref(), false)
+    }
+
+    /// A `headers:` mapping of token names to one-line strings; `${…}` placeholders only where
+    /// `placeholders` (they are checked by the caller).
+    fn header_map(&mut self, node: Option<&Node>, placeholders: bool) -> Option<Vec<(String, String)>> {
         let mut headers = Vec::new();
-        let Some(n) = &h.headers else { return Some(headers) };
+        let Some(n) = node else { return Some(headers) };
         let v = n.to_value().map_err(|(at, m)| self.error(at, m)).ok()?;
         let serde_json::Value::Object(map) = v else {
             self.error(n.loc, "`headers` is a mapping of header names to strings");
@@ -364,7 +370,9 @@ impl Checker<'_> {
         for (name, value) in map {
             let ok_name = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
             match value {
-                serde_json::Value::String(v) if ok_name && !v.contains(['\r', '\n']) && !v.contains("${") => {
+                serde_json::Value::String(v)
+                    if ok_name && !v.contains(['\r', '\n']) && (placeholders || !v.contains("${")) =>
+                {
                     headers.push((name, v))
                 }
                 _ => {
@@ -392,24 +400,7 @@ impl Checker<'_> {
             }
             p => p.as_ref().map(|p| p.value.clone()),
         };
-        let mut headers = Vec::new();
-        if let Some(n) = &h.headers {
-            let v = n.to_value().map_err(|(at, m)| self.error(at, m)).ok()?;
-            let serde_json::Value::Object(map) = v else {
-                self.error(n.loc, "`headers` is a mapping of header names to strings");
-                return None;
-            };
-            for (name, value) in map {
-                let ok_name = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-                match value {
-                    serde_json::Value::String(v) if ok_name && !v.contains(['\r', '\n']) => headers.push((name, v)),
-                    _ => {
-                        self.error(n.loc, format!("header `{name}`: a token name and a one-line string value"));
-                        return None;
-                    }
-                }
-            }
-        }
+        let headers = self.header_map(h.headers.as_ref(), true)?;
         // `${name}` in the session id, header values and body: captures of earlier steps.
         let hloc = h.headers.as_ref().map_or(Loc::default(), |n| n.loc);
         let mut texts: Vec<(&str, Loc)> = headers.iter().map(|(_, v)| (v.as_str(), hloc)).collect();
