@@ -60,6 +60,14 @@ pub type SessionId = u64;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct OpId(pub u64);
 
+/// Whose an input request of the tool process is (BR-SAMPLING-09): a legacy session with a call
+/// in flight, or a modern call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Owner {
+    Session(SessionId),
+    Call(OpId),
+}
+
 /// Which list changed (for `notifications/*/list_changed`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ListKind {

@@ -19,7 +19,7 @@ use hmac::{Hmac, Mac};
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
-use super::{Core, Envelope, Event, HostError, OpId, SessionId, pb, reverse};
+use super::{Core, Envelope, Event, HostError, OpId, Owner, SessionId, pb, shapes};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -234,13 +234,6 @@ impl Mrtr {
     }
 }
 
-/// Whose an input request is (BR-SAMPLING-09).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Owner {
-    Session(SessionId),
-    Call(OpId),
-}
-
 const NO_CAP_SAMPLING: &str = "the MCP request attached to this call did not declare the sampling capability";
 const HOST_GONE: &str = "the MCP client did not come back for this input request (T_MRTR)";
 const CALL_ENDED: &str = "the call ended before the MCP client answered this input request";
@@ -300,7 +293,7 @@ impl Core {
         let epoch = *self.epoch.get_or_insert(now);
         let Some(o) = self.ops.get_mut(&op) else { return };
         let session = o.session;
-        let Some(m) = super::ops::mrtr_of(o) else { return };
+        let Some(m) = o.mrtr_mut() else { return };
         m.round += 1;
         let expiry = now + t_mrtr;
         m.parked = Some(expiry);
@@ -380,8 +373,8 @@ impl Core {
         for input in std::mem::take(&mut m.inputs) {
             let answer = input.key.as_deref().and_then(|k| answers.and_then(|r| r.get(k)));
             match (answer, &input.sampling, input.key.is_some()) {
-                (Some(a), Some(_), _) => replies.push(envelope_for(input.rid, reverse::sampling_response(a).into())),
-                (Some(a), None, _) => replies.push(envelope_for(input.rid, reverse::roots_response(a).into())),
+                (Some(a), Some(_), _) => replies.push(envelope_for(input.rid, shapes::sampling_response(a).into())),
+                (Some(a), None, _) => replies.push(envelope_for(input.rid, shapes::roots_response(a).into())),
                 // Arrived while parked: the capability is this retry's (BR-SAMPLING-09).
                 (None, s, false) if !(if s.is_some() { call.caps.sampling } else { call.caps.roots }) => {
                     replies.push(envelope_for(input.rid.clone(), input.refusal(NO_CAP_SAMPLING)))
@@ -393,7 +386,7 @@ impl Core {
         let more = !m.inputs.is_empty();
         self.transmit.extend(replies);
         let new = self.rekey(now, old, session, call.progress);
-        let done = matches!(self.ops.get(&new), Some(o) if super::ops::has_result(o));
+        let done = matches!(self.ops.get(&new), Some(o) if o.has_result());
         if done {
             // BR-STATELESS-27: the result kept while parked answers this retry.
             self.advance(now, new);
@@ -451,7 +444,7 @@ impl Core {
     pub(super) fn log(&mut self, level: &'static str, logger: Option<String>, data: Value) {
         let call = match self.sole_owner() {
             Some(Owner::Call(op)) => self.ops.get(&op).and_then(|o| {
-                let m = super::ops::mrtr_ref(o)?;
+                let m = o.mrtr()?;
                 let admits = m.caps.log_level.is_some_and(|r| super::shapes::level_rank(level) >= r);
                 (admits && !m.is_parked()).then_some(o.session)
             }),
@@ -470,11 +463,11 @@ impl Core {
     }
 
     fn mrtr_mut(&mut self, op: OpId) -> Option<&mut Mrtr> {
-        self.ops.get_mut(&op).and_then(super::ops::mrtr_of)
+        self.ops.get_mut(&op).and_then(|o| o.mrtr_mut())
     }
 
     fn mrtr_of_op(&self, op: OpId) -> Option<&Mrtr> {
-        self.ops.get(&op).and_then(super::ops::mrtr_ref)
+        self.ops.get(&op).and_then(|o| o.mrtr())
     }
 
     /// Registers `op`'s handle, so that a retry finds it.

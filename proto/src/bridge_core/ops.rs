@@ -58,24 +58,26 @@ struct Call {
     mrtr: Option<Box<Mrtr>>,
 }
 
-/// A modern call's MRTR state.
-pub(super) fn mrtr_of(o: &mut Op) -> Option<&mut Mrtr> {
-    match &mut o.kind {
-        Kind::Call(c) => c.mrtr.as_deref_mut(),
-        _ => None,
+impl Op {
+    /// A modern call's MRTR state.
+    pub(super) fn mrtr_mut(&mut self) -> Option<&mut Mrtr> {
+        match &mut self.kind {
+            Kind::Call(c) => c.mrtr.as_deref_mut(),
+            _ => None,
+        }
     }
-}
 
-pub(super) fn mrtr_ref(o: &Op) -> Option<&Mrtr> {
-    match &o.kind {
-        Kind::Call(c) => c.mrtr.as_deref(),
-        _ => None,
+    pub(super) fn mrtr(&self) -> Option<&Mrtr> {
+        match &self.kind {
+            Kind::Call(c) => c.mrtr.as_deref(),
+            _ => None,
+        }
     }
-}
 
-/// Whether a call has its tool's result (it waits in the "after" stages, or for a retry).
-pub(super) fn has_result(o: &Op) -> bool {
-    matches!(&o.kind, Kind::Call(c) if matches!(c.stage, Stage::After(_)))
+    /// Whether a call has its tool's result (it waits in the "after" stages, or for a retry).
+    pub(super) fn has_result(&self) -> bool {
+        matches!(&self.kind, Kind::Call(c) if matches!(c.stage, Stage::After(_)))
+    }
 }
 
 /// Where a call stands. "After" middleware run in reverse order: `After(i)` is the `i`-th from
@@ -492,7 +494,7 @@ impl Core {
         let Some(route) = self.progress.get(&p.progress_token) else { return };
         // BR-PROGRESS-06: a parked call has nowhere to send progress; an attached request
         // without a token gets none.
-        let parked = self.ops.get(&route.op).and_then(mrtr_ref).is_some_and(Mrtr::is_parked);
+        let parked = self.ops.get(&route.op).and_then(Op::mrtr).is_some_and(Mrtr::is_parked);
         let Some(route) = self.progress.get_mut(&p.progress_token) else { return };
         if route.last.is_some_and(|l| p.progress <= l) {
             return;

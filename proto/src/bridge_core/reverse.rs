@@ -5,8 +5,8 @@
 
 use serde_json::json;
 
-use super::mrtr::Owner;
-use super::{Core, Envelope, EnvelopeExt, Event, Instant, Reverse, Value, pb};
+use super::shapes::{roots_response, sampling_response};
+use super::{Core, Envelope, EnvelopeExt, Event, Instant, Owner, Reverse, Value, pb};
 
 const NO_SAMPLER: &str = "no single MCP session with a call in flight to ask for sampling";
 const NO_SAMPLING_CAP: &str = "the MCP client did not declare the sampling capability";
@@ -62,39 +62,6 @@ pub fn sampling_params(req: &pb::SamplingRequest) -> Result<Value, MessagesNotAr
         params["modelPreferences"] = prefs;
     }
     Ok(params)
-}
-
-/// A `sampling/createMessage` result as a SamplingResponse: a content array of one block is
-/// that block (BR-SAMPLING-11).
-pub fn sampling_response(r: &Value) -> pb::SamplingResponse {
-    let content = match r.get("content") {
-        Some(Value::Array(items)) if items.len() == 1 => items[0].to_string(),
-        Some(c) => c.to_string(),
-        None => String::new(),
-    };
-    pb::SamplingResponse {
-        role: r.get("role").and_then(Value::as_str).unwrap_or("assistant").to_owned(),
-        content_json: content,
-        model: r.get("model").and_then(Value::as_str).unwrap_or_default().to_owned(),
-        stop_reason: r.get("stopReason").and_then(Value::as_str).unwrap_or_default().to_owned(),
-        error: String::new(),
-    }
-}
-
-/// A `roots/list` result as a ListRootsResponse.
-pub fn roots_response(r: &Value) -> pb::ListRootsResponse {
-    pb::ListRootsResponse {
-        roots: r
-            .get("roots")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .map(|root| pb::RootDef {
-                uri: root.get("uri").and_then(Value::as_str).unwrap_or_default().to_owned(),
-                name: root.get("name").and_then(Value::as_str).unwrap_or_default().to_owned(),
-            })
-            .collect(),
-    }
 }
 
 impl Core {

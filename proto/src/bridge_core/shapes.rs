@@ -301,6 +301,39 @@ pub fn mcp_completion(r: &pb::CompletionResponse) -> Value {
     json!({"completion": c})
 }
 
+/// A `sampling/createMessage` result as a SamplingResponse: a content array of one block is
+/// that block (BR-SAMPLING-11).
+pub fn sampling_response(r: &Value) -> pb::SamplingResponse {
+    let content = match r.get("content") {
+        Some(Value::Array(items)) if items.len() == 1 => items[0].to_string(),
+        Some(c) => c.to_string(),
+        None => String::new(),
+    };
+    pb::SamplingResponse {
+        role: r.get("role").and_then(Value::as_str).unwrap_or("assistant").to_owned(),
+        content_json: content,
+        model: r.get("model").and_then(Value::as_str).unwrap_or_default().to_owned(),
+        stop_reason: r.get("stopReason").and_then(Value::as_str).unwrap_or_default().to_owned(),
+        error: String::new(),
+    }
+}
+
+/// A `roots/list` result as a ListRootsResponse.
+pub fn roots_response(r: &Value) -> pb::ListRootsResponse {
+    pb::ListRootsResponse {
+        roots: r
+            .get("roots")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|root| pb::RootDef {
+                uri: root.get("uri").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                name: root.get("name").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            })
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
