@@ -386,7 +386,6 @@ async fn http_bridge(argv: &[String], port: u16, era: Era) -> Stats {
         .enumerate()
         .map(|(w, mut conn)| {
             let session = session.clone();
-            let call = call.clone();
             tokio::spawn(async move {
                 for k in 0..per_worker {
                     let id = 1_000_000 + (w * per_worker + k) as u64;
