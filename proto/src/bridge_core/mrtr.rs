@@ -234,6 +234,10 @@ impl Mrtr {
     }
 }
 
+/// The most input requests one call holds for the host at a time.
+pub const MAX_INPUTS: usize = 64;
+
+const TOO_MANY: &str = "too many input requests of this call wait for the MCP client";
 const NO_CAP_SAMPLING: &str = "the MCP request attached to this call did not declare the sampling capability";
 const HOST_GONE: &str = "the MCP client did not come back for this input request (T_MRTR)";
 const CALL_ENDED: &str = "the call ended before the MCP client answered this input request";
@@ -272,6 +276,12 @@ impl Core {
     pub(super) fn input_for_call(&mut self, now: Instant, op: OpId, rid: String, sampling: Option<Value>) {
         let Some(m) = self.mrtr_mut(op) else { return };
         let input = Input { key: None, rid, sampling };
+        // A tool process that keeps asking while the host has not answered is refused beyond a
+        // bound: what it sends never decides how much the bridge holds.
+        if m.inputs.len() >= MAX_INPUTS {
+            let envelope = input.refusal(TOO_MANY);
+            return self.transmit.push_back(envelope_for(input.rid, envelope));
+        }
         if m.is_parked() {
             // The capability is that of the retry accepted next.
             m.inputs.push(input);

@@ -774,6 +774,21 @@ mod mrtr {
     }
 
     #[test]
+    fn a_parked_call_holds_at_most_max_inputs_input_requests_and_refuses_the_rest_at_once() {
+        let mut tp = Tp::ready();
+        parked(&mut tp);
+        for i in 2..=crate::bridge_core::mrtr::MAX_INPUTS + 5 {
+            tp.tp_sends(20, sampling().with_rid(format!("s-{i}")));
+        }
+        let sent = tp.sent();
+        assert_eq!(sent.len(), 5, "the inputs beyond the bound are refused at once: {sent:?}");
+        assert!(
+            sent.iter().all(|e| matches!(&e.msg, Some(Msg::SamplingResponse(r)) if !r.error.is_empty())),
+            "{sent:?}"
+        );
+    }
+
+    #[test]
     fn two_modern_calls_are_two_owners_and_the_input_request_is_refused() {
         let mut tp = Tp::ready();
         tp.call(0, both(), None).unwrap();
