@@ -78,6 +78,13 @@ pub fn adequacy(a: AdequacyArgs) -> Result<ExitCode> {
     };
     let scenarios: Vec<_> = selected.into_iter().map(|(s, _)| s).filter(|s| !s.is_soak()).collect();
     let exe = std::env::current_exe().context("locating this binary")?;
+    let peers = adequacy::Peers {
+        bridges: vec![
+            crate::run::reference_bridge_target(exe.clone())?,
+            crate::run::reference_bridge_http_target(exe.clone())?,
+        ],
+        exe,
+    };
     let cfg = Config {
         jobs: a.jobs.map_or_else(protomcp_harness::runner::default_jobs, |j| j as usize),
         timeout_scale: a.timeout_scale.max(1.0),
@@ -96,7 +103,7 @@ pub fn adequacy(a: AdequacyArgs) -> Result<ExitCode> {
         eprintln!("[{n}/{total}] {}", progress_line(r));
     });
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let report = runtime.block_on(adequacy::run(&faults, &scenarios, scope, exe, cfg, on_fault));
+    let report = runtime.block_on(adequacy::run(&faults, &scenarios, scope, &peers, cfg, on_fault));
     print!("{}", report.text());
     let unexpected: Vec<&FaultResult> = report
         .results

@@ -66,6 +66,11 @@ pub struct BridgeArgs {
     /// polling it lets any other runnable thread go first. At most 1s.
     #[arg(long, value_name = "DURATION|off", value_parser = parse_poll, default_value = "0.4ms")]
     poll: Duration,
+    /// Switch on one bridge fault of the catalogue (a realistic bug that breaks one requirement),
+    /// for `adequacy --role bridge`; `adequacy --role bridge --list` lists them
+    /// (docs/adequacy.md). Off unless named.
+    #[arg(long, value_name = "NAME", value_parser = crate::fault_parser(protomcp_proto::fault::Role::Bridge))]
+    fault: Option<protomcp_proto::fault::Fault>,
     /// The tool process: `-- CMD ARGS…`, or one entry FILE whose runtime follows from its
     /// extension (`.py` → python3, `.js` → node, anything else is executed itself).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
@@ -163,6 +168,10 @@ pub fn run(args: BridgeArgs) -> Result<ExitCode> {
         [one] if Path::new(one).is_file() => entry_command(Path::new(one)),
         _ => args.command.clone(),
     };
+    if let Some(f) = args.fault {
+        protomcp_proto::fault::activate(f);
+        eprintln!("protomcp-conform bridge: fault {f} switched on ({})", f.description());
+    }
     let mut auth = args.auth.clone();
     auth.extend(args.auth_token_env.iter().map(|var| AuthSpec { bearer: true, var: var.clone() }));
     // BR-HTTP-24: a named secret that is unset or empty stops the start, before listening.

@@ -162,7 +162,7 @@ enum Command {
         misbehave: Option<Misbehave>,
         /// Switch on one fault of the catalogue (a realistic bug that breaks one requirement), for
         /// `adequacy`; `adequacy --list` lists them (docs/adequacy.md).
-        #[arg(long, value_name = "NAME", value_parser = fault_parser())]
+        #[arg(long, value_name = "NAME", value_parser = fault_parser(protomcp_proto::fault::Role::ToolProcess))]
         fault: Option<protomcp_proto::fault::Fault>,
         /// Serve the fixture of the official MCP conformance suite (its test_* tools, test://
         /// resources and prompts) instead of Appendix B: for running that suite through a bridge
@@ -172,10 +172,12 @@ enum Command {
     },
 }
 
-fn fault_parser() -> impl TypedValueParser<Value = protomcp_proto::fault::Fault> {
-    use protomcp_proto::fault::{Fault, Role};
-    let names =
-        Fault::ALL.iter().filter(|f| f.role() == Role::ToolProcess).map(|f| PossibleValue::new(f.name()).hide(true));
+/// `--fault NAME` of the peer of `role` (`testee`, `bridge`): the names of that role's faults.
+pub(crate) fn fault_parser(
+    role: protomcp_proto::fault::Role,
+) -> impl TypedValueParser<Value = protomcp_proto::fault::Fault> {
+    use protomcp_proto::fault::Fault;
+    let names = Fault::ALL.iter().filter(move |f| f.role() == role).map(|f| PossibleValue::new(f.name()).hide(true));
     PossibleValuesParser::new(names).try_map(|name| name.parse::<Fault>())
 }
 

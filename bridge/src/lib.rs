@@ -64,13 +64,6 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 /// Delay before the first restart attempt; doubled for each further one.
 pub const RESTART_DELAY: Duration = Duration::from_millis(250);
 
-/// A hidden switch of the reference bridge for the harness's own tests (tests/testsuite/explore_bridge.rs):
-/// `unanswered-after-restart`: a tools/call that arrives after the tool process was restarted is
-/// never answered (a planted bug `explore --bridge` must find); `unknown-tool-as-result`: a
-/// tools/call of an unknown tool gets an isError result instead of an error (a difference a
-/// differential run must show).
-pub const PLANTED_BUG: &str = "PROTOMCP_CONFORM_BRIDGE_PLANTED_BUG";
-
 /// A hidden switch of the reference bridge for the harness's own tests
 /// (tests/testsuite/bridge_poll.rs): when set, the bridge says on stderr at exit how many
 /// polling windows ([`spin`]) it opened, how many of them it polled and how many of those were
@@ -193,11 +186,6 @@ fn state_key() -> Result<bcore::StateKey, StartError> {
     Ok(bcore::StateKey::new(key))
 }
 
-/// The planted bug the environment asks for ([`PLANTED_BUG`]).
-fn planted() -> Option<bcore::PlantedBug> {
-    bcore::PlantedBug::named(std::env::var(PLANTED_BUG).ok()?.as_str())
-}
-
 impl Bridge {
     /// Starts the tool process and completes the handshake and list pulls; a failure here is a
     /// failed start (BR-LIFECYCLE-02). Then supervises it: restarts with backoff after a failure.
@@ -213,12 +201,8 @@ impl Bridge {
             Some(p) => Some(trace::Trace::create(p)?),
             None => None,
         };
-        let core_cfg = bcore::Config {
-            call_timeout: cfg.call_timeout,
-            handshake_quiet: HANDSHAKE_QUIET,
-            planted: planted(),
-            state_key: state_key()?,
-        };
+        let core_cfg =
+            bcore::Config { call_timeout: cfg.call_timeout, handshake_quiet: HANDSHAKE_QUIET, state_key: state_key()? };
         let spin = Arc::new(spin::Spin::new(cfg.poll));
         let bridge = Arc::new_cyclic(|me| Bridge {
             cfg,

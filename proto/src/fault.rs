@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 pub enum Role {
     /// The reference testee (`protomcp-conform testee --fault NAME`), caught by TP-* scenarios.
     ToolProcess,
-    /// The reference bridge, caught by BR-* scenarios (no fault of this role yet).
+    /// The reference bridge (`protomcp-conform bridge --fault NAME`), caught by BR-* scenarios.
     Bridge,
 }
 
@@ -204,6 +204,14 @@ faults! {
     TpReloadNoRid = ("tp.reload.no-rid", ToolProcess, "TP-RELOAD-01", "the ReloadResponse has an empty rid"),
     TpReloadNoBurst = ("tp.reload.no-burst", ToolProcess, "TP-RELOAD-02", "no burst follows a successful reload"),
     TpSecurityUnexpectedArmExits = ("tp.security.unexpected-arm-exits", ToolProcess, "TP-SECURITY-01", "a message only a tool process sends makes it exit (unreachable!)"),
+
+    // Bridge role: the reference bridge (`protomcp-conform bridge --fault NAME`), guarded in the
+    // sans-IO cores (proto/src/bridge_core, proto/src/host_core) and, where the shell decides,
+    // in bridge/src. Sections by area of the requirement.
+    // bridge: tool-process side (§3–§19)
+    BrCallUnknownToolAsResult = ("br.call.unknown-tool-as-result", Bridge, "BR-CALL-04", "a tools/call of an unknown tool gets an isError result instead of error -32602"),
+    // bridge: MCP side (§20–§26)
+    BrMcpUnansweredAfterRestart = ("br.mcp.unanswered-after-restart", Bridge, "BR-MCP-19", "a tools/call that arrives after the tool process was restarted is never answered (the new connection's call table lost)"),
 }
 
 /// No fault: [`ACTIVE`] holds this.
@@ -230,7 +238,34 @@ pub fn none() -> bool {
 /// Whether `fault` is the one switched on.
 #[inline]
 pub fn on(fault: Fault) -> bool {
-    ACTIVE.load(Ordering::Relaxed) == fault as u16
+    ACTIVE.load(Ordering::Relaxed) == fault as u16 || test_only::on(fault)
+}
+
+/// Unit tests of this crate switch a fault on for their own thread only (the sans-IO cores run
+/// on the test's thread), so tests running beside them see none. Absent outside `cfg(test)`.
+#[cfg(test)]
+pub(crate) mod test_only {
+    use super::{Fault, NONE};
+    use std::cell::Cell;
+
+    thread_local!(static THREAD: Cell<u16> = const { Cell::new(NONE) });
+
+    pub(crate) fn on(fault: Fault) -> bool {
+        THREAD.with(|t| t.get() == fault as u16)
+    }
+
+    /// Switches `fault` on (or, with `None`, off) for this thread.
+    pub(crate) fn set(fault: Option<Fault>) {
+        THREAD.with(|t| t.set(fault.map_or(NONE, |f| f as u16)));
+    }
+}
+
+#[cfg(not(test))]
+mod test_only {
+    #[inline(always)]
+    pub(super) fn on(_: super::Fault) -> bool {
+        false
+    }
 }
 
 /// A name that is no fault of the catalogue.

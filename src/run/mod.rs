@@ -530,7 +530,9 @@ pub(crate) mod output;
 mod targets;
 
 use output::{golden_exit, print_total, write_reports};
-pub(crate) use targets::{bridge_target, build, command_target, sdk_target};
+pub(crate) use targets::{
+    bridge_target, build, command_target, reference_bridge_http_target, reference_bridge_target, sdk_target,
+};
 use targets::{sides, target_args};
 
 #[cfg(test)]

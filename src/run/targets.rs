@@ -188,6 +188,30 @@ pub(crate) fn reference_bridge_target(exe: PathBuf) -> Result<Target> {
     Ok(t)
 }
 
+/// The reference bridge over Streamable HTTP, as `--bridge harness/bridges/reference-http` (a test
+/// checks the two agree), with the known failures of
+/// harness/data/reference-bridge-http-known-failures.yaml (bundled): the second transport
+/// `adequacy --role bridge` runs each fault over.
+const REFERENCE_BRIDGE_HTTP: &str = "{exe} bridge --transport http --host 127.0.0.1 --port {port} --call-timeout 3s --watch {dir}/watched --socket {socket} -- {mock}";
+const REFERENCE_BRIDGE_HTTP_NAME: &str = "reference bridge (http)";
+const REFERENCE_BRIDGE_HTTP_URL: &str = "http://127.0.0.1:{port}/mcp";
+const REFERENCE_BRIDGE_HTTP_KNOWN_FAILURES: &str =
+    include_str!("../../harness/data/reference-bridge-http-known-failures.yaml");
+
+/// The reference bridge over HTTP (see [`REFERENCE_BRIDGE_HTTP`]).
+pub(crate) fn reference_bridge_http_target(exe: PathBuf) -> Result<Target> {
+    let mut t = reference_bridge_target(exe)?;
+    let runner::TargetKind::Bridge { argv, transport, .. } = &mut t.kind else { unreachable!("a bridge target") };
+    *argv = REFERENCE_BRIDGE_HTTP.split_whitespace().map(String::from).collect();
+    *transport = runner::target::BridgeTransport::Http { url: REFERENCE_BRIDGE_HTTP_URL.into() };
+    t.name = REFERENCE_BRIDGE_HTTP_NAME.into();
+    t.known_failures = runner::target::parse_known_failures(
+        Path::new("harness/data/reference-bridge-http-known-failures.yaml"),
+        REFERENCE_BRIDGE_HTTP_KNOWN_FAILURES,
+    )?;
+    Ok(t)
+}
+
 /// The sides of the run: the target given, or by default the tool-process scenarios against
 /// the reference testee and the bridge scenarios against the reference bridge.
 pub(super) fn sides(a: &RunArgs, selected: Vec<Scenario>) -> Result<Vec<Side>> {

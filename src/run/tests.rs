@@ -1,5 +1,5 @@
 use super::output::folded_skips;
-use super::targets::reference_bridge_target;
+use super::targets::{reference_bridge_http_target, reference_bridge_target};
 use super::*;
 
 #[test]
@@ -23,14 +23,21 @@ fn a_catalogue_run_leaves_the_soaks_out_unless_asked_for_or_named() {
 fn the_default_runs_bridge_is_the_reference_bridge_manifest() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let exe = PathBuf::from("/bin/protomcp-conform");
-    let from_manifest =
-        runner::bridge_manifest::load_target(&root.join("harness/bridges/reference"), exe.clone()).unwrap();
-    let ours = reference_bridge_target(exe).unwrap();
+    for (manifest, ours) in [
+        ("harness/bridges/reference", reference_bridge_target(exe.clone()).unwrap()),
+        ("harness/bridges/reference-http", reference_bridge_http_target(exe.clone()).unwrap()),
+    ] {
+        same_target_as_manifest(&ours, &root.join(manifest), &exe);
+    }
+}
+
+fn same_target_as_manifest(ours: &Target, manifest: &Path, exe: &Path) {
+    let from_manifest = runner::bridge_manifest::load_target(manifest, exe.to_owned()).unwrap();
     assert_eq!(ours.name, from_manifest.name);
     assert_eq!(format!("{:?}", ours.kind), format!("{:?}", from_manifest.kind));
     assert_eq!(ours.features, from_manifest.features);
     let keys = |t: &Target| t.known_failures.keys().cloned().collect::<Vec<_>>();
-    assert_eq!(keys(&ours), keys(&from_manifest));
+    assert_eq!(keys(ours), keys(&from_manifest));
     assert!(from_manifest.env.is_empty() && from_manifest.skip.is_empty() && from_manifest.build.is_none());
 }
 

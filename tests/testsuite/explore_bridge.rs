@@ -1,15 +1,14 @@
-//! `protomcp-conform explore --bridge`: nothing found against the reference bridge; a planted bug
-//! (the reference bridge's hidden `PROTOMCP_CONFORM_BRIDGE_PLANTED_BUG=unanswered-after-restart`:
-//! calls after a tool-process restart are never answered) found by the bridge model, shrunk, and
-//! written as a bridge scenario that fails against the planted bridge and passes against the
-//! normal one through the normal runner; a differential run of two bridges that answer differently.
+//! `protomcp-conform explore --bridge`: nothing found against the reference bridge; a fault of
+//! the catalogue (`bridge --fault br.mcp.unanswered-after-restart`: calls after a tool-process
+//! restart are never answered) found by the bridge model, shrunk, and written as a bridge scenario
+//! that fails against the faulty bridge and passes against the normal one through the normal
+//! runner; a differential run of two bridges that answer differently.
 
 use std::process::{Command, Output};
 
 const EXE: &str = env!("CARGO_BIN_EXE_protomcp-conform");
 const REFERENCE: &str = "{exe} bridge --call-timeout 3s -- {mock}";
-const PLANTED: &str =
-    "env PROTOMCP_CONFORM_BRIDGE_PLANTED_BUG=unanswered-after-restart {exe} bridge --call-timeout 3s -- {mock}";
+const PLANTED: &str = "{exe} bridge --fault br.mcp.unanswered-after-restart --call-timeout 3s -- {mock}";
 
 fn run(args: &[&str]) -> Output {
     Command::new(EXE).args(args).output().expect("run protomcp-conform")
@@ -65,8 +64,7 @@ fn a_differential_run_of_two_bridges_reports_where_they_answer_differently() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     // A bridge that answers a call of an unknown tool with an isError result (BR-CALL-04 wants
     // error -32602; the model does not judge that form): the answers differ, side by side.
-    let other =
-        "env PROTOMCP_CONFORM_BRIDGE_PLANTED_BUG=unknown-tool-as-result {exe} bridge --call-timeout 3s -- {mock}";
+    let other = "{exe} bridge --fault br.call.unknown-tool-as-result --call-timeout 3s -- {mock}";
     let o = run(&["explore", "--bridge", REFERENCE, "--bridge", other, "--cases", "40", "--seed", "9", "--out", dir]);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");

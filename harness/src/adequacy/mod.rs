@@ -4,8 +4,9 @@
 //! For every fault of [`protomcp_proto::fault`] selected, the scenarios of its area (those citing
 //! a requirement of the fault's area, e.g. `TP-CALL-*`; or every scenario of its role with
 //! [`Scope::All`]) run against the reference peer with that one fault switched on
-//! (`testee --fault NAME`). All faults share one schedule ([`runner::run_sides`], one side per
-//! fault), so `jobs` bounds the scenarios running at once over all of them. Each fault ends:
+//! (`testee --fault NAME`; for a bridge fault `bridge --fault NAME`, over stdio and over HTTP:
+//! [`targets`]). All faults share one schedule ([`runner::run_sides`], one side per fault and
+//! target), so `jobs` bounds the scenarios running at once over all of them. Each fault ends:
 //!
 //! - [`Outcome::Killed`]: some scenario did not pass and named the fault's requirement in
 //!   `broken`;
@@ -149,12 +150,47 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
-/// The reference peer of `fault`'s role at `exe` (this binary), with the fault switched on.
-pub fn target(fault: Fault, exe: PathBuf) -> Target {
-    Target {
-        name: format!("reference testee --fault {}", fault.name()),
-        kind: runner::TargetKind::Reference { exe, fault: Some(fault) },
-        ..Target::reference(PathBuf::new())
+/// The reference peers faults are planted in: this binary (the reference testee) and the
+/// reference bridge's targets, one per transport (stdio, HTTP: the commands and known failures
+/// of harness/bridges/reference and reference-http), each run with `--fault NAME`.
+#[derive(Debug, Clone)]
+pub struct Peers {
+    pub exe: PathBuf,
+    pub bridges: Vec<Target>,
+}
+
+/// The targets `fault` runs against: the reference testee with the fault switched on, or each
+/// reference bridge of `peers` with `--fault NAME` after its `bridge` (every bridge fault runs
+/// over every transport: the cores are shared, and a fault of the shell may show on one only).
+pub fn targets(fault: Fault, peers: &Peers) -> Vec<Target> {
+    match fault.role() {
+        Role::ToolProcess => vec![Target {
+            name: format!("reference testee --fault {}", fault.name()),
+            kind: runner::TargetKind::Reference { exe: peers.exe.clone(), fault: Some(fault) },
+            ..Target::reference(PathBuf::new())
+        }],
+        Role::Bridge => peers
+            .bridges
+            .iter()
+            .map(|b| {
+                let mut t = b.clone();
+                if let runner::TargetKind::Bridge { argv, .. } = &mut t.kind {
+                    let at = argv.iter().position(|a| a == "bridge").map_or(argv.len(), |i| i + 1);
+                    argv.splice(at..at, ["--fault".to_owned(), fault.name().to_owned()]);
+                }
+                t.name = format!("{} --fault {}", b.name, fault.name());
+                t
+            })
+            .collect(),
+    }
+}
+
+/// The transport a bridge target is driven over, as a suffix of a scenario's id in a kill
+/// (`bridge.calls.echo [http]`); none for stdio and the testee.
+fn via(t: &Target) -> &'static str {
+    match &t.kind {
+        runner::TargetKind::Bridge { transport: runner::target::BridgeTransport::Http { .. }, .. } => " [http]",
+        _ => "",
     }
 }
 
@@ -166,7 +202,7 @@ pub async fn run(
     faults: &[Fault],
     all: &[Scenario],
     scope: Scope,
-    exe: PathBuf,
+    peers: &Peers,
     cfg: Config,
     on_fault: OnFault,
 ) -> Report {
@@ -177,38 +213,53 @@ pub async fn run(
     let mut sides = Vec::new();
     let mut empty = Vec::new();
     for &fault in faults {
-        let scenarios = scenarios_for(fault, all, scope);
-        if scenarios.is_empty() {
+        let scenarios = Arc::new(scenarios_for(fault, all, scope));
+        let targets = targets(fault, peers);
+        if scenarios.is_empty() || targets.is_empty() {
             empty.push(fault);
             continue;
         }
+        // One side per target; the fault is done when every side's every scenario is.
+        let expected = scenarios.len() * targets.len();
         let first_start: Arc<Mutex<Option<Instant>>> = Arc::default();
         let gathered: Arc<Mutex<Vec<CaseResult>>> = Arc::default();
-        let (on_fault, finished) = (Arc::clone(&on_fault), Arc::clone(&finished));
-        let on_done: runner::OnDone = Arc::new(move |r: &CaseResult, done: usize, side_total: usize| {
-            let now = Instant::now();
-            let begun = *lock(&first_start).get_or_insert(now - r.duration);
-            let mut results = lock(&gathered);
-            results.push(r.clone());
-            if done == side_total {
-                let fr = result_of(fault, &results, now - begun);
-                let mut n = lock(&finished);
-                *n += 1;
-                on_fault(&fr, *n, total);
-            }
-        });
-        sides.push((
-            fault,
-            Side { scenarios: Arc::new(scenarios), target: Arc::new(target(fault, exe.clone())), on_done },
-        ));
+        for target in targets {
+            let suffix = via(&target);
+            let (on_fault, finished) = (Arc::clone(&on_fault), Arc::clone(&finished));
+            let (first_start, gathered) = (Arc::clone(&first_start), Arc::clone(&gathered));
+            let on_done: runner::OnDone = Arc::new(move |r: &CaseResult, _: usize, _: usize| {
+                let now = Instant::now();
+                let begun = *lock(&first_start).get_or_insert(now - r.duration);
+                let mut results = lock(&gathered);
+                let mut r = r.clone();
+                r.id.push_str(suffix);
+                results.push(r);
+                if results.len() == expected {
+                    let fr = result_of(fault, &results, now - begun);
+                    let mut n = lock(&finished);
+                    *n += 1;
+                    on_fault(&fr, *n, total);
+                }
+            });
+            sides.push((fault, suffix, Side { scenarios: Arc::clone(&scenarios), target: Arc::new(target), on_done }));
+        }
     }
-    let order: Vec<Fault> = sides.iter().map(|(f, _)| *f).collect();
-    let per_side = runner::run_sides(sides.into_iter().map(|(_, s)| s).collect(), cfg).await;
-    let mut results: Vec<FaultResult> = Vec::new();
-    for (fault, side) in order.into_iter().zip(per_side) {
-        let span = side.iter().map(|r| r.duration).max().unwrap_or_default();
-        results.push(result_of(fault, &side, span));
+    let order: Vec<(Fault, &str)> = sides.iter().map(|(f, v, _)| (*f, *v)).collect();
+    let per_side = runner::run_sides(sides.into_iter().map(|(_, _, s)| s).collect(), cfg).await;
+    let mut by_fault: BTreeMap<Fault, Vec<CaseResult>> = BTreeMap::new();
+    for ((fault, suffix), side) in order.into_iter().zip(per_side) {
+        by_fault.entry(fault).or_default().extend(side.into_iter().map(|mut r| {
+            r.id.push_str(suffix);
+            r
+        }));
     }
+    let mut results: Vec<FaultResult> = by_fault
+        .into_iter()
+        .map(|(fault, side)| {
+            let span = side.iter().map(|r| r.duration).max().unwrap_or_default();
+            result_of(fault, &side, span)
+        })
+        .collect();
     for fault in empty {
         let fr = FaultResult { fault, outcome: Outcome::Survived, ran: 0, kills: Vec::new(), duration: Duration::ZERO };
         on_fault(&fr, 0, total);

@@ -76,28 +76,6 @@ pub enum ListKind {
     Prompts,
 }
 
-/// A planted bug, for the harness's own tests of `explore --bridge` (never on by default).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PlantedBug {
-    /// A tools/call that arrives after the tool process was restarted is never answered
-    /// (BR-MCP-19), as a bridge that lost its new connection's call table would do.
-    UnansweredAfterRestart,
-    /// A tools/call of an unknown tool gets an isError result instead of error -32602
-    /// (BR-CALL-04): a difference a differential run must show.
-    UnknownToolAsResult,
-}
-
-impl PlantedBug {
-    /// The bug a switch value names.
-    pub fn named(value: &str) -> Option<PlantedBug> {
-        match value {
-            "unanswered-after-restart" => Some(PlantedBug::UnansweredAfterRestart),
-            "unknown-tool-as-result" => Some(PlantedBug::UnknownToolAsResult),
-            _ => None,
-        }
-    }
-}
-
 /// What the core needs to know of the bridge's configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -105,7 +83,6 @@ pub struct Config {
     pub call_timeout: Duration,
     /// `HANDSHAKE_QUIET` (§1.5).
     pub handshake_quiet: Duration,
-    pub planted: Option<PlantedBug>,
     /// The key of the `requestState`s (spec §26.4): the shell draws it at random when the bridge
     /// starts. `T_MRTR` is `call_timeout`.
     pub state_key: StateKey,
@@ -117,7 +94,6 @@ impl Default for Config {
         Config {
             call_timeout: DEFAULT_CALL_TIMEOUT,
             handshake_quiet: HANDSHAKE_QUIET,
-            planted: None,
             state_key: StateKey::new([0x5a; 32]),
         }
     }

@@ -8,10 +8,11 @@ use serde_json::{Map, Value, json};
 
 use super::mrtr::{ModernCall, ModernCaps, Mrtr};
 use super::{
-    Core, Envelope, EnvelopeExt, Event, HostError, Instant, ListKind, Msg, NoReply, OpId, PlantedBug, Reply, SessionId,
-    Status, Waiting, describe, pb, shapes,
+    Core, Envelope, EnvelopeExt, Event, HostError, Instant, ListKind, Msg, NoReply, OpId, Reply, SessionId, Status,
+    Waiting, describe, pb, shapes,
 };
 use crate::envelopes as env;
+use crate::fault::{self, Fault};
 use crate::frame::MAX_FRAME;
 
 /// A progress route: the session whose call sent the token, the host's token (a modern call's
@@ -164,7 +165,7 @@ impl Core {
         let def = if modern.is_some() { self.tools.get_active_modern(name) } else { self.tools.get_active(name) };
         let has_output_schema = match def {
             Some(d) => !d.output_schema_json.is_empty(),
-            None if self.cfg.planted == Some(PlantedBug::UnknownToolAsResult) => {
+            None if fault::on(Fault::BrCallUnknownToolAsResult) => {
                 let op = OpId(self.ops_issued);
                 self.ops_issued += 1;
                 let result = Ok(soft_error(format!("unknown tool: {name}")));
@@ -189,8 +190,8 @@ impl Core {
         };
         let op = self.new_op(session, Kind::Call(Box::new(call)));
         self.register_mrtr(op);
-        if self.cfg.planted == Some(PlantedBug::UnansweredAfterRestart) && generation > 1 {
-            return Ok(op); // never goes on: the planted bug
+        if fault::on(Fault::BrMcpUnansweredAfterRestart) && generation > 1 {
+            return Ok(op); // never goes on: the fault
         }
         self.advance(now, op);
         Ok(op)

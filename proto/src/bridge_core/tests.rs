@@ -11,6 +11,7 @@ use serde_json::json;
 use super::*;
 use crate::bridge_model::BridgeModel;
 use crate::envelopes as env;
+use crate::fault::Fault;
 
 const CALL_TIMEOUT_MS: u64 = 2000;
 const TOOLS: [&str; 3] = ["echo", "shaped", "missing"];
@@ -53,11 +54,12 @@ fn name_of(session: SessionId) -> &'static str {
 }
 
 impl Sim {
-    fn new(planted: Option<PlantedBug>) -> Sim {
+    /// A simulation of the core with `fault` switched on for this thread (or none).
+    fn new(fault: Option<Fault>) -> Sim {
+        crate::fault::test_only::set(fault);
         let cfg = Config {
             call_timeout: Duration::from_millis(CALL_TIMEOUT_MS),
             handshake_quiet: Duration::from_millis(500),
-            planted,
             ..Config::default()
         };
         let mut sim = Sim {
@@ -496,11 +498,11 @@ fn sampling_goes_to_the_only_session_with_a_call_and_is_refused_when_two_have_on
     clean(sim);
 }
 
-/// The planted bug of `explore --bridge`'s own test: after a restart calls are never
+/// The fault of `explore --bridge`'s own test: after a restart calls are never
 /// answered. The model must say so (this is the check failing where the behaviour is broken).
 #[test]
 fn the_model_finds_the_planted_unanswered_call_after_a_restart() {
-    let mut sim = Sim::new(Some(PlantedBug::UnansweredAfterRestart));
+    let mut sim = Sim::new(Some(Fault::BrMcpUnansweredAfterRestart));
     sim.close_and_restart();
     sim.call(0, "echo", false);
     let findings = sim.finish();
@@ -534,8 +536,8 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn run(ops: &[Op], planted: Option<PlantedBug>) -> Vec<crate::session::Finding> {
-    let mut sim = Sim::new(planted);
+fn run(ops: &[Op], fault: Option<Fault>) -> Vec<crate::session::Finding> {
+    let mut sim = Sim::new(fault);
     for op in ops {
         match op {
             Op::Call { session, tool, progress } => {
