@@ -39,6 +39,11 @@ pub struct CoverageArgs {
     /// and attribute (docs/adequacy.md); any such requirement makes the exit status 1.
     #[arg(long, value_name = "FILE")]
     adequacy: Option<PathBuf>,
+    /// Also list the black-box testable MUST requirements that no fault of the catalogue breaks
+    /// (`adequacy --list`; issue 29 asks for one fault each). Informational: the exit status does
+    /// not change.
+    #[arg(long)]
+    faults: bool,
 }
 
 /// The bundled not-black-box-testable lists, merged; a requirement listed twice is an error.
@@ -138,6 +143,26 @@ pub fn coverage(a: CoverageArgs) -> Result<ExitCode> {
     }
     for id in &cov.stale_untestable {
         writeln!(out, "note: {id} is listed as not black-box testable but a scenario cites it; drop it from the list")?;
+    }
+    if a.faults {
+        let faulted: std::collections::BTreeSet<&str> =
+            protomcp_proto::fault::Fault::ALL.iter().map(|f| f.requirement()).collect();
+        let musts: Vec<_> = cov
+            .entries
+            .iter()
+            .filter(|e| e.requirement.level == protomcp_harness::requirements::Level::Must && e.untestable.is_none())
+            .collect();
+        let without: Vec<_> = musts.iter().filter(|e| !faulted.contains(e.requirement.id)).collect();
+        writeln!(
+            out,
+            "\nFaults: {} of {} black-box testable MUST requirements have a fault of the catalogue; {} have none",
+            musts.len() - without.len(),
+            musts.len(),
+            without.len()
+        )?;
+        for e in &without {
+            writeln!(out, "  {} {}", e.requirement.id, cut(e.requirement.text, 110))?;
+        }
     }
     let mut adequacy_gaps = 0;
     if let Some(path) = &a.adequacy {
