@@ -68,7 +68,14 @@ fn check(s: &Scenario, target: &Target, rt: &tokio::runtime::Runtime) -> Result<
 }
 
 fn main() {
-    let args = Arguments::from_args();
+    let mut args = Arguments::from_args();
+    // A scenario mostly waits (quiet windows, a peer's deadline), as the catalogue runner knows:
+    // it runs eight per core. libtest's default of one test per core would leave the machine
+    // idle most of this binary's run; half the runner's default keeps the golden comparisons
+    // beside them cheap. `--test-threads N` still decides.
+    if args.test_threads.is_none() {
+        args.test_threads = Some((runner::default_jobs() / 2).max(1));
+    }
     let scenarios = load_dir(&root().join("scenarios")).unwrap_or_else(|e| panic!("{e}"));
     runner::process::become_subreaper();
     let rt =
