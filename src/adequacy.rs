@@ -57,6 +57,34 @@ pub(crate) fn exceptions() -> Result<BTreeMap<String, String>> {
     Ok(adequacy::parse_exceptions("harness/data/adequacy-exceptions.yaml", EXCEPTIONS)?)
 }
 
+/// The reference bridges with credentials, from their manifests (run from the repository: a
+/// manifest that is not there is left out, with a note).
+const CREDENTIALED_BRIDGES: &[&str] = &["harness/bridges/reference-http-auth", "harness/bridges/reference-http-apikey"];
+
+/// The reference bridge that reloads by ReloadRequest (BR-RELOAD-02/03), from its manifest.
+const RELOAD_REQUEST_BRIDGES: &[&str] = &["harness/bridges/reference-reload-request"];
+
+fn credentialed_bridges(exe: &std::path::Path) -> Result<Vec<protomcp_harness::runner::Target>> {
+    manifest_bridges(exe, CREDENTIALED_BRIDGES, "the scenarios that need credentials")
+}
+
+/// The bridges of the manifests `dirs` (a manifest that is not there is left out, with a note
+/// that `what` are left out).
+fn manifest_bridges(exe: &std::path::Path, dirs: &[&str], what: &str) -> Result<Vec<protomcp_harness::runner::Target>> {
+    let mut out = Vec::new();
+    for dir in dirs {
+        let dir = std::path::Path::new(dir);
+        if !protomcp_harness::runner::bridge_manifest::is_manifest_dir(dir) {
+            eprintln!("adequacy: {} not found: {what} are left out", dir.display());
+            continue;
+        }
+        let t = protomcp_harness::runner::bridge_manifest::load_target(dir, exe.to_owned())
+            .with_context(|| format!("loading {}", dir.display()))?;
+        out.push(t);
+    }
+    Ok(out)
+}
+
 pub fn adequacy(a: AdequacyArgs) -> Result<ExitCode> {
     let role = Role::named(&a.role).context("--role")?;
     let exceptions = exceptions()?;
@@ -83,6 +111,12 @@ pub fn adequacy(a: AdequacyArgs) -> Result<ExitCode> {
             crate::run::reference_bridge_target(exe.clone())?,
             crate::run::reference_bridge_http_target(exe.clone())?,
         ],
+        credentialed: credentialed_bridges(&exe)?,
+        reload_request: manifest_bridges(
+            &exe,
+            RELOAD_REQUEST_BRIDGES,
+            "the ReloadRequest runs of the reload scenarios",
+        )?,
         exe,
     };
     let cfg = Config {

@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use protomcp_bridge::http::Credential;
 use protomcp_bridge::{self as bridge, Bridge, Config};
+use protomcp_proto::fault::{self, Fault};
 
 /// Serve MCP to hosts (stdio or Streamable HTTP), bridging to a protomcp tool process.
 #[derive(Args, Debug)]
@@ -138,7 +139,12 @@ fn credentials(specs: &[AuthSpec]) -> Result<Vec<Credential>> {
     specs
         .iter()
         .map(|a| match std::env::var(&a.var) {
-            Ok(v) if !v.is_empty() => Ok(if a.bearer { Credential::Bearer(v) } else { Credential::ApiKey(v) }),
+            Ok(v)
+                if !v.is_empty()
+                    || protomcp_proto::fault::on(protomcp_proto::fault::Fault::BrHttpEmptySecretAccepted) =>
+            {
+                Ok(if a.bearer { Credential::Bearer(v) } else { Credential::ApiKey(v) })
+            }
             _ => bail!("{}: the environment variable is unset or empty", a.flag()),
         })
         .collect()
@@ -223,13 +229,23 @@ pub fn run(args: BridgeArgs) -> Result<ExitCode> {
             }
             Err(e) => {
                 eprintln!("protomcp-conform bridge: {e}");
+                if fault::on(Fault::BrLifecycleFailedStartExitZero) {
+                    return Ok::<_, anyhow::Error>(ExitCode::SUCCESS);
+                }
                 return Ok::<_, anyhow::Error>(ExitCode::from(1));
             }
         };
         if !args.watch.is_empty() {
             tokio::spawn(bridge::watch::run(bridge.clone(), args.watch.clone()));
         }
-        let stop = protomcp_harness::runner::process::interrupted();
+        let stop = async {
+            if fault::on(Fault::BrLifecycleSigtermIgnored) {
+                // SIGINT only; SIGTERM, caught since the start, goes unheard.
+                let _ = tokio::signal::ctrl_c().await;
+            } else {
+                protomcp_harness::runner::process::interrupted().await
+            }
+        };
         let served = match listener {
             None => bridge::mcp::serve_stdio(bridge.clone(), stop).await,
             Some(listener) => {
@@ -252,6 +268,9 @@ pub fn run(args: BridgeArgs) -> Result<ExitCode> {
         }
         if let Err(e) = served {
             bail!(e);
+        }
+        if stdio && fault::on(Fault::BrLifecycleEofExitNonzero) {
+            return Ok(ExitCode::from(1));
         }
         Ok(ExitCode::SUCCESS)
     });

@@ -5,6 +5,7 @@
 //! or reload to whoever waits for it. One timer task sleeps towards the core's next deadline.
 
 use protomcp_proto::bridge_core::NoAnswer;
+use protomcp_proto::fault::{self, Fault};
 use protomcp_proto::frame::Sideband;
 use protomcp_proto::pb::Envelope;
 
@@ -54,6 +55,10 @@ impl Bridge {
             .into_iter()
             .map(|e| {
                 let w = match &e {
+                    Event::Answer { .. } if fault::on(Fault::BrConcurAnswerToNewestWaiter) => {
+                        let newest = sh.waiters.keys().max().copied();
+                        newest.and_then(|op| sh.waiters.remove(&op)).map(Waiter::Op)
+                    }
                     Event::Answer { op, .. } => sh.waiters.remove(op).map(Waiter::Op),
                     Event::Served { generation } => match sh.starts.remove(generation) {
                         Some(tx) => Some(Waiter::Start(tx)),
@@ -75,6 +80,11 @@ impl Bridge {
                 let _ = tx.send(result);
             }
             (Event::Answer { .. }, _) => {}
+            (Event::Progress { token, progress, total, message, .. }, _) if fault::on(Fault::BrProgressAllSessions) => {
+                for s in sessions {
+                    s.progress(token.clone(), progress, total, message.clone());
+                }
+            }
             (Event::Progress { session: id, token, progress, total, message }, _) => {
                 if let Some(s) = session(id) {
                     s.progress(token, progress, total, message);
@@ -86,7 +96,8 @@ impl Bridge {
                 }
             }
             (Event::ListChanged(kind), _) => {
-                for s in sessions {
+                let reached = if fault::on(Fault::BrHttpListChangedOneSession) { 1 } else { sessions.len() };
+                for s in sessions.iter().take(reached) {
                     s.list_changed(kind);
                 }
             }
@@ -99,6 +110,13 @@ impl Bridge {
                 let Some(s) = session(id) else {
                     return self.drive(|sh, _| sh.core.handle_sample_answer(&rid, Err(NoAnswer::SessionEnded)));
                 };
+                if fault::on(Fault::BrSecuritySamplingFannedOut) {
+                    for other in sessions.iter().filter(|o| o.id() != id) {
+                        let params = params.clone();
+                        let asked = other.sample(params);
+                        tokio::spawn(asked);
+                    }
+                }
                 self.ask_host(rid, async move { s.sample(params).await }, Core::handle_sample_answer);
             }
             (Event::ListRoots { session: id, rid }, _) => {
@@ -131,7 +149,10 @@ impl Bridge {
         answer: fn(&mut Core, &str, Result<Value, NoAnswer>),
     ) {
         let this = self.self_arc();
-        let bound = self.cfg.call_timeout + Duration::from_secs(1);
+        let mut bound = self.cfg.call_timeout + Duration::from_secs(1);
+        if protomcp_proto::fault::on(protomcp_proto::fault::Fault::BrSamplingUnbounded) {
+            bound = Duration::from_secs(365 * 24 * 3600);
+        }
         tokio::spawn(async move {
             let r = match tokio::time::timeout(bound, ask).await {
                 Ok(r) => r.map_err(|e| NoAnswer::Host(e.to_string())),
@@ -191,6 +212,10 @@ impl Sink for Bridge {
 
     fn wrote(&self) {
         self.spin.wrote();
+    }
+
+    fn waiting_on_host(&self) -> bool {
+        self.shared.lock().unwrap().core.waiting_on_host()
     }
 
     fn closed(&self, generation: u64, reason: String) {

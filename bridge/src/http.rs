@@ -3,6 +3,8 @@
 //! BR-SECURITY-07, BR-HTTP-21/22 for API keys), path and method (BR-HTTP-01/16). Sans-IO:
 //! headers in, verdict out.
 
+use protomcp_proto::fault::{self, Fault};
+
 /// Endpoint path (BR-HTTP-01).
 pub const PATH: &str = "/mcp";
 
@@ -95,8 +97,18 @@ impl Guard {
         origin: Option<&str>,
         credentials: Credentials<'_>,
     ) -> Option<Refusal> {
-        if self.loopback && !host.is_some_and(is_loopback_host) {
+        let loopback_host = |h: &str| {
+            if fault::on(Fault::BrHttpHostSubstring) {
+                return h.contains("localhost") || h.contains("127.0.0.1") || h.contains("[::1]");
+            }
+            is_loopback_host(h)
+        };
+        if self.loopback && !host.is_some_and(loopback_host) {
             return Some(Refusal::new(403, "Host is not a loopback name"));
+        }
+        let origin = origin.filter(|o| !(fault::on(Fault::BrHttpOriginNullAllowed) && *o == "null"));
+        if origin.is_none() && fault::on(Fault::BrHttpOriginRequired) {
+            return Some(Refusal::new(403, "Origin not allowed"));
         }
         if let Some(o) = origin {
             let allowed = match origin_authority(o) {
@@ -113,21 +125,30 @@ impl Guard {
         // request lacking one gets the challenge. Exact match: no trimming, case-sensitive
         // (BR-SECURITY-07).
         let bearer = credentials.authorization.and_then(|a| a.strip_prefix("Bearer "));
-        for c in &self.auth {
+        let checked = if fault::on(Fault::BrHttpFirstCredentialOnly) { 1 } else { self.auth.len() };
+        let auth = &self.auth[..checked.min(self.auth.len())];
+        for c in auth {
             if let Credential::Bearer(token) = c
                 && bearer != Some(token.as_str())
+                && !(fault::on(Fault::BrSecurityAuthCaseInsensitive)
+                    && bearer.is_some_and(|b| b.eq_ignore_ascii_case(token)))
             {
+                if fault::on(Fault::BrSecuritySecretLogged) {
+                    crate::diag(&format!("refused bearer token {bearer:?} (expected {token:?})"));
+                }
                 return Some(Refusal { status: 401, reason: "missing or wrong bearer token", challenge: true });
             }
         }
-        for c in &self.auth {
+        for c in auth {
             if let Credential::ApiKey(key) = c
+                && !(fault::on(Fault::BrHttpApiKeyPostOnly) && method != "POST")
                 && credentials.api_key != Some(key.as_str())
             {
                 return Some(Refusal::new(401, "missing or wrong API key"));
             }
         }
-        if path != PATH {
+        let endpoint = if fault::on(Fault::BrHttpPathRoot) { "/" } else { PATH };
+        if path != endpoint {
             return Some(Refusal::new(404, "the MCP endpoint is /mcp"));
         }
         if !matches!(method, "GET" | "POST" | "DELETE") {

@@ -175,6 +175,9 @@ pub struct Bridge {
 }
 
 fn diag(line: &str) {
+    if protomcp_proto::fault::on(protomcp_proto::fault::Fault::BrMcpDiagOnStdout) {
+        return println!("protomcp-conform bridge: {line}");
+    }
     eprintln!("protomcp-conform bridge: {line}");
 }
 

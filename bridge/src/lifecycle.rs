@@ -4,10 +4,15 @@
 
 use std::sync::atomic::Ordering;
 
+use protomcp_proto::fault::{self, Fault};
+
 use super::error::StartFailure;
 use super::{
     Arc, Bridge, Core, Duration, Link, RESTART_ATTEMPTS, RESTART_DELAY, SHUTDOWN_GRACE, diag, link, oneshot, process,
 };
+
+/// A reload's start failed (kept only by `br.reload.no-retry-after-failure`).
+static RELOAD_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 impl Bridge {
     /// One start: process, connection, then the core's handshake and list pulls. On success the
@@ -35,6 +40,12 @@ impl Bridge {
             sh.link = Some(link.clone());
             link
         });
+        if fault::on(Fault::BrLifecycleServeBeforeHandshake) {
+            // Served at once: the handshake goes on behind the host's requests.
+            drop(rx);
+            self.shared.lock().unwrap().process = Some(proc);
+            return Ok(());
+        }
         let started = tokio::select! {
             r = rx => match r {
                 Ok(r) => r,
@@ -92,21 +103,32 @@ impl Bridge {
             }
             let reason = link.end.lock().unwrap().clone().unwrap_or_default();
             diag(&format!("tool process {} failed: {reason}", link.generation));
+
             let proc = {
                 let mut sh = self.shared.lock().unwrap();
                 sh.link = None;
                 sh.process.take()
             };
             self.drive(|sh, now| sh.core.handle_closed(now, link.generation, &reason));
+            if fault::on(Fault::BrLifecycleExitOnFailure) {
+                // The calls that waited are answered; then the bridge gives up.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                std::process::exit(1);
+            }
             // BR-LIFECYCLE-08: a process that closed the connection but lives on is ended.
             if let Some(mut p) = proc {
                 if let Some(status) = p.exit_status() {
                     diag(&format!("tool process {} exited: {status}", link.generation));
                 }
-                p.terminate().await;
+                if p.exit_status().is_none() && fault::on(Fault::BrLifecycleClosedLivesOn) {
+                    std::mem::forget(p);
+                } else {
+                    p.terminate().await;
+                }
             }
             let mut restarted = false;
-            for attempt in 0..RESTART_ATTEMPTS {
+            let attempts = if fault::on(Fault::BrLifecycleNoRestart) { 0 } else { RESTART_ATTEMPTS };
+            for attempt in 0..attempts {
                 let delay = RESTART_DELAY * 2u32.pow(attempt);
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {}
@@ -141,6 +163,9 @@ impl Bridge {
     /// bridge up and waits for the next trigger (BR-RELOAD-08).
     pub async fn reload(&self) {
         let _one = self.reload_lock.lock().await;
+        if fault::on(Fault::BrReloadNoRetryAfterFailure) && RELOAD_FAILED.load(Ordering::SeqCst) {
+            return;
+        }
         if self.cfg.reload_by_request {
             let (tx, rx) = oneshot::channel();
             let begun = self.drive(|sh, now| {
@@ -164,7 +189,8 @@ impl Bridge {
             sh.core.begin_restart();
             sh.link.clone()
         });
-        if let Some(link) = &link {
+        // br.reload.in-flight-left: the process is ended at once, its calls left waiting.
+        if let Some(link) = link.as_ref().filter(|_| !fault::on(Fault::BrReloadInFlightLeft)) {
             let deadline = tokio::time::Instant::now() + self.cfg.call_timeout;
             while self.read(Core::pending_count) > 0 && !link.is_closed() && tokio::time::Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -190,6 +216,9 @@ impl Bridge {
             Ok(()) => diag("tool process reloaded"),
             Err(e) => {
                 diag(&format!("reload failed: {e}"));
+                if fault::on(Fault::BrReloadNoRetryAfterFailure) {
+                    RELOAD_FAILED.store(true, Ordering::SeqCst);
+                }
                 self.drive(|sh, _| sh.core.restart_failed(&e.to_string()));
             }
         }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures_util::{SinkExt, StreamExt};
+use protomcp_proto::fault::{self, Fault};
 use protomcp_proto::frame::{Frame, Limits, Sideband};
 use protomcp_proto::pb::Envelope;
 use protomcp_proto::pb::envelope::Msg;
@@ -35,6 +36,11 @@ pub trait Sink: Send + Sync + 'static {
     /// Anything else for the trace (connection start and end, sideband payloads), built only
     /// when tracing.
     fn trace_item(&self, _item: &dyn Fn() -> Item) {}
+    /// Whether the bridge waits for a host's answer to a reverse request (only
+    /// `br.concur.reader-waits-for-host` asks).
+    fn waiting_on_host(&self) -> bool {
+        false
+    }
 }
 
 pub struct Link {
@@ -116,7 +122,13 @@ impl Link {
         let reader_link = link.clone();
         sink.trace_item(&|| Item::Connected);
         tokio::spawn(async move {
-            let mut frames = FramedRead::new(read, EnvelopeCodec::new(Party::ToolProcess, Limits::default()));
+            let limits = if fault::on(Fault::BrSidebandLimitMaxFrame) {
+                let max = u64::from(protomcp_proto::frame::MAX_FRAME);
+                Limits { max_sideband: max, max_decompressed: max, ..Limits::default() }
+            } else {
+                Limits::default()
+            };
+            let mut frames = FramedRead::new(read, EnvelopeCodec::new(Party::ToolProcess, limits));
             // Results taken since the tasks waiting for them last had a chance to run.
             let mut owed = false;
             let reason = loop {
@@ -137,8 +149,21 @@ impl Link {
                 }
                 match next {
                     None => break "the tool process closed the connection".to_owned(),
+                    Some(Err(_)) if fault::on(Fault::BrFrameOversizeDeaf) => std::future::pending::<()>().await,
                     Some(Err(e)) => break format!("the connection to the tool process failed: {e}"),
+                    Some(Ok(Incoming::Malformed(e))) if fault::on(Fault::BrFrameUndecodableCloses) => {
+                        break format!("undecodable frame: {e}");
+                    }
+                    Some(Ok(Incoming::Malformed(e))) if fault::on(Fault::BrFrameUndecodableDeaf) => {
+                        sink.diag(format!("undecodable frame, not reading any more: {e}"));
+                        std::future::pending::<()>().await
+                    }
                     Some(Ok(Incoming::Malformed(e))) => sink.diag(format!("discarded a frame: {e}")),
+                    Some(Ok(Incoming::Frame(Frame::Envelope(d))))
+                        if d.len == 0 && fault::on(Fault::BrFrameEmptyCloses) =>
+                    {
+                        break "the tool process sent an empty frame: end of the connection".to_owned();
+                    }
                     Some(Ok(Incoming::Frame(Frame::Sideband(sb)))) => {
                         sink.trace_item(&|| Item::Frame {
                             dir: Dir::ToTestee,
@@ -152,6 +177,9 @@ impl Link {
                         sink.trace(true, &d.envelope);
                         sink.envelope(generation, d.envelope);
                     }
+                }
+                while fault::on(Fault::BrConcurReaderWaitsForHost) && sink.waiting_on_host() {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
                 }
                 // The bridge runs on one thread: a tool process that sends without pause must
                 // not starve the tasks that write to the host (notifications, results), so the
@@ -219,20 +247,49 @@ impl Link {
     }
 
     /// Queues one frame. Fails when the connection has ended.
-    pub fn send(&self, envelope: Envelope) -> Result<(), SendError> {
+    pub fn send(&self, mut envelope: Envelope) -> Result<(), SendError> {
+        if let Some(Msg::CallTool(call)) = &mut envelope.msg
+            && call.arguments_json.len() > protomcp_proto::spec::DEFAULT_THRESHOLD
+            && (fault::on(Fault::BrSidebandArgsRaw) || fault::on(Fault::BrStreamArgsStreamed))
+        {
+            // The faults: large arguments take the large-result paths towards the tool process.
+            let args = std::mem::take(&mut call.arguments_json).into_bytes();
+            let rid = envelope.request_id.clone();
+            if fault::on(Fault::BrSidebandArgsRaw) {
+                let header = protomcp_proto::pb::RawHeader {
+                    request_id: rid,
+                    field_name: "arguments_json".into(),
+                    size: args.len() as u64,
+                    ..Default::default()
+                };
+                self.send_item(Outgoing::Envelope(header.into()))?;
+                self.send_item(Outgoing::Raw(args.into()))?;
+            } else {
+                for e in protomcp_proto::sideband::encode_stream(&rid, "arguments_json", &args, 16 * 1024, true) {
+                    self.send_item(Outgoing::Envelope(e))?;
+                }
+            }
+        }
+        self.send_item(Outgoing::Envelope(envelope))
+    }
+
+    fn send_item(&self, item: Outgoing) -> Result<(), SendError> {
         if self.is_closed() {
             return Err(SendError::Closed(
                 self.end.lock().unwrap().clone().unwrap_or_else(|| "connection closed".into()),
             ));
         }
         // A tool process that stops reading does not make the bridge queue without end.
-        let size = prost::Message::encoded_len(&envelope);
+        let size = match &item {
+            Outgoing::Envelope(envelope) => prost::Message::encoded_len(envelope),
+            Outgoing::Raw(bytes) => bytes.len(),
+        };
         let queued = self.queued.load(Ordering::Relaxed);
         if queued > 0 && queued + size > crate::limits::BRIDGE_TOOL_QUEUE_BYTES {
             return Err(SendError::NotReading { queued });
         }
         self.queued.fetch_add(size, Ordering::Relaxed);
-        self.out.send((Outgoing::Envelope(envelope), size)).map_err(|_| SendError::WriterStopped)
+        self.out.send((item, size)).map_err(|_| SendError::WriterStopped)
     }
 }
 

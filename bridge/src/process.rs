@@ -13,6 +13,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::process::{Child, Command};
 
 use super::error::AcceptError;
+use protomcp_proto::fault::{self, Fault};
 use protomcp_proto::spec::ENV_SOCKET;
 
 pub struct ToolProcess {
@@ -38,25 +39,37 @@ impl ToolProcess {
                 // is 0777 less the umask, usually 0755.
                 let dir = tempfile::Builder::new()
                     .prefix("pmc-bridge-")
-                    .permissions(std::fs::Permissions::from_mode(0o700))
+                    .permissions(std::fs::Permissions::from_mode(if fault::on(Fault::BrSecuritySocketOpen) {
+                        0o755
+                    } else {
+                        0o700
+                    }))
                     .tempdir_in(&base)?;
                 let path = std::path::absolute(dir.path().join("tp.sock"))?;
                 (Some(dir), path)
             }
         };
         // BR-CONN-04: a stale file does not block startup.
-        let _ = std::fs::remove_file(&path);
+        if !fault::on(Fault::BrConnStaleSocketKept) {
+            let _ = std::fs::remove_file(&path);
+        }
         let listener = UnixListener::bind(&path)?;
         // The socket itself is ours alone too, also where `--socket` put it (BR-SECURITY-01).
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        if !fault::on(Fault::BrSecuritySocketOpen) {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        }
         let (program, args) = argv.split_first().ok_or_else(|| std::io::Error::other("empty command"))?;
         let stdout = std::io::stderr().as_fd().try_clone_to_owned()?;
         let mut cmd = Command::new(program);
+        if fault::on(Fault::BrConnEnvCleared) {
+            cmd.env_clear();
+        }
+        let announced = if fault::on(Fault::BrConnSocketRelative) { relative_to_cwd(&path) } else { path.clone() };
         cmd.args(args)
-            .env(ENV_SOCKET, &path)
+            .env(ENV_SOCKET, &announced)
             .stdin(Stdio::null())
-            .stdout(Stdio::from(stdout))
-            .stderr(Stdio::inherit())
+            .stdout(if fault::on(Fault::BrConnStdoutInherited) { Stdio::inherit() } else { Stdio::from(stdout) })
+            .stderr(if fault::on(Fault::BrConnStderrDropped) { Stdio::null() } else { Stdio::inherit() })
             .process_group(0)
             .kill_on_drop(true);
         let child = cmd.spawn()?;
@@ -80,19 +93,25 @@ impl ToolProcess {
                     let uid = crate::os::uid();
                     match stream.peer_cred() {
                         Ok(c) if c.uid() == uid => {
+                            if fault::on(Fault::BrConnListenerKept) {
+                                self.listener = Some(listener);
+                                return Ok(stream);
+                            }
                             // BR-CONN-05: later connection attempts find no socket.
-                            let _ = std::fs::remove_file(&self.socket);
+                            if !fault::on(Fault::BrLifecycleSocketLeft) {
+                                let _ = std::fs::remove_file(&self.socket);
+                            }
                             return Ok(stream);
                         }
                         _ => continue,
                     }
                 }
-                status = self.child.wait() => {
+                status = self.child.wait(), if !fault::on(Fault::BrConnEarlyExitUnnoticed) => {
                     let status = status.map_err(AcceptError::Io)?;
                     self.exit = Some(status);
                     return Err(AcceptError::Exited(status));
                 }
-                _ = tokio::time::sleep_until(deadline) => {
+                _ = tokio::time::sleep_until(deadline), if !fault::on(Fault::BrConnAcceptUnbounded) => {
                     return Err(AcceptError::TimedOut(within));
                 }
             }
@@ -142,14 +161,30 @@ impl ToolProcess {
             // Leftovers of the group (BR-LIFECYCLE-09).
             crate::os::signal_group(g, libc::SIGKILL);
         }
-        let _ = std::fs::remove_file(&self.socket);
+        if !fault::on(Fault::BrLifecycleSocketLeft) {
+            let _ = std::fs::remove_file(&self.socket);
+        }
     }
 }
 
 impl Drop for ToolProcess {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.socket);
+        if !fault::on(Fault::BrLifecycleSocketLeft) {
+            let _ = std::fs::remove_file(&self.socket);
+        }
     }
+}
+
+/// `path` relative to the working directory (`../../tmp/…`): what br.conn.socket-relative
+/// announces instead of the absolute path (BR-CONN-02).
+fn relative_to_cwd(path: &Path) -> PathBuf {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let mut rel = PathBuf::new();
+    for _ in cwd.components().skip(1) {
+        rel.push("..");
+    }
+    rel.push(path.strip_prefix("/").unwrap_or(path));
+    rel
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! the session ended, the future was dropped) is cancelled in the core.
 
 use protomcp_proto::bridge_core::ModernCall;
+use protomcp_proto::fault::{self, Fault};
 
 use super::{Arc, Bridge, Core, HostError, HostSession, Instant, OpId, SessionId, Value, oneshot};
 
@@ -41,10 +42,18 @@ impl Bridge {
         })?;
         let mut flight = InFlight { bridge: self, op, answered: false };
         tokio::pin!(cancel);
+        let mut rx = rx;
+        let ended = |_| Err(HostError::Internal("the bridge ended".into()));
         let r = tokio::select! {
             biased;
-            r = rx => r.unwrap_or_else(|_| Err(HostError::Internal("the bridge ended".into()))),
-            _ = &mut cancel => return Err(HostError::Cancelled),
+            r = &mut rx => r.unwrap_or_else(ended),
+            _ = &mut cancel => {
+                if !fault::on(Fault::BrCancelLateResultDelivered) {
+                    return Err(HostError::Cancelled);
+                }
+                self.drive(|sh, _| sh.core.cancel(op));
+                (&mut rx).await.unwrap_or_else(ended)
+            }
         };
         flight.answered = true;
         r

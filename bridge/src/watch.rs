@@ -53,7 +53,8 @@ pub async fn run(bridge: Arc<Bridge>, paths: Vec<PathBuf>) {
         // Debounce: wait until the tree holds still.
         let mut settled = now;
         loop {
-            tokio::time::sleep(DEBOUNCE).await;
+            let slow = protomcp_proto::fault::on(protomcp_proto::fault::Fault::BrReloadSlowDebounce);
+            tokio::time::sleep(if slow { Duration::from_secs(2) } else { DEBOUNCE }).await;
             let again = snapshot(&paths);
             if again == settled {
                 break;
@@ -61,6 +62,29 @@ pub async fn run(bridge: Arc<Bridge>, paths: Vec<PathBuf>) {
             settled = again;
         }
         last = settled;
+        if protomcp_proto::fault::on(protomcp_proto::fault::Fault::BrReloadNotFolded) {
+            // Keeps polling while the reload runs and owes one more reload per change seen.
+            let b = bridge.clone();
+            let mut job = tokio::spawn(async move { b.reload().await });
+            let mut owed = 0;
+            loop {
+                tokio::select! {
+                    _ = &mut job => break,
+                    _ = tokio::time::sleep(POLL) => {
+                        let now = snapshot(&paths);
+                        if now != last {
+                            owed += 1;
+                            last = now;
+                        }
+                    }
+                }
+            }
+            for _ in 0..owed {
+                bridge.reload().await;
+            }
+            last = snapshot(&paths);
+            continue;
+        }
         bridge.reload().await;
     }
 }

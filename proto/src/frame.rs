@@ -257,7 +257,10 @@ impl FrameDecoder {
                 State::Failed(e) => return Err(e.clone()),
                 State::Head => {
                     let Some(len) = announced(src) else { return Ok(None) };
-                    if len > self.limits.max_frame {
+                    let at_limit_refused = len == self.limits.max_frame
+                        && self.party == Party::ToolProcess
+                        && crate::fault::on(crate::fault::Fault::BrFrameMaxExclusive);
+                    if len > self.limits.max_frame || at_limit_refused {
                         let e = FrameError::Oversize {
                             party: self.party,
                             offset: self.consumed,
@@ -306,9 +309,14 @@ impl FrameDecoder {
                         self.state = State::Head;
                         continue;
                     }
-                    let need = *size as usize;
+                    let need =
+                        *size as usize + usize::from(crate::fault::on(crate::fault::Fault::BrSidebandReadsOneMore));
                     let compression = header.as_ref().map_or("", |h| h.compression.as_str());
-                    let early = early_end(compression, src, need, scanned, self.limits.max_frame);
+                    let early = if crate::fault::on(crate::fault::Fault::BrSidebandReadsOneMore) {
+                        None // reads on, into the next frame
+                    } else {
+                        early_end(compression, src, need, scanned, self.limits.max_frame)
+                    };
                     if early == Some(WAIT) {
                         // Frames begin inside the announced length; the rest of them is due.
                         return Ok(None);
@@ -567,7 +575,9 @@ pub fn encode_message_frame_into<M: Message>(
     dst.reserve(PREFIX_LEN + len);
     if crate::fault::none() {
         dst.put_u32(len as u32);
-    } else if crate::fault::on(crate::fault::Fault::TpFrameLittleEndian) {
+    } else if crate::fault::on(crate::fault::Fault::TpFrameLittleEndian)
+        || crate::fault::on(crate::fault::Fault::BrFrameLittleEndian)
+    {
         dst.put_u32_le(len as u32);
     } else if crate::fault::on(crate::fault::Fault::TpFrameLengthPlusOne) {
         dst.put_u32(len as u32 + 1);

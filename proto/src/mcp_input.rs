@@ -183,7 +183,7 @@ pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// whose `params._meta` names a protocol version. Every other request is legacy.
 pub fn is_modern(method: &str, params: Option<&Value>) -> bool {
     method != "initialize"
-        && (method == "server/discover"
+        && ((method == "server/discover" && !crate::fault::on(crate::fault::Fault::BrStatelessDiscoverNeedsMeta))
             || method == "subscriptions/listen"
             || params.and_then(|p| p.get("_meta")).and_then(|m| m.get(META_VERSION)).is_some())
 }
@@ -269,7 +269,14 @@ impl ServerReader for SpecReader {
                         .is_some_and(|c| is_str(c.get("name")) && is_str(c.get("version")))
             }
             "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => opt_str(p.get("cursor")),
-            "tools/call" => is_str(p.get("name")) && p.get("arguments").is_none_or(|a| a.is_object() || a.is_null()),
+            "tools/call" => {
+                is_str(p.get("name"))
+                    && p.get("arguments").is_none_or(|a| {
+                        a.is_object()
+                            || a.is_null()
+                            || crate::fault::on(crate::fault::Fault::BrCallNonObjectArgsForwarded)
+                    })
+            }
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => is_str(p.get("uri")),
             "prompts/get" => is_str(p.get("name")) && obj_of_strings(p.get("arguments")),
             "completion/complete" => {
@@ -277,12 +284,14 @@ impl ServerReader for SpecReader {
                 let ref_ok = r.is_some_and(|r| match r.get("type").and_then(Value::as_str) {
                     Some("ref/prompt") => is_str(r.get("name")),
                     Some("ref/resource") => is_str(r.get("uri")),
-                    _ => false,
+                    _ => crate::fault::on(crate::fault::Fault::BrCompleteOtherRefForwarded),
                 });
                 let arg = p.get("argument").and_then(Value::as_object);
                 ref_ok && arg.is_some_and(|a| is_str(a.get("name")) && is_str(a.get("value")))
             }
-            "logging/setLevel" => p.get("level").and_then(Value::as_str).is_some_and(|l| LOG_LEVELS.contains(&l)),
+            "logging/setLevel" => p.get("level").and_then(Value::as_str).is_some_and(|l| {
+                LOG_LEVELS.contains(&l) || crate::fault::on(crate::fault::Fault::BrLogInvalidLevelAccepted)
+            }),
             _ => false,
         }
     }
@@ -376,6 +385,7 @@ impl<R: ServerReader> Gate<R> {
     pub fn inbound(&mut self, v: &Value) -> Admission {
         let o = match v {
             // BR-MCP-21
+            Value::Array(_) if crate::fault::on(crate::fault::Fault::BrMcpBatchUnanswered) => return Admission::Drop,
             Value::Array(_) => {
                 return Admission::Answer(error_response(
                     Value::Null,
@@ -396,6 +406,9 @@ impl<R: ServerReader> Gate<R> {
         let reply_id = id.filter(|i| valid_id(i)).cloned().unwrap_or(Value::Null);
         let invalid = |why: &str| Admission::Answer(error_response(reply_id.clone(), ErrorCode::INVALID_REQUEST, why));
         if o.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            if crate::fault::on(crate::fault::Fault::BrMcpInvalidMessageDropped) {
+                return Admission::Drop;
+            }
             return invalid("not a JSON-RPC 2.0 message: \"jsonrpc\" must be \"2.0\"");
         }
         let Some(method) = o.get("method") else {

@@ -49,7 +49,13 @@ pub fn decompress_bounded(payload: &[u8], declared: u64, limit: u64) -> Result<B
     if declared > limit {
         return Err(SidebandError::DecompressedTooLarge { limit });
     }
-    let cap = if declared > 0 { declared } else { limit };
+    let cap = if declared > 0 {
+        declared
+    } else if crate::fault::on(crate::fault::Fault::BrSidebandBombUnbounded) {
+        u64::MAX
+    } else {
+        limit
+    };
     let zstd_err = |e: std::io::Error| SidebandError::Zstd(e.to_string());
     let mut decoder = zstd::stream::read::Decoder::with_buffer(payload).map_err(zstd_err)?;
     // A frame header may ask for a window of up to 2 GiB; refuse windows above what the limit

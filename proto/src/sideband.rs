@@ -255,6 +255,18 @@ impl StreamAssembler {
         match &envelope.msg {
             Some(Msg::StreamHeader(h)) => Some(self.header(rid, h.clone())),
             Some(Msg::StreamChunk(c)) => {
+                use crate::fault::{Fault, on};
+                let mut rid = rid;
+                if on(Fault::BrStreamFirstOpen)
+                    && let Some(first) = self.open.keys().min()
+                {
+                    rid = first.clone();
+                }
+                if on(Fault::BrStreamOrphanOpens) && !self.open.contains_key(&rid) {
+                    let header = StreamHeader { field_name: RESULT_FIELDS[0].to_owned(), ..Default::default() };
+                    self.open.insert(rid.clone(), Partial { header, data: BytesMut::new(), violations: Vec::new() });
+                }
+                let total_ignored = on(Fault::BrStreamTotalIgnored);
                 let Some(p) = self.open.get_mut(&rid) else {
                     return Some(StreamEvent::Orphan {
                         violation: Violation::new(
@@ -273,7 +285,7 @@ impl StreamAssembler {
                     ));
                 }
                 let grown = p.data.len() as u64 + c.data.len() as u64;
-                if p.header.total_size != 0 && grown > p.header.total_size {
+                if p.header.total_size != 0 && grown > p.header.total_size && !total_ignored {
                     // More data than total_size announced: it can no longer add up.
                     p.violations.push(Violation::new(
                         Rule::StreamSizes,
@@ -286,8 +298,9 @@ impl StreamAssembler {
                 if grown > self.limits.max_stream || self.buffered + c.data.len() as u64 > self.limits.max_total {
                     return Some(self.fail(&rid, StreamError::TooLarge { limit: self.limits.max_stream }));
                 }
-                p.data.extend_from_slice(&c.data);
-                self.buffered += c.data.len() as u64;
+                let kept = if c.r#final && on(Fault::BrStreamFinalDataDropped) { &[][..] } else { &c.data[..] };
+                p.data.extend_from_slice(kept);
+                self.buffered += kept.len() as u64;
                 if !c.r#final {
                     return Some(StreamEvent::Progress { rid });
                 }
@@ -295,7 +308,7 @@ impl StreamAssembler {
                 self.buffered -= p.data.len() as u64;
                 let mut violations = p.violations;
                 let actual = p.data.len() as u64;
-                if p.header.total_size != 0 && p.header.total_size != actual {
+                if p.header.total_size != 0 && p.header.total_size != actual && !total_ignored {
                     // Fewer bytes than announced that are no whole JSON value: data was lost
                     // (TP-STREAM-03), not only the total miscounted; named before the total.
                     if actual < p.header.total_size && serde_json::from_slice::<serde::de::IgnoredAny>(&p.data).is_err()
@@ -352,7 +365,9 @@ impl StreamAssembler {
                 other => other,
             };
         }
-        if !RESULT_FIELDS.contains(&header.field_name.as_str()) {
+        if !RESULT_FIELDS.contains(&header.field_name.as_str())
+            && !crate::fault::on(crate::fault::Fault::BrStreamUnknownFieldAsResult)
+        {
             violations.push(Violation::new(
                 Rule::StreamField,
                 party,
@@ -368,7 +383,12 @@ impl StreamAssembler {
             };
         }
         // total_size is not trusted for a reservation (BR-STREAM-04).
-        self.open.insert(rid.clone(), Partial { header, data: BytesMut::new(), violations });
+        let data = if crate::fault::on(crate::fault::Fault::BrStreamReserveTotal) {
+            BytesMut::with_capacity(header.total_size as usize)
+        } else {
+            BytesMut::new()
+        };
+        self.open.insert(rid.clone(), Partial { header, data, violations });
         StreamEvent::Progress { rid }
     }
 

@@ -102,3 +102,51 @@ fn coverage_lists_the_requirements_whose_faults_an_adequacy_report_did_not_kill(
     assert!(out.contains("  TP-FRAME-14 [MUST] tp.frame.malformed-deaf\n"), "{out}");
     assert!(!out.contains("TP-CALL-01 [MUST]"), "{out}");
 }
+
+/// `adequacy --role bridge` over one scenario file (both transports of the reference bridge).
+fn bridge_adequacy(fault: &str, scenarios: &Path, json: &Path) -> Output {
+    Command::new(EXE)
+        .args(["adequacy", "--role", "bridge", "--only", fault, "-j", "2", "--scenarios"])
+        .arg(scenarios)
+        .arg("--json")
+        .arg(json)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_bridge_fault_is_killed_over_both_transports_and_survives_once_its_check_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("a.json");
+    let original = std::fs::read_to_string(scenario("bridge/calls/unknown-tool.yaml")).unwrap();
+    let whole = dir.path().join("unknown-tool.yaml");
+    std::fs::write(&whole, &original).unwrap();
+    let o = bridge_adequacy("br.call.unknown-tool-as-result", &whole, &json);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(outcome(&json), "KILLED", "{out}");
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let killed_by: Vec<&str> =
+        doc["faults"][0]["kills"].as_array().unwrap().iter().map(|k| k["scenario"].as_str().unwrap()).collect();
+    assert_eq!(killed_by, ["bridge.calls.unknown-tool", "bridge.calls.unknown-tool [http]"], "{out}");
+    assert_eq!(doc["faults"][0]["role"], "bridge");
+
+    // The same scenario without its check of the error: an isError result passes it.
+    let weakened = original.replace(", error: {code: -32602}}", "}");
+    assert_ne!(weakened, original, "the scenario no longer checks the error this way");
+    std::fs::write(&whole, weakened).unwrap();
+    let o = bridge_adequacy("br.call.unknown-tool-as-result", &whole, &json);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert_eq!(outcome(&json), "SURVIVED", "{out}");
+    assert!(out.contains("SURVIVED br.call.unknown-tool-as-result (BR-CALL-04)"), "{out}");
+}
+
+#[test]
+fn the_bridge_refuses_a_fault_of_the_other_role_or_none_of_the_catalogue() {
+    for name in ["tp.call.reply-twice", "br.no.such-fault"] {
+        let o = Command::new(EXE).args(["bridge", "--fault", name, "--", "true"]).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{name}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(name), "{name}");
+    }
+}

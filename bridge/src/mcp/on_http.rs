@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
+use protomcp_proto::fault::{self, Fault};
 use protomcp_proto::host_core::msg::{Message, Request, Response};
 use protomcp_proto::host_core::{Intake, Route, Transmit, modern};
 use protomcp_proto::jsonrpc::RequestId;
@@ -64,6 +65,8 @@ struct Streams {
     /// Messages for the GET stream before it opened, and their bytes (bounded like a stream).
     early: VecDeque<Value>,
     early_bytes: usize,
+    /// The streams of a modern request's own session.
+    modern: bool,
 }
 
 /// One session over HTTP.
@@ -79,6 +82,10 @@ struct Registry {
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
     /// `--auth` is in force (BR-STATELESS-14).
     authenticated: bool,
+    /// The one session every modern request shares (br.http.modern-shared-session only).
+    shared_modern: Mutex<Option<Arc<HttpSession>>>,
+    /// The version the latest initialize asked for (br.http.version-bridge-wide only).
+    negotiated: Mutex<Option<String>>,
 }
 
 impl Registry {
@@ -198,12 +205,18 @@ async fn answer(
         header("origin"),
         crate::http::Credentials { authorization: header("authorization"), api_key: header("x-api-key") },
     );
+    // A session id looked up before the credentials (br.http.session-replaces-auth).
+    let refusal = refusal.filter(|r| {
+        !(fault::on(Fault::BrHttpSessionReplacesAuth)
+            && r.status == 401
+            && header("mcp-session-id").is_some_and(|id| registry.get(id).is_some()))
+    });
     if let Some(r) = refusal {
         let mut resp = plain(r.status, r.reason);
-        if r.challenge {
+        if r.challenge && !fault::on(Fault::BrHttpNoChallenge) {
             resp.headers_mut().insert(http::header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
         }
-        if r.status == 405 {
+        if r.status == 405 && !fault::on(Fault::BrHttpNoAllow) {
             resp.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static("GET, POST, DELETE"));
         }
         return resp;
@@ -213,6 +226,7 @@ async fn answer(
     if let Some(v) = header("mcp-protocol-version")
         && !modern::SUPPORTED_VERSIONS.contains(&v)
         && *req.method() != http::Method::POST
+        && !fault::on(Fault::BrHttpVersionHeaderIgnored)
     {
         return plain(400, &format!("Bad Request: unsupported MCP-Protocol-Version {v}"));
     }
@@ -222,6 +236,7 @@ async fn answer(
         http::Method::GET => get(header("accept"), session.as_deref(), registry),
         http::Method::DELETE => match session {
             None => plain(400, "Bad Request: Mcp-Session-Id header is required"),
+            Some(id) if fault::on(Fault::BrHttpDeleteKeepsSession) && registry.get(&id).is_some() => plain(200, ""),
             Some(id) if registry.end(&id) => plain(200, ""),
             // BR-HTTP-12: an ended or unknown session is gone.
             Some(_) => plain(404, "Not Found: Session not found"),
@@ -270,6 +285,10 @@ fn open_session(registry: &Arc<Registry>, bridge: &Arc<Bridge>, body: &Value) ->
     if body.get("method").and_then(Value::as_str) != Some("initialize") || body.get("id").is_none() {
         return None;
     }
+    if fault::on(Fault::BrHttpVersionBridgeWide) {
+        let asked = body.pointer("/params/protocolVersion").and_then(Value::as_str).map(str::to_owned);
+        *registry.negotiated.lock().unwrap() = asked;
+    }
     let id = session_id();
     let s = Arc::new(HttpSession {
         session: McpSession::new(bridge.clone(), registry.authenticated, true),
@@ -293,7 +312,7 @@ fn modern_request_of(v: &Value) -> Option<Request> {
 fn new_session(bridge: &Arc<Bridge>, authenticated: bool) -> Arc<HttpSession> {
     let s = Arc::new(HttpSession {
         session: McpSession::new(bridge.clone(), authenticated, true),
-        streams: Mutex::default(),
+        streams: Mutex::new(Streams { modern: true, ..Streams::default() }),
         last_seen: Mutex::new(Instant::now()),
     });
     tokio::spawn(route(s.clone()));
@@ -320,7 +339,8 @@ fn session_id() -> String {
         bytes[..8].copy_from_slice(&(t.as_nanos() as u64).to_le_bytes());
         bytes[8..].copy_from_slice(&N.fetch_add(1, Ordering::Relaxed).to_le_bytes());
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    let bits = if fault::on(Fault::BrHttpSessionId64Bits) { &bytes[..8] } else { &bytes[..] };
+    bits.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// POST: one JSON-RPC message into the session's core.
@@ -333,16 +353,23 @@ async fn post(
     let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
     // BR-HTTP-08: application/json, with or without parameters.
     let json = header("content-type")
-        .is_some_and(|c| c.get(..16).is_some_and(|prefix| prefix.eq_ignore_ascii_case("application/json")));
+        .is_some_and(|c| c.get(..16).is_some_and(|prefix| prefix.eq_ignore_ascii_case("application/json")))
+        && !(fault::on(Fault::BrHttpCharsetRefused) && header("content-type") != Some("application/json"));
     if !json {
         return plain(415, "Unsupported Media Type: the body must be application/json");
     }
     let accept = header("accept").map(str::to_owned);
-    let accepts = |t: &str| accept.as_deref().is_none_or(|a| a.contains(t) || a.contains("*/*"));
+    let accepts = |t: &str| {
+        if fault::on(Fault::BrHttpAcceptParamsRefused) {
+            // Each listed type compared whole, parameters and all.
+            return accept.as_deref().is_none_or(|a| a.split(',').map(str::trim).any(|m| m == t || m == "*/*"));
+        }
+        accept.as_deref().is_none_or(|a| a.contains(t) || a.contains("*/*"))
+    };
     if !accepts("application/json") && !accepts("text/event-stream") {
         return plain(406, "Not Acceptable: application/json or text/event-stream");
     }
-    let sse = accepts("text/event-stream");
+    let sse = accepts("text/event-stream") || fault::on(Fault::BrHttpSseIgnoresAccept);
     let headers = req.headers().clone();
     let bytes = match Limited::new(req.into_body(), MAX_POST_BODY).collect().await {
         Ok(c) => c.to_bytes(),
@@ -356,9 +383,37 @@ async fn post(
     if modern_request.is_none()
         && let Some(v) = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok())
         && !modern::SUPPORTED_VERSIONS.contains(&v)
+        && !fault::on(Fault::BrHttpVersionHeaderIgnored)
     {
         return plain(400, &format!("Bad Request: unsupported MCP-Protocol-Version {v}"));
     }
+    if modern_request.is_some()
+        && fault::on(Fault::BrHttpModernSessionChecked)
+        && session.as_deref().is_some_and(|id| registry.get(id).is_none())
+    {
+        return plain(404, "Not Found: Session not found");
+    }
+    // br.http.version-bridge-wide: the header is held against the version negotiated last, in
+    // whichever session.
+    if fault::on(Fault::BrHttpVersionBridgeWide)
+        && modern_request.is_none()
+        && let Some(v) = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok())
+        && registry.negotiated.lock().unwrap().as_deref().is_some_and(|n| n != v)
+    {
+        return plain(400, &format!("Bad Request: unsupported MCP-Protocol-Version {v}"));
+    }
+    // br.http.ids-bridge-wide: a request id in flight in any session counts as a duplicate.
+    if fault::on(Fault::BrHttpIdsBridgeWide)
+        && modern_request.is_none()
+        && let Some(v) = parsed.as_ref().filter(|v| v.get("method").is_some())
+        && let Some(id) = v.get("id").and_then(RequestId::of)
+        && registry.sessions.lock().unwrap().values().any(|o| o.streams.lock().unwrap().requests.contains_key(&id))
+    {
+        let e = serde_json::json!({"jsonrpc": "2.0", "id": id.to_value(), "error": {"code": -32600, "message": "duplicate request id"}});
+        return json_response(200, &e);
+    }
+    // br.http.modern-echoes-session: the request's Mcp-Session-Id is echoed on every response.
+    let echoed = session.clone().filter(|_| fault::on(Fault::BrHttpModernEchoesSession));
     let (key, s, ephemeral) = match (modern_request, session) {
         // BR-HTTP-27: a modern request is served on its own, Mcp-Session-Id or not.
         (Some(r), _) => {
@@ -378,18 +433,29 @@ async fn post(
                     &Message::Response(Response { id: Some(r.id), outcome: Err(e) }).to_value(),
                 );
             }
-            (None, new_session(bridge, registry.authenticated), true)
+            if fault::on(Fault::BrHttpModernSharedSession) {
+                let mut shared = registry.shared_modern.lock().unwrap();
+                let s = shared.get_or_insert_with(|| new_session(bridge, registry.authenticated)).clone();
+                (None, s, false)
+            } else {
+                (None, new_session(bridge, registry.authenticated), true)
+            }
         }
         (None, Some(id)) => match registry.get(&id) {
             Some(s) => (None, s, false),
+            None if fault::on(Fault::BrHttpUnknownSession400) => return plain(400, "Bad Request: unknown session"),
             None => return plain(404, "Not Found: Session not found"),
         },
         // BR-HTTP-34: a notification without a session has no effect.
-        (None, None) if parsed.as_ref().is_some_and(|v| v.get("method").is_some() && v.get("id").is_none()) => {
+        (None, None)
+            if !fault::on(Fault::BrHttpSessionlessNotification400)
+                && parsed.as_ref().is_some_and(|v| v.get("method").is_some() && v.get("id").is_none()) =>
+        {
             return plain(202, "");
         }
         (None, None) => match parsed.as_ref().and_then(|v| open_session(registry, bridge, v)) {
             Some((id, s)) => (Some(id), s, false),
+            None if fault::on(Fault::BrHttpMissingSession404) => return plain(404, "Not Found: Session not found"),
             None => return plain(400, "Bad Request: Mcp-Session-Id header is required"),
         },
     };
@@ -403,10 +469,25 @@ async fn post(
     let (intake, events) = {
         // The request's stream is there before its answer can be routed.
         let mut streams = s.streams.lock().unwrap();
-        let intake = s.session.with(|c, now| match &parsed {
-            Some(v) => c.handle_value(now, v),
-            None => c.handle_bytes(now, &bytes).0,
+        // A cancellation of a request in flight (BR-CANCEL-02: it gets no response).
+        let cancels = parsed
+            .as_ref()
+            .filter(|v| v.get("method").and_then(Value::as_str) == Some("notifications/cancelled"))
+            .and_then(|v| v.pointer("/params/requestId"))
+            .and_then(RequestId::of);
+        let (intake, cancelled) = s.session.with(|c, now| {
+            let was_pending = cancels.as_ref().is_some_and(|id| c.is_pending(id));
+            let intake = match &parsed {
+                Some(v) => c.handle_value(now, v),
+                None => c.handle_bytes(now, &bytes).0,
+            };
+            (intake, cancels.filter(|id| was_pending && !c.is_pending(id)))
         });
+        // Its POST's stream ends now instead of staying open for an answer that never comes
+        // (an open connection per cancelled call otherwise).
+        if let Some(id) = cancelled {
+            streams.requests.remove(&id);
+        }
         let events = match &intake {
             Intake::Request(id) => {
                 let (stream, events) = Stream::new();
@@ -419,7 +500,8 @@ async fn post(
     };
     // A modern request's session lives as long as its response: a host that goes away cancels
     // what it asked (BR-CANCEL-08, BR-STATELESS-32).
-    let ends = ephemeral.then(|| EndOnDrop(s.session.clone()));
+    let ends = (ephemeral && !protomcp_proto::fault::on(protomcp_proto::fault::Fault::BrCancelHttpCloseIgnored))
+        .then(|| EndOnDrop(s.session.clone()));
     let mut resp = match (intake, events) {
         (Intake::Request(_), Some(events)) if sse => {
             let mut held = Held::gather(events).await;
@@ -433,9 +515,10 @@ async fn post(
             json_response(status, &v)
         }
         // BR-HTTP-07: nothing to answer.
+        _ if fault::on(Fault::BrHttpNotification200) => plain(200, ""),
         _ => plain(202, ""),
     };
-    if let Some(id) = key
+    if let Some(id) = key.or(echoed)
         && let Ok(v) = http::HeaderValue::from_str(&id)
     {
         resp.headers_mut().insert("mcp-session-id", v);
@@ -495,15 +578,20 @@ fn deliver(streams: &mut Streams, t: Transmit, v: &Value) {
             }
         }
         Route::Cause(id) => {
-            if let Some(stream) = streams.requests.get(&id) {
+            if let Some(stream) = streams.requests.get(&id).filter(|_| !fault::on(Fault::BrHttpCauseOnGet)) {
                 stream.send(v, droppable);
+                let cut = if streams.modern { Fault::BrHttpModernStreamCut } else { Fault::BrHttpLegacyStreamCut };
+                if fault::on(cut) {
+                    // The stream ends after what the request caused, before its answer.
+                    streams.requests.remove(&id);
+                }
                 return;
             }
         }
         Route::Session => {}
     }
     match &streams.get {
-        Some(g) if !g.events.is_closed() => {
+        Some(g) if !g.events.is_closed() && !fault::on(Fault::BrHttpGetStreamStarved) => {
             g.send(v, droppable);
         }
         _ => {

@@ -81,10 +81,24 @@ impl McpSession {
 
     /// Up to `max` messages for the host.
     pub fn take(&self, max: usize) -> Vec<Transmit> {
-        let out: Vec<Transmit> = {
+        let mut out: Vec<Transmit> = {
             let mut core = self.core.lock().unwrap();
             std::iter::from_fn(|| core.poll_transmit()).take(max).collect()
         };
+        if protomcp_proto::fault::on(protomcp_proto::fault::Fault::BrMcpListsOnlyWhenRegistered) {
+            // The fault: the initialize result advertises resources and prompts only when the
+            // tool process registered some.
+            let (resources, prompts) = self.bridge.has_resources_prompts();
+            for t in &mut out {
+                if let protomcp_proto::host_core::msg::Message::Response(r) = &mut t.message
+                    && let Ok(v) = &mut r.outcome
+                    && v.get("protocolVersion").is_some()
+                    && let Some(caps) = v.get_mut("capabilities").and_then(Value::as_object_mut)
+                {
+                    caps.retain(|k, _| (k != "resources" || resources) && (k != "prompts" || prompts));
+                }
+            }
+        }
         // Taking may have dropped notifications: that is a diagnostic.
         self.act();
         out
@@ -126,6 +140,10 @@ impl McpSession {
                     // The task leaves `running` when its cancellation has reached the bridge.
                     if let Some(ct) = self.running.lock().unwrap().get(&id) {
                         ct.cancel();
+                    } else if protomcp_proto::fault::on(protomcp_proto::fault::Fault::BrCancelUnknownForwarded) {
+                        // An operation the bridge does not know: the core is told all the same.
+                        let unknown = protomcp_proto::bridge_core::OpId(u64::MAX);
+                        self.bridge.drive(|sh, _| sh.core.cancel(unknown));
                     }
                 }
                 Action::Answer { ask, outcome } => {

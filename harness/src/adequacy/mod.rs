@@ -157,29 +157,62 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 pub struct Peers {
     pub exe: PathBuf,
     pub bridges: Vec<Target>,
+    /// Reference bridges with credentials (`--auth`: harness/bridges/reference-http-auth and
+    /// reference-http-apikey). Each runs only the scenarios that need every feature it claims
+    /// (`auth`, `apikey`; `http` aside): the rest of the catalogue sends no credentials.
+    pub credentialed: Vec<Target>,
+    /// Reference bridges that reload by ReloadRequest (harness/bridges/reference-reload-request):
+    /// they run only the scenarios citing a BR-RELOAD requirement, whose ReloadRequest half
+    /// (BR-RELOAD-02/03) the bridges of [`Peers::bridges`], reloading by restart, SKIP.
+    pub reload_request: Vec<Target>,
+}
+
+/// Which list of [`Peers`] a target comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerKind {
+    Plain,
+    Credentialed,
+    ReloadRequest,
+}
+
+/// Whether `s` runs on `t`, a target of [`Peers::bridges`] (every scenario), of
+/// [`Peers::credentialed`] or of [`Peers::reload_request`].
+fn runs_on(t: &Target, kind: PeerKind, s: &Scenario) -> bool {
+    match kind {
+        PeerKind::Plain => true,
+        PeerKind::Credentialed => t.features.iter().filter(|f| *f != "http").all(|f| s.needs.contains(f)),
+        PeerKind::ReloadRequest => s.requirements.iter().any(|r| r.id.starts_with("BR-RELOAD-")),
+    }
 }
 
 /// The targets `fault` runs against: the reference testee with the fault switched on, or each
 /// reference bridge of `peers` with `--fault NAME` after its `bridge` (every bridge fault runs
 /// over every transport: the cores are shared, and a fault of the shell may show on one only).
-pub fn targets(fault: Fault, peers: &Peers) -> Vec<Target> {
+/// Each comes with the list of [`Peers`] it is from.
+pub fn targets(fault: Fault, peers: &Peers) -> Vec<(Target, PeerKind)> {
     match fault.role() {
-        Role::ToolProcess => vec![Target {
-            name: format!("reference testee --fault {}", fault.name()),
-            kind: runner::TargetKind::Reference { exe: peers.exe.clone(), fault: Some(fault) },
-            ..Target::reference(PathBuf::new())
-        }],
+        Role::ToolProcess => vec![(
+            Target {
+                name: format!("reference testee --fault {}", fault.name()),
+                kind: runner::TargetKind::Reference { exe: peers.exe.clone(), fault: Some(fault) },
+                ..Target::reference(PathBuf::new())
+            },
+            PeerKind::Plain,
+        )],
         Role::Bridge => peers
             .bridges
             .iter()
-            .map(|b| {
+            .map(|b| (b, PeerKind::Plain))
+            .chain(peers.credentialed.iter().map(|b| (b, PeerKind::Credentialed)))
+            .chain(peers.reload_request.iter().map(|b| (b, PeerKind::ReloadRequest)))
+            .map(|(b, kind)| {
                 let mut t = b.clone();
                 if let runner::TargetKind::Bridge { argv, .. } = &mut t.kind {
                     let at = argv.iter().position(|a| a == "bridge").map_or(argv.len(), |i| i + 1);
                     argv.splice(at..at, ["--fault".to_owned(), fault.name().to_owned()]);
                 }
                 t.name = format!("{} --fault {}", b.name, fault.name());
-                t
+                (t, kind)
             })
             .collect(),
     }
@@ -213,18 +246,30 @@ pub async fn run(
     let mut sides = Vec::new();
     let mut empty = Vec::new();
     for &fault in faults {
-        let scenarios = Arc::new(scenarios_for(fault, all, scope));
-        let targets = targets(fault, peers);
+        let scenarios = scenarios_for(fault, all, scope);
+        let targets: Vec<(Target, &'static str, Arc<Vec<Scenario>>)> = targets(fault, peers)
+            .into_iter()
+            .map(|(t, kind)| {
+                let on: Vec<Scenario> = scenarios.iter().filter(|s| runs_on(&t, kind, s)).cloned().collect();
+                // A credentialed target's kills say so: the same scenario is skipped on the plain one.
+                let suffix = match kind {
+                    PeerKind::Credentialed => " [http, credentials]",
+                    PeerKind::ReloadRequest => " [reload request]",
+                    PeerKind::Plain => via(&t),
+                };
+                (t, suffix, Arc::new(on))
+            })
+            .filter(|(_, _, on)| !on.is_empty())
+            .collect();
         if scenarios.is_empty() || targets.is_empty() {
             empty.push(fault);
             continue;
         }
         // One side per target; the fault is done when every side's every scenario is.
-        let expected = scenarios.len() * targets.len();
+        let expected: usize = targets.iter().map(|(_, _, on)| on.len()).sum();
         let first_start: Arc<Mutex<Option<Instant>>> = Arc::default();
         let gathered: Arc<Mutex<Vec<CaseResult>>> = Arc::default();
-        for target in targets {
-            let suffix = via(&target);
+        for (target, suffix, scenarios) in targets {
             let (on_fault, finished) = (Arc::clone(&on_fault), Arc::clone(&finished));
             let (first_start, gathered) = (Arc::clone(&first_start), Arc::clone(&gathered));
             let on_done: runner::OnDone = Arc::new(move |r: &CaseResult, _: usize, _: usize| {
@@ -454,6 +499,28 @@ pub struct BadReport(pub &'static str);
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_credentialed_bridge_runs_only_the_scenarios_that_need_every_feature_it_claims() {
+        let s = |id: &str, needs: &str| {
+            let text = format!(
+                "id: {id}\ntitle: t\nrequirements: [BR-HTTP-20]\nlevel: MUST\nrole: bridge\nneeds: [{needs}]\nsteps:\n  - sleep: {{ms: 1}}\n"
+            );
+            scenario::parse_str(std::path::Path::new("x.yaml"), &text).unwrap()
+        };
+        let mut auth = Target::bridge(vec!["b".into()], PathBuf::from("exe"));
+        auth.features = vec!["auth".into(), "http".into()];
+        let mut apikey = auth.clone();
+        apikey.features.push("apikey".into());
+        let (plain, token, key) =
+            (s("bridge.x.plain", "http"), s("bridge.x.token", "http, auth"), s("bridge.x.key", "http, auth, apikey"));
+        let (plain_kind, credentialed) = (PeerKind::Plain, PeerKind::Credentialed);
+        assert!(runs_on(&auth, plain_kind, &plain) && runs_on(&auth, plain_kind, &key));
+        assert!(!runs_on(&auth, credentialed, &plain));
+        assert!(runs_on(&auth, credentialed, &token) && runs_on(&auth, credentialed, &key));
+        assert!(!runs_on(&apikey, credentialed, &plain) && !runs_on(&apikey, credentialed, &token));
+        assert!(runs_on(&apikey, credentialed, &key));
+    }
+
     fn case(id: &str, verdict: Verdict, broken: &[&str]) -> CaseResult {
         let mut r = CaseResult::blank(id);
         r.verdict = verdict;
@@ -528,12 +595,13 @@ mod tests {
 mod guards {
     use super::*;
 
-    /// The Rust sources of the peers and cores where faults are guarded.
+    /// The Rust sources of the peers and cores where faults are guarded, and of the CLI, where
+    /// the bridge process's start and exit are decided (`--auth` secrets, exit statuses).
     fn sources() -> String {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let mut text = String::new();
         let mut dirs: Vec<std::path::PathBuf> =
-            ["proto/src", "peers/src", "bridge/src"].iter().map(|d| root.join(d)).collect();
+            ["proto/src", "peers/src", "bridge/src", "src"].iter().map(|d| root.join(d)).collect();
         while let Some(dir) = dirs.pop() {
             for entry in std::fs::read_dir(&dir).unwrap().flatten() {
                 let path = entry.path();

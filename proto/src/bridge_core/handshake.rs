@@ -7,6 +7,7 @@ use super::{
     Conn, Core, Event, Instant, ListKind, Lists, Msg, Pull, Reply, Status, ToolSet, Waiting, describe, pb, streams,
 };
 use crate::envelopes as env;
+use crate::fault::{self, Fault};
 
 /// Where a connection's start (or a reload by ReloadRequest) stands.
 #[derive(Debug, Clone)]
@@ -68,14 +69,32 @@ impl Core {
     pub fn handle_connected(&mut self, now: Instant) -> u64 {
         self.generations += 1;
         let generation = self.generations;
+        if fault::on(Fault::BrConcurRidsResetOnRestart) {
+            self.rids = 0;
+        }
+        let kept =
+            if fault::on(Fault::BrMiddlewareKeptAfterRestart) { self.last_middleware.clone() } else { Vec::new() };
+        // br.toollist.register-merges: the new list is registered on top of the served one.
+        let staging = if fault::on(Fault::BrToollistRegisterMerges) { self.tools.clone() } else { ToolSet::default() };
         self.conn = Some(Conn {
             generation,
-            staging: Some(ToolSet::default()),
-            middleware: Vec::new(),
+            staging: Some(staging),
+            middleware: kept,
             phase: Phase::Discovery,
             streams: streams(),
+            raw_rid: String::new(),
         });
-        self.request(now, env::list_tools(), Waiting::Discovery);
+        let rid = self.request(now, env::list_tools(), Waiting::Discovery);
+        if fault::on(Fault::BrHandshakeEmptyRid)
+            && let Some(e) = self.transmit.back_mut()
+        {
+            e.request_id.clear();
+        }
+        if fault::on(Fault::BrHandshakeDiscoveryUnbounded)
+            && let Some(p) = self.pending.get_mut(&rid)
+        {
+            p.deadline = now + std::time::Duration::from_secs(365 * 86400);
+        }
         generation
     }
 
@@ -105,6 +124,12 @@ impl Core {
                 if let Some(p) = self.phase_mut() {
                     *p = Phase::Burst { deadline, reload: None };
                 }
+                if fault::on(Fault::BrHandshakePullsEarly) {
+                    self.end_burst(now);
+                }
+            }
+            Ok(_) if fault::on(Fault::BrHandshakeWrongReplyEmpty) => {
+                self.discovery_reply(now, Ok(Msg::ToolList(pb::ToolListResponse::default())))
             }
             Ok(other) => {
                 let arm = crate::Arm::of(&other).name();
@@ -117,6 +142,9 @@ impl Core {
     /// A registration during a burst restarts its quiet time (BR-HANDSHAKE-07).
     pub(super) fn burst_activity(&mut self, now: Instant) {
         let quiet = self.cfg.handshake_quiet;
+        if fault::on(Fault::BrHandshakeQuietNotRestarted) {
+            return;
+        }
         if let Some(Phase::Burst { deadline, .. }) = self.phase_mut() {
             *deadline = now + quiet;
         }
@@ -124,6 +152,9 @@ impl Core {
 
     /// The handshake-complete marker ends a burst at once (BR-HANDSHAKE-06).
     pub(super) fn burst_marker(&mut self, now: Instant) {
+        if fault::on(Fault::BrHandshakeMarkerIgnored) {
+            return;
+        }
         if matches!(self.conn.as_ref().map(|c| &c.phase), Some(Phase::Burst { .. })) {
             self.end_burst(now);
         }
@@ -135,6 +166,14 @@ impl Core {
         let Some(c) = self.conn.as_mut() else { return };
         let reload = match &mut c.phase {
             Phase::Burst { reload: Some(r), .. } | Phase::Reloading(r) => r,
+            Phase::Serving if fault::on(Fault::BrHandshakeUnsolicitedApplied) => {
+                let before = self.tools.snapshot();
+                self.tools.register(&t.tools);
+                if before != self.tools.snapshot() {
+                    self.events.push_back(Event::ListChanged(ListKind::Tools));
+                }
+                return;
+            }
             _ => return,
         };
         reload.got_list = true;
@@ -153,12 +192,30 @@ impl Core {
         {
             return self.reload_failed(r.middleware.clone(), "the burst had no ToolListResponse".into());
         }
+        let first_start = reload.is_none();
         if let Some(p) = self.phase_mut() {
             *p = Phase::Pulling { lists: Lists::default(), left: 3, reload };
         }
-        self.request(now, env::list_resources(), Waiting::Pull(Pull::Resources));
-        self.request(now, env::list_resource_templates(), Waiting::Pull(Pull::Templates));
-        self.request(now, env::list_prompts(), Waiting::Pull(Pull::Prompts));
+        let pulls = [
+            self.request(now, env::list_resources(), Waiting::Pull(Pull::Resources)),
+            self.request(now, env::list_resource_templates(), Waiting::Pull(Pull::Templates)),
+            self.request(now, env::list_prompts(), Waiting::Pull(Pull::Prompts)),
+        ];
+        for (i, rid) in pulls.iter().enumerate() {
+            let Some(p) = self.pending.get_mut(rid) else { continue };
+            if fault::on(Fault::BrHandshakePullTimeoutsAdd) {
+                p.deadline = now + self.cfg.call_timeout * (i as u32 + 1);
+            }
+        }
+        if first_start && self.generation() == 1 && fault::on(Fault::BrHandshakeServedBeforePulls) {
+            // Served with the staged tools and the lists still empty.
+            if let Some(set) = self.conn.as_ref().and_then(|c| c.staging.clone()) {
+                self.tools = set;
+            }
+            self.status = Status::Ready;
+            let generation = self.generation();
+            self.events.push_back(Event::Served { generation });
+        }
     }
 
     /// One list pull answered; an unanswered list counts as empty (BR-HANDSHAKE-10).
@@ -195,13 +252,19 @@ impl Core {
         let Phase::Pulling { lists, .. } = std::mem::replace(&mut c.phase, Phase::Serving) else { return };
         let new_tools = c.staging.take().unwrap_or_default();
         let generation = c.generation;
-        if self.tools.snapshot() != new_tools.snapshot() {
+        let new_tools = if fault::on(Fault::BrReloadToolsKept) && self.tools.active().next().is_some() {
+            std::mem::take(&mut self.tools)
+        } else {
+            new_tools
+        };
+        let announce = !fault::on(Fault::BrReloadNoListChanged);
+        if self.tools.snapshot() != new_tools.snapshot() && announce {
             self.events.push_back(Event::ListChanged(ListKind::Tools));
         }
-        if self.lists.resources != lists.resources || self.lists.templates != lists.templates {
+        if (self.lists.resources != lists.resources || self.lists.templates != lists.templates) && announce {
             self.events.push_back(Event::ListChanged(ListKind::Resources));
         }
-        if self.lists.prompts != lists.prompts {
+        if self.lists.prompts != lists.prompts && announce {
             self.events.push_back(Event::ListChanged(ListKind::Prompts));
         }
         self.tools = new_tools;
@@ -234,6 +297,10 @@ impl Core {
                 if let Some(p) = self.phase_mut() {
                     *p = Phase::Burst { deadline, reload: Some(reload) };
                 }
+                if fault::on(Fault::BrReloadListRequestInBurst) {
+                    let rid = self.next_rid();
+                    self.transmit.push_back(crate::envelopes::EnvelopeExt::with_rid(env::list_tools(), rid));
+                }
             }
             Ok(Msg::ReloadResponse(r)) => {
                 self.reload_failed(reload.middleware, format!("the tool process refused: {}", r.error))
@@ -254,6 +321,10 @@ impl Core {
             c.middleware = middleware;
             c.phase = Phase::Serving;
             self.status = Status::Ready;
+        }
+        if fault::on(Fault::BrReloadFailureClearsTools) {
+            self.tools.clear();
+            self.events.push_back(Event::ListChanged(ListKind::Tools));
         }
         self.events.push_back(Event::ReloadFailed { reason });
     }

@@ -43,6 +43,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::envelopes::EnvelopeExt;
+use crate::fault::{self, Fault};
 use crate::jsonrpc::ErrorCode;
 use crate::pb::{self, Envelope, envelope::Msg};
 use crate::sideband::{StreamAssembler, StreamLimits};
@@ -122,6 +123,14 @@ impl HostError {
         match self {
             HostError::InvalidParams(_) => ErrorCode::INVALID_PARAMS,
             HostError::ResourceNotFound(_) => ErrorCode::RESOURCE_NOT_FOUND,
+            HostError::Internal(_) if crate::fault::on(crate::fault::Fault::BrMcpInternalCodeZero) => ErrorCode(0),
+            // br.stateless.missing-capability-32021: MissingRequiredClientCapability.
+            HostError::Internal(m)
+                if crate::fault::on(crate::fault::Fault::BrStatelessMissingCapability32021)
+                    && m.contains("did not declare") =>
+            {
+                ErrorCode(-32021)
+            }
             HostError::Internal(_) | HostError::Cancelled => ErrorCode::INTERNAL_ERROR,
         }
     }
@@ -251,6 +260,8 @@ struct Conn {
     middleware: Vec<(String, i32)>,
     phase: handshake::Phase,
     streams: StreamAssembler,
+    /// The Envelope rid of the last RawHeader frame, kept only under br.sideband.envelope-rid.
+    raw_rid: String,
 }
 
 /// A reverse request of the tool process waiting for a host's answer.
@@ -286,6 +297,8 @@ pub struct Core {
     epoch: Option<Instant>,
     /// A restart is under way: the end of the current connection is expected.
     restarting: bool,
+    /// The middleware of the connection that ended (kept only by `br.middleware.kept-after-restart`).
+    last_middleware: Vec<(String, i32)>,
     transmit: VecDeque<Envelope>,
     events: VecDeque<Event>,
 }
@@ -311,6 +324,7 @@ impl Core {
             handles_issued: 0,
             epoch: None,
             restarting: false,
+            last_middleware: Vec::new(),
             transmit: VecDeque::new(),
             events: VecDeque::new(),
         }
@@ -333,7 +347,11 @@ impl Core {
 
     /// The next Envelope for the tool process.
     pub fn poll_transmit(&mut self) -> Option<Envelope> {
-        self.transmit.pop_front()
+        let mut e = self.transmit.pop_front()?;
+        if fault::on(Fault::BrFrameNamespaceSet) {
+            e.namespace = "protomcp".into();
+        }
+        Some(e)
     }
 
     /// The next thing to do on the host side (or for the shell).
@@ -347,6 +365,11 @@ impl Core {
         let reverse = self.reverse.values().map(|r| r.deadline);
         let burst = self.conn.as_ref().and_then(|c| c.phase.deadline());
         pending.chain(reverse).chain(burst).chain(self.mrtr_deadline()).min()
+    }
+
+    /// Whether a reverse request of the tool process waits for a host's answer.
+    pub fn waiting_on_host(&self) -> bool {
+        !self.reverse.is_empty()
     }
 
     /// Requests to the tool process still waiting for their answer.
@@ -363,6 +386,10 @@ impl Core {
 
     /// Adds a session, or updates what its client declared.
     pub fn add_session(&mut self, id: SessionId, caps: SessionCaps) {
+        if crate::fault::on(crate::fault::Fault::BrMcpInitializeSendsFrame) && !self.sessions.contains_key(&id) {
+            let rid = self.next_rid();
+            self.transmit.push_back(crate::envelopes::get_active_tools().with_rid(rid));
+        }
         self.sessions.insert(id, caps);
     }
 
@@ -381,6 +408,9 @@ impl Core {
     /// tools/list for a modern request: also the tools whose output schema is not of type
     /// object (BR-STATELESS-35).
     pub fn tools_modern(&self) -> Vec<Value> {
+        if crate::fault::on(crate::fault::Fault::BrStatelessModernOnlyHidden) {
+            return self.tools();
+        }
         self.tools.active().map(shapes::mcp_tool).collect()
     }
 
@@ -404,6 +434,9 @@ impl Core {
     // ----- internals shared by the parts -----
 
     fn next_rid(&mut self) -> String {
+        if fault::on(Fault::BrConcurRidByPending) {
+            return format!("req-{}", self.pending.len());
+        }
         let rid = format!("req-{}", self.rids);
         self.rids += 1;
         rid
@@ -413,7 +446,11 @@ impl Core {
     /// timeout.
     fn request(&mut self, now: Instant, envelope: Envelope, what: Waiting) -> String {
         let rid = self.next_rid();
-        self.pending.insert(rid.clone(), Pending { what, deadline: now + self.cfg.call_timeout, parked: false });
+        let mut deadline = now + self.cfg.call_timeout;
+        if fault::on(Fault::BrCallTimeoutNeverArmed) && matches!(envelope.msg, Some(Msg::CallTool(_))) {
+            deadline = now + Duration::from_secs(365 * 86_400);
+        }
+        self.pending.insert(rid.clone(), Pending { what, deadline, parked: false });
         self.transmit.push_back(envelope.with_rid(rid.clone()));
         rid
     }
@@ -425,6 +462,12 @@ impl Core {
     /// A reply (or the reason there is none) for `rid`; anything under an rid we do not wait
     /// for is discarded (BR-CALL-17, BR-FRAME-05).
     fn resolve(&mut self, now: Instant, rid: &str, reply: Reply) {
+        let result = matches!(reply, Ok(Msg::CallResult(_)));
+        let misrouted = result
+            && (fault::on(Fault::BrConcurFifoMatch)
+                || (fault::on(Fault::BrCallStrayAnswersOldest) && !self.pending.contains_key(rid)));
+        let oldest = misrouted.then(|| self.oldest_op_rid()).flatten();
+        let rid = oldest.as_deref().unwrap_or(rid);
         let Some(p) = self.pending.remove(rid) else { return };
         match p.what {
             Waiting::Op(op) => self.op_reply(now, op, reply),
@@ -432,6 +475,17 @@ impl Core {
             Waiting::Pull(which) => self.pull_reply(now, which, reply),
             Waiting::Reload => self.reload_reply(now, reply),
         }
+    }
+
+    /// The oldest request of a host operation still waiting (only faults ask).
+    fn oldest_op_rid(&self) -> Option<String> {
+        let n = |r: &str| r.strip_prefix("req-").and_then(|n| n.parse::<u64>().ok()).unwrap_or(u64::MAX);
+        self.pending
+            .iter()
+            .filter(|(_, p)| matches!(p.what, Waiting::Op(_)))
+            .map(|(r, _)| r)
+            .min_by_key(|r| n(r))
+            .cloned()
     }
 
     /// A frame could not be queued for the tool process (it does not read): the request it
@@ -481,8 +535,18 @@ impl Core {
             return;
         }
         let Some(mut conn) = self.conn.take() else { return };
+        if fault::on(Fault::BrMiddlewareKeptAfterRestart) {
+            self.last_middleware = conn.middleware.clone();
+        }
         conn.streams.abort_all(reason);
-        let mut pending: Vec<(String, Pending)> = self.pending.drain().collect();
+        let left: Vec<(String, Pending)> = if fault::on(Fault::BrReloadInFlightLeft) && self.restarting {
+            self.pending.extract_if(|_, p| matches!(p.what, Waiting::Op(_))).collect()
+        } else {
+            Vec::new()
+        };
+        let mut pending: Vec<(String, Pending)> =
+            if fault::on(Fault::BrLifecyclePendingNotFailed) { Vec::new() } else { self.pending.drain().collect() };
+        self.pending.extend(left);
         pending.sort_by(|a, b| a.0.cmp(&b.0));
         for (_, p) in pending {
             if let Waiting::Op(op) = p.what {
@@ -520,6 +584,9 @@ impl Core {
     /// The shell gave up restarting (BR-LIFECYCLE-07): an empty tool list, announced.
     pub fn give_up(&mut self) {
         let had = self.tools.active().next().is_some();
+        if fault::on(Fault::BrLifecycleGiveUpKeepsTools) {
+            return;
+        }
         self.tools.clear();
         if had {
             self.events.push_back(Event::ListChanged(ListKind::Tools));

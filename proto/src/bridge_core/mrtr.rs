@@ -20,6 +20,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
 use super::{Core, Envelope, Event, HostError, OpId, Owner, SessionId, pb, shapes};
+use crate::fault::{self, Fault};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -107,13 +108,15 @@ impl StateKey {
         payload.extend_from_slice(&f.expiry_ms.to_be_bytes());
         payload.extend_from_slice(&f.digest);
         let tag = self.mac(&[PREFIX.as_bytes(), &payload]);
-        format!("{PREFIX}{}.{}", B64.encode(&payload), B64.encode(&tag[..TAG_LEN]))
+        let sep = state_separator();
+        format!("{PREFIX}{}{sep}{}", B64.encode(&payload), B64.encode(&tag[..TAG_LEN]))
     }
 
     /// The facts of a state this key issued; the tag is compared in constant time.
     pub fn open(&self, state: &str) -> Result<StateFacts, BadState> {
         let rest = state.strip_prefix(PREFIX).ok_or(BadState::Malformed)?;
-        let (p, t) = rest.split_once('.').ok_or(BadState::Malformed)?;
+        let sep = state_separator();
+        let (p, t) = rest.split_once(sep).ok_or(BadState::Malformed)?;
         let payload = B64.decode(p).map_err(|_| BadState::Malformed)?;
         let tag = B64.decode(t).map_err(|_| BadState::Malformed)?;
         if payload.len() != PAYLOAD_LEN || tag.len() != TAG_LEN || payload[0] != 1 {
@@ -125,7 +128,7 @@ impl StateKey {
         m.verify_truncated_left(&tag).map_err(|_| BadState::Forged)?;
         // Base64 without padding can decode two texts to one payload: only the text we wrote
         // is ours ("differs in any character").
-        if format!("{PREFIX}{}.{}", B64.encode(&payload), B64.encode(&tag)) != state {
+        if format!("{PREFIX}{}{sep}{}", B64.encode(&payload), B64.encode(&tag)) != state {
             return Err(BadState::Forged);
         }
         if payload[1..9] != self.process_id() {
@@ -140,6 +143,11 @@ impl StateKey {
             digest: at(45, 16).try_into().expect("16"),
         })
     }
+}
+
+/// What separates a state's payload from its tag.
+fn state_separator() -> char {
+    if fault::on(Fault::BrStatelessStateSpace) { ' ' } else { '.' }
 }
 
 /// The digest that binds a state to `tools/call` of `name` with `arguments` (canonical JSON:
@@ -288,11 +296,22 @@ impl Core {
             return;
         }
         let declared = if input.sampling.is_some() { m.caps.sampling } else { m.caps.roots };
+        if !declared && input.sampling.is_some() && crate::fault::on(crate::fault::Fault::BrSamplingPendingUnanswered) {
+            return; // never answered: the fault
+        }
         if !declared {
+            if fault::on(Fault::BrStatelessMissingCapability32021) {
+                let session = self.ops.get(&op).map(|o| o.session).unwrap_or_default();
+                let result = Err(HostError::Internal(NO_CAP_SAMPLING.into()));
+                self.events.push_back(Event::Answer { op, session, result });
+            }
             let envelope = input.refusal(NO_CAP_SAMPLING);
             return self.transmit.push_back(envelope_for(input.rid, envelope));
         }
         m.inputs.push(input);
+        if fault::on(Fault::BrStatelessInputNotAsked) {
+            return;
+        }
         self.park(now, op);
     }
 
@@ -309,12 +328,19 @@ impl Core {
         m.parked = Some(expiry);
         let mut requests = Map::new();
         for input in &mut m.inputs {
+            if fault::on(Fault::BrStatelessKeyPerRound) {
+                input.key = None;
+            }
+            let request = match &input.sampling {
+                Some(params) if fault::on(Fault::BrStatelessInputBareParams) => params.clone(),
+                _ => input.request(),
+            };
             let key = input.key.get_or_insert_with(|| {
                 m.keys_issued += 1;
                 let kind = if input.sampling.is_some() { "sampling" } else { "roots" };
                 format!("{kind}-{}", m.keys_issued)
             });
-            requests.insert(key.clone(), input.request());
+            requests.insert(key.clone(), request);
         }
         let facts = StateFacts {
             generation: m.generation,
@@ -352,16 +378,19 @@ impl Core {
         if now > epoch + Duration::from_millis(facts.expiry_ms) {
             return Err(bad(BadState::Expired));
         }
-        if facts.digest != call_digest(&call.name, args) {
+        if facts.digest != call_digest(&call.name, args) && !fault::on(Fault::BrStatelessStateOtherArgs) {
             return Err(bad(BadState::OtherCall));
         }
         let old = self.handles.get(&facts.handle).copied().ok_or(bad(BadState::CallEnded))?;
+        if fault::on(Fault::BrStatelessRetrySameSession) && self.ops.get(&old).map(|o| o.session) != Some(session) {
+            return Err(bad(BadState::CallEnded));
+        }
         let current = self.conn.as_ref().map(|c| c.generation);
         let m = self.mrtr_mut(old).ok_or(bad(BadState::CallEnded))?;
         if m.generation != facts.generation || current != Some(facts.generation) {
             return Err(bad(BadState::CallEnded));
         }
-        if m.round != facts.round || !m.is_parked() {
+        if (m.round != facts.round || !m.is_parked()) && !fault::on(Fault::BrStatelessStateReusable) {
             return Err(bad(BadState::Consumed));
         }
         // BR-STATELESS-25: the answers for this round's keys must read; others are ignored.
@@ -370,6 +399,7 @@ impl Core {
             let key = input.key.as_deref().unwrap_or_default();
             let Some(a) = answers.and_then(|r| r.get(key)) else { continue };
             let ok = if input.sampling.is_some() { sampling_answer_reads(a) } else { roots_answer_reads(a) };
+            let ok = ok || fault::on(Fault::BrStatelessAnswerUnchecked);
             if !ok {
                 let what = if input.sampling.is_some() { "sampling/createMessage" } else { "roots/list" };
                 return Err(bad(BadState::BadAnswer { key: key.to_owned(), what }));
@@ -384,7 +414,13 @@ impl Core {
             let answer = input.key.as_deref().and_then(|k| answers.and_then(|r| r.get(k)));
             match (answer, &input.sampling, input.key.is_some()) {
                 (Some(a), Some(_), _) => replies.push(envelope_for(input.rid, shapes::sampling_response(a).into())),
-                (Some(a), None, _) => replies.push(envelope_for(input.rid, shapes::roots_response(a).into())),
+                (Some(a), None, _) => {
+                    let mut roots = shapes::roots_response(a);
+                    if crate::fault::on(crate::fault::Fault::BrRootsModernNameMissing) {
+                        roots.roots.iter_mut().for_each(|r| r.name.clear());
+                    }
+                    replies.push(envelope_for(input.rid, roots.into()))
+                }
                 // Arrived while parked: the capability is this retry's (BR-SAMPLING-09).
                 (None, s, false) if !(if s.is_some() { call.caps.sampling } else { call.caps.roots }) => {
                     replies.push(envelope_for(input.rid.clone(), input.refusal(NO_CAP_SAMPLING)))
@@ -393,7 +429,10 @@ impl Core {
             }
         }
         m.inputs = kept;
-        let more = !m.inputs.is_empty();
+        let more = !m.inputs.is_empty() && !fault::on(Fault::BrStatelessUnansweredWaits);
+        if fault::on(Fault::BrStatelessAnswersNotSent) {
+            replies.clear();
+        }
         self.transmit.extend(replies);
         let new = self.rekey(now, old, session, call.progress);
         let done = matches!(self.ops.get(&new), Some(o) if o.has_result());
@@ -439,7 +478,7 @@ impl Core {
         due.sort();
         for op in due {
             self.refuse_inputs(op, HOST_GONE);
-            self.forget_call(op, true);
+            self.forget_call(op, !fault::on(Fault::BrStatelessAbandonedNotCancelled));
         }
     }
 
@@ -455,12 +494,18 @@ impl Core {
         let call = match self.sole_owner() {
             Some(Owner::Call(op)) => self.ops.get(&op).and_then(|o| {
                 let m = o.mrtr()?;
-                let admits = m.caps.log_level.is_some_and(|r| super::shapes::level_rank(level) >= r);
+                let admits = m.caps.log_level.is_some_and(|r| {
+                    super::shapes::level_rank(level) >= r
+                        || crate::fault::on(crate::fault::Fault::BrLogModernLevelIgnored)
+                });
                 (admits && !m.is_parked()).then_some(o.session)
             }),
             _ => None,
         };
-        if call.is_none() && !self.sessions.values().any(|c| c.legacy) {
+        if call.is_none()
+            && !self.sessions.values().any(|c| c.legacy)
+            && !crate::fault::on(crate::fault::Fault::BrLogNotToStderr)
+        {
             let logger = logger.as_deref().map(|l| format!(" {l}")).unwrap_or_default();
             self.events.push_back(Event::Diag(format!("log from the tool process ({level}{logger}): {data}")));
         }

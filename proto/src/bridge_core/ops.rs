@@ -75,6 +75,16 @@ impl Op {
         }
     }
 
+    /// Whether a call is at the tool process.
+    fn at_tool(&self) -> bool {
+        matches!(&self.kind, Kind::Call(c) if c.stage == Stage::Tool)
+    }
+
+    /// A call held before the tool process (only `br.concur.calls-serialized` holds one).
+    fn held(&self) -> bool {
+        matches!(&self.kind, Kind::Call(c) if self.rid.is_none() && matches!(c.stage, Stage::Before(i) if i >= c.middleware.len()))
+    }
+
     /// Whether a call has its tool's result (it waits in the "after" stages, or for a retry).
     pub(super) fn has_result(&self) -> bool {
         matches!(&self.kind, Kind::Call(c) if matches!(c.stage, Stage::After(_)))
@@ -95,6 +105,7 @@ impl Call {
     fn middleware_at(&self) -> &str {
         match self.stage {
             Stage::Before(i) => &self.middleware[i],
+            Stage::After(i) if fault::on(Fault::BrMiddlewareAfterAscending) => &self.middleware[i],
             Stage::After(i) => &self.middleware[self.middleware.len() - 1 - i],
             Stage::Tool => "",
         }
@@ -161,6 +172,15 @@ impl Core {
         modern: Option<ModernCaps>,
     ) -> Result<OpId, HostError> {
         let args = call_arguments(arguments)?;
+        if fault::on(Fault::BrSecurityNulNamePanics) {
+            let _ = std::ffi::CString::new(name).expect("a tool name holds no NUL");
+        }
+        if fault::on(Fault::BrLifecycleDownUnanswered) && self.served().is_err() {
+            // Never answered: the fault.
+            let op = OpId(self.ops_issued);
+            self.ops_issued += 1;
+            return Ok(op);
+        }
         let generation = self.served()?;
         let def = if modern.is_some() { self.tools.get_active_modern(name) } else { self.tools.get_active(name) };
         let has_output_schema = match def {
@@ -175,7 +195,13 @@ impl Core {
             None => return Err(HostError::InvalidParams(format!("unknown tool: {name}"))),
         };
         let mut middleware = self.conn.as_ref().map(|c| c.middleware.clone()).unwrap_or_default();
+        if middleware.is_empty() && fault::on(Fault::BrMiddlewareAuditWithoutRegistration) {
+            middleware.push((String::new(), 0));
+        }
         middleware.sort_by_key(|(_, p)| *p);
+        if fault::on(Fault::BrMiddlewareBeforeDescending) {
+            middleware.sort_by_key(|(_, p)| std::cmp::Reverse(*p));
+        }
         let mrtr = modern.map(|caps| self.new_mrtr(generation, name, &args, caps));
         let call = Call {
             name: name.to_owned(),
@@ -201,7 +227,18 @@ impl Core {
     pub fn start_read(&mut self, now: Instant, session: SessionId, uri: &str) -> Result<OpId, HostError> {
         self.served()?;
         let op = self.new_op(session, Kind::Read { uri: uri.to_owned() });
+        let pathless = uri.split_once("://").is_some_and(|(_, rest)| !rest.contains('/'));
+        if fault::on(Fault::BrResourceUriNormalized) && pathless {
+            self.send_for(now, op, env::read_resource(&format!("{uri}/")));
+            return Ok(op);
+        }
         self.send_for(now, op, env::read_resource(uri));
+        if fault::on(Fault::BrLifecycleReadDefaultTimeout)
+            && let Some(rid) = self.ops.get(&op).and_then(|o| o.rid.clone())
+            && let Some(p) = self.pending.get_mut(&rid)
+        {
+            p.deadline = now + crate::spec::DEFAULT_CALL_TIMEOUT;
+        }
         Ok(op)
     }
 
@@ -214,20 +251,28 @@ impl Core {
         name: &str,
         arguments: Option<Value>,
     ) -> Result<OpId, HostError> {
-        let Some(def) = self.lists.prompts.iter().find(|p| p.name == name) else {
-            return Err(HostError::InvalidParams(format!("unknown prompt: {name}")));
+        let unknown = pb::PromptDefinition::default();
+        let def = match self.lists.prompts.iter().find(|p| p.name == name) {
+            Some(def) => def,
+            None if fault::on(Fault::BrPromptUnknownForwarded) => &unknown,
+            None => return Err(HostError::InvalidParams(format!("unknown prompt: {name}"))),
         };
+        let absent = matches!(arguments, None | Some(Value::Null));
         let args = match arguments {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(m)) => m,
             Some(_) => return Err(HostError::InvalidParams("arguments must be an object".into())),
         };
-        if let Some(a) = def.arguments.iter().find(|a| a.required && !args.contains_key(&a.name)) {
+        if let Some(a) = def.arguments.iter().find(|a| a.required && !args.contains_key(&a.name))
+            && !fault::on(Fault::BrPromptMissingArgForwarded)
+        {
             return Err(HostError::InvalidParams(format!("missing required argument: {}", a.name)));
         }
         self.served()?;
         let op = self.new_op(session, Kind::Prompt);
-        self.send_for(now, op, env::get_prompt(name, &Value::Object(args).to_string()));
+        let args_json =
+            if absent && fault::on(Fault::BrPromptArgsNull) { "null".into() } else { Value::Object(args).to_string() };
+        self.send_for(now, op, env::get_prompt(name, &args_json));
         Ok(op)
     }
 
@@ -243,7 +288,9 @@ impl Core {
         let ref_type = reference.get("type").and_then(Value::as_str).unwrap_or_default();
         let ref_name = match ref_type {
             "ref/prompt" => reference.get("name"),
+            "ref/resource" if fault::on(Fault::BrCompleteResourceByName) => reference.get("name"),
             "ref/resource" => reference.get("uri"),
+            _ if fault::on(Fault::BrCompleteOtherRefForwarded) => reference.get("name"),
             other => return Err(HostError::InvalidParams(format!("unknown reference type {other:?}"))),
         }
         .and_then(Value::as_str)
@@ -265,9 +312,21 @@ impl Core {
     /// The host cancelled `op` (or its session ended, BR-CANCEL-06): a call at the tool process
     /// is cancelled there (BR-CANCEL-01/03), and the operation gets no answer (BR-CANCEL-02).
     pub fn cancel(&mut self, op: OpId) {
+        if fault::on(Fault::BrCancelLateResultDelivered) {
+            // Cancelled at the tool process, and still waited for.
+            if let Some(rid) = self.ops.get(&op).filter(|o| o.at_tool()).and_then(|o| o.rid.clone()) {
+                self.transmit.push_back(env::cancel(&rid));
+            }
+            return;
+        }
         // A modern call's input requests are answered, its states die (BR-CANCEL-07).
         self.end_mrtr(op);
-        let Some(o) = self.ops.remove(&op) else { return };
+        let Some(o) = self.ops.remove(&op) else {
+            if fault::on(Fault::BrCancelUnknownForwarded) {
+                self.transmit.push_back(env::cancel(""));
+            }
+            return;
+        };
         if let Some(rid) = &o.rid {
             self.pending.remove(rid);
             if let Some(c) = self.conn.as_mut() {
@@ -278,8 +337,11 @@ impl Core {
             && call.stage == Stage::Tool
         {
             self.uncount(o.session, call.mrtr.is_none(), call.token.as_deref());
-            if let Some(rid) = o.rid {
-                self.transmit.push_back(env::cancel(&rid));
+            if let Some(rid) = o.rid.filter(|_| !(call.mrtr.is_some() && fault::on(Fault::BrCancelModernNotCancelled)))
+            {
+                let cancel = env::cancel(&rid);
+                let cancel = if fault::on(Fault::BrCancelEnvelopeRid) { cancel.with_rid(rid) } else { cancel };
+                self.transmit.push_back(cancel);
             }
         }
     }
@@ -300,7 +362,9 @@ impl Core {
         if let Kind::Call(call) = &mut o.kind {
             self.uncount(o.session, call.mrtr.is_none(), call.token.take().as_deref());
         }
-        self.transmit.push_back(env::cancel(rid));
+        if !fault::on(Fault::BrCancelNotOnTimeout) {
+            self.transmit.push_back(env::cancel(rid));
+        }
         let e = format!("the tool did not answer within {:?}", self.cfg.call_timeout);
         self.events.push_back(Event::Answer { op, session: o.session, result: Err(HostError::Internal(e)) });
     }
@@ -338,16 +402,21 @@ impl Core {
                 }
                 .into()
             }
+            Stage::Before(_) if fault::on(Fault::BrConcurCallsSerialized) && self.ops.values().any(Op::at_tool) => {
+                self.ops.insert(op, o); // held until the call at the tool process has its result
+                return;
+            }
             Stage::Before(_) => {
                 let rid = format!("req-{}", self.rids); // the rid `request` gives it next
                 let token = call.host_token.as_ref().map(|_| format!("pt-{rid}"));
+                let token = token.or_else(|| fault::on(Fault::BrProgressTokenWithoutMeta).then(|| format!("pt-{rid}")));
                 let request = pb::CallToolRequest {
                     name: call.name.clone(),
                     arguments_json: call.args_json.clone(),
                     progress_token: token.clone().unwrap_or_default(),
                 };
                 let envelope = Envelope::from(request).with_rid(rid);
-                if envelope.encoded_len() > MAX_FRAME as usize {
+                if envelope.encoded_len() > MAX_FRAME as usize && !fault::on(Fault::BrFrameOversizeArgsSent) {
                     // BR-FRAME-04
                     let e = HostError::InvalidParams("the arguments do not fit into one frame".into());
                     self.events.push_back(Event::Answer { op, session, result: Err(e) });
@@ -372,7 +441,11 @@ impl Core {
             Stage::Tool => unreachable!("a call at the tool process advances by its reply"),
         };
         self.ops.insert(op, o);
+        let twice = fault::on(Fault::BrCallSentTwice) && matches!(envelope.msg, Some(Msg::CallTool(_)));
         self.send_for(now, op, envelope);
+        if twice && let Some(dup) = self.transmit.back().cloned() {
+            self.transmit.push_back(dup);
+        }
     }
 
     /// The tool process answered a request of `op`'s.
@@ -411,12 +484,14 @@ impl Core {
             Kind::Call(call) => call,
         };
         let failed = match (call.stage, reply) {
-            (Stage::Before(_), Ok(Msg::MiddlewareInterceptResponse(r))) if r.reject => {
+            (Stage::Before(_), Ok(Msg::MiddlewareInterceptResponse(r)))
+                if r.reject && !fault::on(Fault::BrMiddlewareRejectIgnored) =>
+            {
                 let text = format!("rejected by middleware {}: {}", call.middleware_at(), r.reject_reason);
                 return self.events.push_back(done(Ok(soft_error(text))));
             }
             (Stage::Before(i), Ok(Msg::MiddlewareInterceptResponse(r))) => {
-                if !r.arguments_json.is_empty() {
+                if !r.arguments_json.is_empty() && !fault::on(Fault::BrMiddlewareArgsIgnored) {
                     call.args_json = r.arguments_json;
                 }
                 call.stage = Stage::Before(i + 1);
@@ -429,12 +504,20 @@ impl Core {
                 call.stage = Stage::After(i + 1);
                 None
             }
+            (Stage::Before(i), _) if fault::on(Fault::BrMiddlewareBadReplySkipped) => {
+                call.stage = Stage::Before(i + 1);
+                None
+            }
+            (Stage::After(i), _) if fault::on(Fault::BrMiddlewareBadReplySkipped) => {
+                call.stage = Stage::After(i + 1);
+                None
+            }
             (Stage::Before(_) | Stage::After(_), other) => {
                 Some(format!("middleware {}: {}", call.middleware_at(), describe(&other)))
             }
             (Stage::Tool, reply) => {
                 // No progress after the result (BR-PROGRESS-03).
-                let token = call.token.take();
+                let token = call.token.take().filter(|_| !fault::on(Fault::BrProgressAfterResult));
                 let parked = call.mrtr.as_ref().is_some_and(|m| m.is_parked());
                 self.uncount(session, call.mrtr.is_none(), token.as_deref());
                 match reply {
@@ -449,6 +532,9 @@ impl Core {
                         call.result = r;
                         call.stage = Stage::After(0);
                         self.ops.insert(op, o);
+                        if fault::on(Fault::BrStatelessParkedInputsKept) {
+                            return;
+                        }
                         self.refuse_inputs(op, "the tool returned before the MCP client answered");
                         return;
                     }
@@ -458,6 +544,15 @@ impl Core {
                         self.end_mrtr(op);
                         self.ops.remove(&op);
                         return self.prune_handles();
+                    }
+                    Ok(Msg::CallResult(r)) if fault::on(Fault::BrCallDisableThenEnable) => {
+                        let disabled = self.tools.apply_result_lists(&[], &r.disable_tools);
+                        if self.tools.apply_result_lists(&r.enable_tools, &[]) || disabled {
+                            self.events.push_back(Event::ListChanged(ListKind::Tools));
+                        }
+                        call.result = r;
+                        call.stage = Stage::After(0);
+                        None
                     }
                     Ok(Msg::CallResult(r)) => {
                         // BR-CALL-14: the lists take effect before the response.
@@ -487,6 +582,12 @@ impl Core {
                 self.advance(now, op);
             }
         }
+        if fault::on(Fault::BrConcurCallsSerialized) && !self.ops.values().any(Op::at_tool) {
+            let next = self.ops.iter().filter(|(_, o)| o.held()).map(|(id, _)| *id).min();
+            if let Some(next) = next {
+                self.advance(now, next);
+            }
+        }
     }
 
     /// A ProgressNotification: to the session whose call sent the token, increasing values
@@ -497,11 +598,17 @@ impl Core {
         // without a token gets none.
         let parked = self.ops.get(&route.op).and_then(Op::mrtr).is_some_and(Mrtr::is_parked);
         let Some(route) = self.progress.get_mut(&p.progress_token) else { return };
-        if route.last.is_some_and(|l| p.progress <= l) {
+        if route.last.is_some_and(|l| p.progress <= l) && !fault::on(Fault::BrProgressStaleForwarded) {
             return;
         }
         route.last = Some(p.progress);
-        let Some(token) = route.token.clone().filter(|_| !parked) else { return };
+        let Some(token) = route.token.clone().filter(|_| !parked || fault::on(Fault::BrProgressParkedForwarded)) else {
+            return;
+        };
+        let token = match token {
+            Value::Number(n) if fault::on(Fault::BrProgressTokenStringified) => Value::String(n.to_string()),
+            t => t,
+        };
         self.events.push_back(Event::Progress {
             session: route.session,
             token,
@@ -524,7 +631,9 @@ impl Core {
         {
             p.what = Waiting::Op(new);
             p.parked = false;
-            p.deadline = now + self.cfg.call_timeout;
+            if !fault::on(Fault::BrStatelessParkedCounts) {
+                p.deadline = now + self.cfg.call_timeout;
+            }
         }
         if let Kind::Call(c) = &o.kind
             && let Some(t) = &c.token
@@ -577,8 +686,10 @@ impl Core {
 /// A call's arguments: a JSON object (absent or null: empty).
 fn call_arguments(arguments: Option<Value>) -> Result<Value, HostError> {
     match arguments {
+        None | Some(Value::Null) if fault::on(Fault::BrCallAbsentArgsNull) => Ok(Value::Null),
         None | Some(Value::Null) => Ok(Value::Object(Map::new())),
         Some(v @ Value::Object(_)) => Ok(v),
+        Some(_) if fault::on(Fault::BrCallNonObjectArgsForwarded) => Ok(Value::Object(Map::new())),
         Some(_) => Err(HostError::InvalidParams("arguments must be a JSON object".into())),
     }
 }

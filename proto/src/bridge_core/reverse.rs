@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::shapes::{roots_response, sampling_response};
 use super::{Core, Envelope, EnvelopeExt, Event, Instant, Owner, Reverse, Value, pb};
+use crate::fault::{self, Fault};
 
 const NO_SAMPLER: &str = "no single MCP session with a call in flight to ask for sampling";
 const NO_SAMPLING_CAP: &str = "the MCP client did not declare the sampling capability";
@@ -43,7 +44,9 @@ pub fn sampling_params(req: &pb::SamplingRequest) -> Result<Value, MessagesNotAr
         Ok(Value::Array(items)) => items
             .into_iter()
             .map(|mut m| {
-                if let Some(Value::String(s)) = m.get("content") {
+                if let Some(Value::String(s)) = m.get("content")
+                    && !fault::on(Fault::BrSamplingStringContentKept)
+                {
                     m["content"] = json!({"type": "text", "text": s});
                 }
                 m
@@ -53,12 +56,14 @@ pub fn sampling_params(req: &pb::SamplingRequest) -> Result<Value, MessagesNotAr
     };
     let mut params = json!({
         "messages": messages,
-        "maxTokens": if req.max_tokens > 0 { req.max_tokens } else { 1024 },
+        "maxTokens": if req.max_tokens > 0 || fault::on(Fault::BrSamplingZeroMaxTokens) { req.max_tokens } else { 1024 },
     });
-    if !req.system_prompt.is_empty() {
+    if !req.system_prompt.is_empty() && !fault::on(Fault::BrSamplingSystemPromptDropped) {
         params["systemPrompt"] = Value::String(req.system_prompt.clone());
     }
-    if let Ok(prefs @ Value::Object(_)) = serde_json::from_str::<Value>(&req.model_preferences_json) {
+    if let Ok(prefs @ Value::Object(_)) = serde_json::from_str::<Value>(&req.model_preferences_json)
+        && !fault::on(Fault::BrSamplingModelPreferencesDropped)
+    {
         params["modelPreferences"] = prefs;
     }
     Ok(params)
@@ -70,7 +75,20 @@ impl Core {
     }
 
     pub(super) fn sampling(&mut self, now: Instant, rid: String, req: &pb::SamplingRequest) {
-        let session = match self.sole_owner() {
+        let owner = match self.sole_owner() {
+            // The bugs: a session chosen among several, or among those that declared sampling.
+            None if fault::on(Fault::BrSamplingPicksFirst) => self.calling.keys().min().copied().map(Owner::Session),
+            _ if fault::on(Fault::BrSamplingCapableOnly) => {
+                let capable = |s: &&super::SessionId| self.sessions.get(*s).is_some_and(|c| c.sampling);
+                let mut them = self.calling.iter().filter(|(_, n)| **n > 0).map(|(s, _)| s).filter(capable);
+                match (them.next(), them.next()) {
+                    (Some(s), None) => Some(Owner::Session(*s)),
+                    _ => None,
+                }
+            }
+            owner => owner,
+        };
+        let session = match owner {
             None => return self.reply_under(rid, sampling_error(NO_SAMPLER).into()),
             // BR-SAMPLING-10: a modern call's input request goes in an InputRequiredResult.
             Some(Owner::Call(op)) => {
@@ -81,13 +99,17 @@ impl Core {
             }
             Some(Owner::Session(s)) => s,
         };
-        if !self.sessions.get(&session).is_some_and(|c| c.sampling) {
+        if !self.sessions.get(&session).is_some_and(|c| c.sampling) && !fault::on(Fault::BrSamplingCapabilityUnchecked)
+        {
             return self.reply_under(rid, sampling_error(NO_SAMPLING_CAP).into());
         }
         match sampling_params(req) {
             Err(e) => self.reply_under(rid, sampling_error(&e.to_string()).into()),
             Ok(params) => {
-                let deadline = now + self.cfg.call_timeout;
+                let mut deadline = now + self.cfg.call_timeout;
+                if fault::on(Fault::BrSamplingUnbounded) {
+                    deadline = now + std::time::Duration::from_secs(365 * 24 * 3600);
+                }
                 self.reverse.insert(rid.clone(), Reverse { sampling: true, deadline });
                 self.events.push_back(Event::Sample { session, rid, params });
             }
@@ -101,7 +123,8 @@ impl Core {
             Some(Owner::Session(s)) => Some(s),
             None => None,
         };
-        let session = session.filter(|s| self.sessions.get(s).is_some_and(|c| c.roots));
+        let session = session
+            .filter(|s| self.sessions.get(s).is_some_and(|c| c.roots) || fault::on(Fault::BrRootsCapabilityUnchecked));
         let Some(session) = session else {
             return self.reply_under(rid, pb::ListRootsResponse::default().into());
         };
@@ -113,13 +136,17 @@ impl Core {
     /// The host's answer to [`Event::Sample`]: the result, or why there is none. Too late (or
     /// for a request of an ended connection) it is dropped.
     pub fn handle_sample_answer(&mut self, rid: &str, result: Result<Value, NoAnswer>) {
-        if self.reverse.remove(rid).is_none() {
+        if self.reverse.remove(rid).is_none() && !(result.is_ok() && fault::on(Fault::BrMcpLateAnswerPassedOn)) {
             return;
         }
         let response = match result {
             Ok(r) => sampling_response(&r),
+            Err(_) if fault::on(Fault::BrSamplingHostErrorEmpty) => pb::SamplingResponse::default(),
             Err(e) => sampling_error(&e.to_string()),
         };
+        if fault::on(Fault::BrConcurSamplingAnsweredTwice) {
+            self.reply_under(rid.to_owned(), response.clone().into());
+        }
         self.reply_under(rid.to_owned(), response.into());
     }
 
@@ -128,7 +155,10 @@ impl Core {
         if self.reverse.remove(rid).is_none() {
             return;
         }
-        let response = result.map(|r| roots_response(&r)).unwrap_or_default();
+        let mut response = result.map(|r| roots_response(&r)).unwrap_or_default();
+        if fault::on(Fault::BrRootsNameDropped) {
+            response.roots.iter_mut().for_each(|r| r.name.clear());
+        }
         self.reply_under(rid.to_owned(), response.into());
     }
 

@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::fault::{self, Fault};
 use crate::pb;
 
 /// One MCP `Tool` object (§22.1 tools/list row; BR-MCP-11, BR-HANDSHAKE-11).
@@ -15,7 +16,12 @@ pub fn mcp_tool(d: &pb::ToolDefinition) -> Value {
     if !d.description.is_empty() {
         t.insert("description".into(), Value::String(d.description.clone()));
     }
-    let input = if d.input_schema_json.is_empty() {
+    if fault::on(Fault::BrSecurityDescriptionCutByBytes) {
+        let _line = &d.description[..d.description.len().min(1024)];
+    }
+    let input = if d.input_schema_json.is_empty() && crate::fault::on(crate::fault::Fault::BrHandshakeEmptySchemaBare) {
+        json!({})
+    } else if d.input_schema_json.is_empty() {
         json!({"type": "object"})
     } else {
         serde_json::from_str(&d.input_schema_json).unwrap_or_else(|_| json!({"type": "object"}))
@@ -35,10 +41,15 @@ pub fn mcp_tool(d: &pb::ToolDefinition) -> Value {
     ] {
         if flag {
             ann.insert(key.into(), Value::Bool(true));
+        } else if crate::fault::on(crate::fault::Fault::BrMcpFalseHints) {
+            ann.insert(key.into(), Value::Bool(false));
         }
     }
     if !ann.is_empty() {
         t.insert("annotations".into(), Value::Object(ann));
+    }
+    if d.task_support && fault::on(Fault::BrTaskSupportAdvertised) {
+        t.insert("execution".into(), json!({"taskSupport": "optional"}));
     }
     Value::Object(t)
 }
@@ -52,15 +63,37 @@ fn is_block(v: &Value) -> bool {
 /// an empty string as no content.
 pub fn content_of(result_json: &str) -> Vec<Value> {
     if result_json.is_empty() {
+        if fault::on(Fault::BrCallEmptyAsText) {
+            return vec![json!({"type": "text", "text": ""})];
+        }
         return Vec::new();
     }
     match serde_json::from_str::<Value>(result_json) {
         Ok(Value::Array(items)) => items
             .into_iter()
-            .map(|v| if is_block(&v) { v } else { json!({"type": "text", "text": v.to_string()}) })
+            .filter(|v| is_block(v) || !fault::on(Fault::BrCallUntypedDropped))
+            .map(|v| if is_block(&v) { faulty_block(v) } else { json!({"type": "text", "text": v.to_string()}) })
             .collect(),
         _ => vec![json!({"type": "text", "text": result_json})],
     }
+}
+
+/// A content block as it is passed on; only a fault changes it (BR-CALL-07, BR-CALL-10).
+fn faulty_block(mut v: Value) -> Value {
+    if fault::none() {
+        return v;
+    }
+    if let Some(m) = v.as_object_mut() {
+        if fault::on(Fault::BrCallBlockAnnotationsDropped) {
+            m.remove("annotations");
+            m.remove("_meta");
+        }
+        let media = matches!(m.get("type").and_then(Value::as_str), Some("image" | "audio"));
+        if media && fault::on(Fault::BrCallImageMimeDropped) {
+            m.remove("mimeType");
+        }
+    }
+    v
 }
 
 /// A CallToolResponse as an MCP CallToolResult (§22.1 tools/call row, BR-CALL-06…13).
@@ -74,7 +107,12 @@ pub fn call_result(r: &pb::CallToolResponse, has_output_schema: bool, modern: bo
         // value (BR-STATELESS-34); text that does not parse never does.
         match serde_json::from_str::<Value>(&r.structured_content_json) {
             Ok(v @ Value::Object(_)) => structured = Some(v),
-            Ok(v) if modern => structured = Some(v),
+            Ok(v)
+                if (modern && !fault::on(Fault::BrStatelessStructuredObjectOnly))
+                    || fault::on(Fault::BrCallStructuredAny) =>
+            {
+                structured = Some(v)
+            }
             _ => {}
         }
     } else if has_output_schema
@@ -89,11 +127,11 @@ pub fn call_result(r: &pb::CallToolResponse, has_output_schema: bool, modern: bo
     if let Some(s) = structured {
         out.insert("structuredContent".into(), s);
     }
-    out.insert("isError".into(), Value::Bool(r.is_error));
+    out.insert("isError".into(), Value::Bool(r.is_error && !fault::on(Fault::BrCallIsErrorDropped)));
     if let Some(e) = &r.error {
         let mut te = Map::new();
         for (k, v) in [("errorCode", &e.error_code), ("message", &e.message), ("suggestion", &e.suggestion)] {
-            if !v.is_empty() {
+            if !v.is_empty() || fault::on(Fault::BrCallToolErrorEmptyKept) {
                 te.insert(k.into(), Value::String(v.clone()));
             }
         }
@@ -106,18 +144,22 @@ pub fn call_result(r: &pb::CallToolResponse, has_output_schema: bool, modern: bo
 /// resources/list entries (BR-RESOURCE-01).
 pub fn mcp_resources(defs: &[pb::ResourceDefinition]) -> Vec<Value> {
     defs.iter()
-        .filter(|d| !d.uri.is_empty() && !d.uri.chars().any(char::is_whitespace) && d.uri.contains(':'))
+        .filter(|d| {
+            (!d.uri.is_empty() && !d.uri.chars().any(char::is_whitespace) && d.uri.contains(':'))
+                || crate::fault::on(crate::fault::Fault::BrResourceInvalidUriListed)
+        })
         .map(|d| {
             let mut m = Map::new();
             m.insert("uri".into(), Value::String(d.uri.clone()));
-            m.insert("name".into(), Value::String(if d.name.is_empty() { d.uri.clone() } else { d.name.clone() }));
+            let unnamed = d.name.is_empty() && !crate::fault::on(crate::fault::Fault::BrResourceEmptyNameKept);
+            m.insert("name".into(), Value::String(if unnamed { d.uri.clone() } else { d.name.clone() }));
             if !d.description.is_empty() {
                 m.insert("description".into(), Value::String(d.description.clone()));
             }
             if !d.mime_type.is_empty() {
                 m.insert("mimeType".into(), Value::String(d.mime_type.clone()));
             }
-            if d.size > 0 {
+            if d.size > 0 || crate::fault::on(crate::fault::Fault::BrResourceSizeZeroKept) {
                 m.insert("size".into(), Value::from(d.size));
             }
             Value::Object(m)
@@ -149,7 +191,9 @@ pub fn mcp_templates(defs: &[pb::ResourceTemplateDefinition]) -> Vec<Value> {
             let mut m = Map::new();
             m.insert("uriTemplate".into(), Value::String(d.uri_template.clone()));
             let name = if d.name.is_empty() { d.uri_template.clone() } else { d.name.clone() };
-            m.insert("name".into(), Value::String(name));
+            if !(d.name.is_empty() && crate::fault::on(crate::fault::Fault::BrResourceTemplateNameEmpty)) {
+                m.insert("name".into(), Value::String(name));
+            }
             if !d.description.is_empty() {
                 m.insert("description".into(), Value::String(d.description.clone()));
             }
@@ -181,7 +225,7 @@ pub fn mcp_prompts(defs: &[pb::PromptDefinition]) -> Vec<Value> {
                         if !a.description.is_empty() {
                             am.insert("description".into(), Value::String(a.description.clone()));
                         }
-                        if a.required {
+                        if a.required && !crate::fault::on(crate::fault::Fault::BrPromptRequiredDropped) {
                             am.insert("required".into(), Value::Bool(true));
                         }
                         Value::Object(am)
@@ -215,7 +259,7 @@ pub fn base64(data: &[u8]) -> String {
 
 /// resources/read contents (BR-RESOURCE-04); `None` when there are none (BR-RESOURCE-05).
 pub fn mcp_contents(requested: &str, r: &pb::ReadResourceResponse) -> Option<Vec<Value>> {
-    if r.contents.is_empty() {
+    if r.contents.is_empty() && !crate::fault::on(crate::fault::Fault::BrResourceEmptyContentsOk) {
         return None;
     }
     Some(
@@ -223,12 +267,18 @@ pub fn mcp_contents(requested: &str, r: &pb::ReadResourceResponse) -> Option<Vec
             .iter()
             .map(|c| {
                 let mut m = Map::new();
-                let uri = if c.uri.is_empty() { requested } else { &c.uri };
+                let uri = if c.uri.is_empty() && !crate::fault::on(crate::fault::Fault::BrResourceEmptyUriKept) {
+                    requested
+                } else {
+                    &c.uri
+                };
                 m.insert("uri".into(), Value::String(uri.to_owned()));
                 if !c.mime_type.is_empty() {
                     m.insert("mimeType".into(), Value::String(c.mime_type.clone()));
                 }
-                if !c.blob.is_empty() {
+                if !c.blob.is_empty() && crate::fault::on(crate::fault::Fault::BrResourceBlobAsText) {
+                    m.insert("text".into(), Value::String(String::from_utf8_lossy(&c.blob).into_owned()));
+                } else if !c.blob.is_empty() {
                     m.insert("blob".into(), Value::String(base64(&c.blob)));
                 } else {
                     m.insert("text".into(), Value::String(c.text.clone()));
@@ -244,7 +294,7 @@ pub const LEVELS: [&str; 8] = ["debug", "info", "notice", "warning", "error", "c
 
 /// A LogMessage level as an MCP level (BR-LOG-03).
 pub fn log_level(level: &str) -> &'static str {
-    if level == "warn" {
+    if level == "warn" && !fault::on(Fault::BrLogWarnUnmapped) {
         return "warning";
     }
     LEVELS.iter().find(|l| **l == level).copied().unwrap_or("info")
@@ -257,6 +307,9 @@ pub fn level_rank(level: &str) -> usize {
 
 /// LogMessage data (BR-LOG-02).
 pub fn log_data(data_json: &str) -> Value {
+    if fault::on(Fault::BrLogDataUnparsed) {
+        return Value::String(data_json.to_owned());
+    }
     serde_json::from_str(data_json).unwrap_or_else(|_| Value::String(data_json.to_owned()))
 }
 
@@ -270,17 +323,22 @@ pub struct UnknownRole(pub String);
 pub fn mcp_prompt_result(r: &pb::GetPromptResponse) -> Result<Value, UnknownRole> {
     let mut messages = Vec::new();
     for m in &r.messages {
-        if m.role != "user" && m.role != "assistant" {
+        if m.role != "user" && m.role != "assistant" && !crate::fault::on(crate::fault::Fault::BrPromptSystemPassed) {
             return Err(UnknownRole(m.role.clone()));
         }
         let content = match serde_json::from_str::<Value>(&m.content_json) {
-            Ok(v) if v.get("type").is_some_and(Value::is_string) => v,
+            Ok(v)
+                if v.get("type").is_some_and(Value::is_string)
+                    && !crate::fault::on(crate::fault::Fault::BrPromptContentAlwaysText) =>
+            {
+                v
+            }
             _ => json!({"type": "text", "text": m.content_json}),
         };
         messages.push(json!({"role": m.role, "content": content}));
     }
     let mut out = json!({"messages": messages});
-    if !r.description.is_empty() {
+    if !r.description.is_empty() && !crate::fault::on(crate::fault::Fault::BrPromptDescriptionDropped) {
         out["description"] = Value::String(r.description.clone());
     }
     Ok(out)
@@ -290,12 +348,13 @@ pub fn mcp_prompt_result(r: &pb::GetPromptResponse) -> Result<Value, UnknownRole
 /// `total` only when it is not below them, `hasMore` when the tool process says so or sent more.
 pub fn mcp_completion(r: &pb::CompletionResponse) -> Value {
     let more = r.values.len() > 100;
-    let values: Vec<&String> = r.values.iter().take(100).collect();
+    let cap = if crate::fault::on(crate::fault::Fault::BrCompleteValuesUncapped) { usize::MAX } else { 100 };
+    let values: Vec<&String> = r.values.iter().take(cap).collect();
     let mut c = json!({"values": values});
-    if r.total > 0 && r.total as usize >= values.len() {
+    if r.total > 0 && (r.total as usize >= values.len() || crate::fault::on(crate::fault::Fault::BrCompleteTotalKept)) {
         c["total"] = json!(r.total);
     }
-    if r.has_more || more {
+    if r.has_more || (more && !crate::fault::on(crate::fault::Fault::BrCompleteCutWithoutHasMore)) {
         c["hasMore"] = json!(true);
     }
     json!({"completion": c})
@@ -305,14 +364,23 @@ pub fn mcp_completion(r: &pb::CompletionResponse) -> Value {
 /// that block (BR-SAMPLING-11).
 pub fn sampling_response(r: &Value) -> pb::SamplingResponse {
     let content = match r.get("content") {
-        Some(Value::Array(items)) if items.len() == 1 => items[0].to_string(),
+        Some(Value::Array(items))
+            if items.len() == 1 && !crate::fault::on(crate::fault::Fault::BrSamplingArrayKept) =>
+        {
+            items[0].to_string()
+        }
         Some(c) => c.to_string(),
         None => String::new(),
     };
     pb::SamplingResponse {
         role: r.get("role").and_then(Value::as_str).unwrap_or("assistant").to_owned(),
         content_json: content,
-        model: r.get("model").and_then(Value::as_str).unwrap_or_default().to_owned(),
+        model: r
+            .get("model")
+            .and_then(Value::as_str)
+            .filter(|_| !crate::fault::on(crate::fault::Fault::BrSamplingModelDropped))
+            .unwrap_or_default()
+            .to_owned(),
         stop_reason: r.get("stopReason").and_then(Value::as_str).unwrap_or_default().to_owned(),
         error: String::new(),
     }

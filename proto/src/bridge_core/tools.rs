@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use crate::fault::{self, Fault};
 use crate::pb;
 
 /// The list mode of §10.
@@ -102,12 +103,14 @@ impl ToolSet {
     pub fn register(&mut self, defs: &[pb::ToolDefinition]) -> Vec<Rejected> {
         let mut rejected = Vec::new();
         let mut seen = BTreeSet::new();
-        self.tools.clear();
+        if !fault::on(Fault::BrToollistRegisterMerges) {
+            self.tools.clear();
+        }
         self.modern_only.clear();
         for d in defs {
             let check = if d.name.is_empty() {
                 Err(Invalid::EmptyName)
-            } else if !d.input_schema_json.is_empty() {
+            } else if !d.input_schema_json.is_empty() && !fault::on(Fault::BrHandshakeSchemaUnchecked) {
                 object_schema(&d.input_schema_json, "input_schema_json")
             } else {
                 Ok(())
@@ -135,7 +138,7 @@ impl ToolSet {
                 }
                 Err(reason) => rejected.push(Rejected { name: d.name.clone(), reason }),
                 // BR-HANDSHAKE-13: the first definition of a name wins.
-                Ok(()) if !seen.insert(d.name.clone()) => {}
+                Ok(()) if !seen.insert(d.name.clone()) && !fault::on(Fault::BrHandshakeDuplicatesListed) => {}
                 Ok(()) => self.tools.push(d.clone()),
             }
         }
@@ -167,6 +170,9 @@ impl ToolSet {
     /// The definition of `name` when it is in the active set as a legacy session sees it
     /// (BR-CALL-04).
     pub fn get_active(&self, name: &str) -> Option<&pb::ToolDefinition> {
+        if fault::on(Fault::BrToollistCallDisabled) {
+            return self.tools.iter().find(|t| t.name == name && !self.modern_only.contains(&t.name));
+        }
         self.legacy_active().find(|t| t.name == name)
     }
 
@@ -184,7 +190,12 @@ impl ToolSet {
     /// The active set's names in byte-wise order (ActiveToolsResponse, BR-TOOLLIST-08).
     pub fn active_names(&self) -> Vec<String> {
         let mut v: Vec<String> = self.active().map(|t| t.name.clone()).collect();
+        if fault::on(Fault::BrToollistUnregisteredActive) && self.mode == ListMode::Allow {
+            v.extend(self.allowed.iter().cloned());
+            v.dedup();
+        }
         v.sort();
+        v.dedup();
         v
     }
 
@@ -202,6 +213,9 @@ impl ToolSet {
                 ListMode::Allow => {
                     self.allowed.insert(n.clone());
                 }
+                ListMode::Block if fault::on(Fault::BrToollistBlockSwapped) => {
+                    self.blocked.insert(n.clone());
+                }
                 ListMode::Block => {
                     self.blocked.remove(n);
                 }
@@ -218,6 +232,9 @@ impl ToolSet {
                 ListMode::Allow => {
                     self.allowed.remove(n);
                 }
+                ListMode::Block if fault::on(Fault::BrToollistBlockSwapped) => {
+                    self.blocked.remove(n);
+                }
                 ListMode::Block => {
                     self.blocked.insert(n.clone());
                 }
@@ -229,7 +246,7 @@ impl ToolSet {
         self.disabled.clear();
         self.allowed.clear();
         self.blocked.clear();
-        if names.is_empty() {
+        if names.is_empty() && !fault::on(Fault::BrToollistEmptySwitchNotOpen) {
             self.mode = ListMode::Open;
             return;
         }
@@ -249,11 +266,13 @@ impl ToolSet {
         match op {
             ToolOp::Enable(n) => self.enable(n),
             ToolOp::Disable(n) => self.disable(n),
+            ToolOp::SetAllowed(n) if fault::on(Fault::BrToollistAllowAsBlock) => self.switch(ListMode::Block, n),
             ToolOp::SetAllowed(n) => self.switch(ListMode::Allow, n),
             ToolOp::SetBlocked(n) => self.switch(ListMode::Block, n),
+            ToolOp::Get if fault::on(Fault::BrToollistGetResets) => self.switch(ListMode::Open, &[]),
             ToolOp::Get => {}
             ToolOp::Batch { enable, disable, allow, block } => {
-                if !allow.is_empty() && !block.is_empty() {
+                if !allow.is_empty() && !block.is_empty() && !fault::on(Fault::BrToollistConflictApplied) {
                     return false;
                 }
                 if !allow.is_empty() {
@@ -262,8 +281,13 @@ impl ToolSet {
                 if !block.is_empty() {
                     self.switch(ListMode::Block, block);
                 }
-                self.enable(enable);
-                self.disable(disable);
+                if fault::on(Fault::BrToollistBatchDisableFirst) {
+                    self.disable(disable);
+                    self.enable(enable);
+                } else {
+                    self.enable(enable);
+                    self.disable(disable);
+                }
             }
         }
         before != self.snapshot()

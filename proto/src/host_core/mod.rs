@@ -35,6 +35,7 @@ use serde_json::{Value, json};
 
 use crate::bound::{Bound, thousands, value_size};
 use crate::bridge_core::{HostError, ListKind, ModernCall, ModernCaps, SessionCaps};
+use crate::fault::{self, Fault};
 use crate::jsonrpc::{ErrorCode, RequestId};
 use crate::mcp_input::{self, Admission, LOG_LEVELS, SpecReader};
 use msg::{Message, Notification, Request, Response, ResponseError};
@@ -337,7 +338,9 @@ impl HostCore {
         match serde_json::from_slice::<Value>(bytes) {
             Ok(v) => (self.handle_value(now, &v), Some(v)),
             Err(_) => {
-                let refusal = mcp_input::error_response(Value::Null, ErrorCode::PARSE_ERROR, "parse error");
+                let id =
+                    if crate::fault::on(crate::fault::Fault::BrMcpParseErrorIdZero) { json!(0) } else { Value::Null };
+                let refusal = mcp_input::error_response(id, ErrorCode::PARSE_ERROR, "parse error");
                 (Intake::Refused(refusal), None)
             }
         }
@@ -350,6 +353,14 @@ impl HostCore {
             return Intake::Dropped;
         }
         match self.gate.inbound(v) {
+            // The fault: the duplicate is refused, and the session ends with it.
+            Admission::Answer(refusal)
+                if crate::fault::on(crate::fault::Fault::BrMcpDuplicateEndsSession)
+                    && v.get("id").and_then(RequestId::of).is_some_and(|id| self.pending.contains_key(&id)) =>
+            {
+                self.phase = Phase::Ended;
+                return Intake::Refused(refusal);
+            }
             Admission::Answer(refusal) => return Intake::Refused(refusal),
             Admission::Drop => return Intake::Dropped,
             Admission::Pass => {}
@@ -413,15 +424,21 @@ impl HostCore {
     }
 
     fn handle_request(&mut self, r: Request) {
-        if mcp_input::is_modern(&r.method, r.params.as_ref()) {
+        // br.stateless.legacy-once-initialized: the era decided per stream, not per request.
+        let legacy_stream = self.version().is_some() && fault::on(Fault::BrStatelessLegacyOnceInitialized);
+        if mcp_input::is_modern(&r.method, r.params.as_ref()) && !legacy_stream {
             return self.modern_request(r);
         }
         match r.method.as_str() {
-            "ping" => return self.answer(r.id, Ok(json!({}))),
+            "ping"
+                if !(crate::fault::on(crate::fault::Fault::BrMcpPingBeforeInitRefused) && self.version().is_none()) =>
+            {
+                return self.answer(r.id, Ok(json!({})));
+            }
             "initialize" => return self.initialize(r),
             _ => {}
         }
-        if self.version().is_none() {
+        if self.version().is_none() && !crate::fault::on(crate::fault::Fault::BrMcpForwardedBeforeInit) {
             // BR-MCP-09: no Envelope traffic before initialize.
             let why = format!("{} before initialize: the session is not initialized", r.method);
             return self.answer(r.id, Err((ErrorCode::INVALID_REQUEST, why)));
@@ -431,6 +448,12 @@ impl HostCore {
                 let level = r.param("level").and_then(Value::as_str).unwrap_or_default();
                 self.threshold = LOG_LEVELS.iter().position(|l| *l == level).unwrap_or(0);
                 return self.answer(r.id, Ok(json!({})));
+            }
+            "resources/subscribe" | "resources/unsubscribe"
+                if crate::fault::on(crate::fault::Fault::BrResourceSubscribeUnknown) =>
+            {
+                let why = format!("method not found: {}", r.method);
+                return self.answer(r.id, Err((ErrorCode::METHOD_NOT_FOUND, why)));
             }
             "resources/subscribe" | "resources/unsubscribe" => {
                 let uri = r.param("uri").and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -450,6 +473,9 @@ impl HostCore {
     /// `modern`: what a modern request's `_meta` said.
     fn forward_request(&mut self, r: Request, meta: Option<modern::ModernMeta>) {
         let modern = meta.is_some();
+        if r.method == "tools/call" && r.param("task").is_some() && fault::on(Fault::BrTaskAugmentedRefused) {
+            return self.answer(r.id, Err((ErrorCode::INVALID_PARAMS, "task execution is not supported".into())));
+        }
         let listing =
             Listing::of(&r.method).map(|l| if modern && l == Listing::Tools { Listing::ModernTools } else { l });
         let forward = match listing {
@@ -464,7 +490,12 @@ impl HostCore {
                 Some(f) => f,
                 None => {
                     let why = format!("method not found: {}", r.method);
-                    return self.answer(r.id, Err((ErrorCode::METHOD_NOT_FOUND, why)));
+                    let code = if crate::fault::on(crate::fault::Fault::BrMcpUnknownMethodInternal) {
+                        ErrorCode::INTERNAL_ERROR
+                    } else {
+                        ErrorCode::METHOD_NOT_FOUND
+                    };
+                    return self.answer(r.id, Err((code, why)));
                 }
             },
         };
@@ -511,7 +542,16 @@ impl HostCore {
         if let Err(e) = modern::check_retry(&r) {
             return self.reply(r.id, Err(e));
         }
+        if fault::on(Fault::BrStatelessLevelIntoSession)
+            && let Some(level) = meta.log_level
+        {
+            self.threshold = level;
+        }
         match r.method.as_str() {
+            "ping" if fault::on(Fault::BrStatelessPingServed) => {
+                let v = modern::decorate(json!({}), &self.server_info(), None);
+                self.reply(r.id, Ok(v))
+            }
             "server/discover" => {
                 let v = modern::decorate(modern::discover(), &self.server_info(), Some(self.cache_scope()));
                 self.reply(r.id, Ok(v))
@@ -537,6 +577,7 @@ impl HostCore {
             None => Ok(0),
             Some(c) => match c.strip_prefix(PAGE_CURSOR).and_then(|n| n.parse::<usize>().ok()) {
                 Some(n) if self.cfg.page_size.is_some() => Ok(n),
+                _ if crate::fault::on(crate::fault::Fault::BrMcpForeignCursorFirstPage) => Ok(0),
                 _ => Err((ErrorCode::INVALID_PARAMS, "unknown cursor".into())),
             },
         }
@@ -588,15 +629,39 @@ impl HostCore {
             return self.answer(r.id, Err((ErrorCode::INVALID_REQUEST, why.into())));
         }
         let asked = r.param("protocolVersion").and_then(Value::as_str).unwrap_or_default();
-        let version = VERSIONS.iter().copied().find(|v| *v == asked).unwrap_or(NEWEST_VERSION);
+        let missing = |v: &str| match v {
+            "2025-03-26" => crate::fault::on(crate::fault::Fault::BrMcpNo20250326),
+            "2024-11-05" => crate::fault::on(crate::fault::Fault::BrMcpNo20241105),
+            _ => false,
+        };
+        let mut version = VERSIONS.iter().copied().find(|v| *v == asked && !missing(v)).unwrap_or(NEWEST_VERSION);
+        if crate::fault::on(crate::fault::Fault::BrMcpVersionAlwaysNewest) {
+            version = NEWEST_VERSION;
+        } else if version == "2025-11-25" && crate::fault::on(crate::fault::Fault::BrMcpNo20251125) {
+            version = "2025-06-18";
+        } else if asked == "2026-07-28" && crate::fault::on(crate::fault::Fault::BrMcpNegotiates20260728) {
+            version = "2026-07-28";
+        }
         self.caps = r.param("capabilities").cloned().unwrap_or(Value::Null);
         self.phase = Phase::Open(version);
         self.joined = true;
-        let result = json!({
+        let mut result = json!({
             "protocolVersion": version,
             "capabilities": modern::capabilities(),
             "serverInfo": self.server_info(),
         });
+        if crate::fault::on(crate::fault::Fault::BrMcpNoCompletionsCap) {
+            result["capabilities"].as_object_mut().map(|c| c.remove("completions"));
+        }
+        if crate::fault::on(crate::fault::Fault::BrMcpNoPromptsCap) {
+            result["capabilities"].as_object_mut().map(|c| c.remove("prompts"));
+        }
+        if crate::fault::on(crate::fault::Fault::BrMcpEmptyServerVersion) {
+            result["serverInfo"]["version"] = json!("");
+        }
+        if fault::on(Fault::BrTaskCapabilityEchoed) && self.caps.get("tasks").is_some() {
+            result["capabilities"]["tasks"] = json!({});
+        }
         self.answer(r.id, Ok(result));
         self.actions.push_back(Action::Open(self.session_caps()));
     }
@@ -626,16 +691,38 @@ impl HostCore {
                 };
                 // BR-STATELESS-32: a cancelled listen subscription ends, without a response.
                 if let Some(i) = self.listens.iter().position(|(l, _)| *l == id) {
-                    self.listens.remove(i);
+                    if !fault::on(Fault::BrStatelessCancelledListenTold) {
+                        self.listens.remove(i);
+                    }
                     self.gate.answered(&id.to_value());
                     return;
+                }
+                if fault::on(Fault::BrCancelLateResultDelivered) && self.pending.contains_key(&id) {
+                    return self.actions.push_back(Action::Cancel { id });
                 }
                 // BR-CANCEL-02: a cancelled request gets no response.
                 if self.pending.remove(&id).is_some() {
                     self.calls.retain(|c| *c != id);
                     self.gate.answered(&id.to_value());
+                    if fault::on(Fault::BrCancelAnswered) {
+                        self.answer(id.clone(), Err((ErrorCode::INTERNAL_ERROR, "request cancelled".into())));
+                    }
+                    self.actions.push_back(Action::Cancel { id });
+                } else if fault::on(Fault::BrCancelUnknownForwarded) {
                     self.actions.push_back(Action::Cancel { id });
                 }
+            }
+            "notifications/roots/list_changed" if crate::fault::on(crate::fault::Fault::BrRootsListChangedAnswered) => {
+                let e = ResponseError::new(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    "method not found: notifications/roots/list_changed",
+                );
+                self.queue(Message::Response(Response { id: None, outcome: Err(e) }), Route::Session);
+            }
+            "notifications/progress" | "notifications/roots/list_changed" => {}
+            other if crate::fault::on(crate::fault::Fault::BrMcpUnknownNotificationAnswered) => {
+                let e = ResponseError::new(ErrorCode::METHOD_NOT_FOUND, format!("method not found: {other}"));
+                self.queue(Message::Response(Response { id: None, outcome: Err(e) }), Route::Session);
             }
             // Progress from a host, roots/list_changed, unknown notifications: ignored
             // (BR-MCP-15/22, BR-ROOTS-04).
@@ -661,6 +748,7 @@ impl HostCore {
     pub fn handle_outcome(&mut self, now: Instant, id: RequestId, outcome: Result<Value, HostError>) {
         let _ = now;
         let Some(pending) = self.pending.remove(&id) else { return };
+        let call = self.calls.contains(&id);
         self.calls.retain(|c| *c != id);
         let modern = pending.modern;
         let outcome = match (outcome, pending.list) {
@@ -669,7 +757,9 @@ impl HostCore {
                 return;
             }
             // BR-RESOURCE-11: a modern read of a missing resource is -32602 naming the URI.
-            (Err(HostError::ResourceNotFound(why)), _) if modern => {
+            (Err(HostError::ResourceNotFound(why)), _)
+                if modern && !crate::fault::on(crate::fault::Fault::BrResourceModernNotFound) =>
+            {
                 let mut e = ResponseError::new(ErrorCode::INVALID_PARAMS, why);
                 e.data = Some(json!({"uri": pending.uri}));
                 Err(e)
@@ -677,9 +767,9 @@ impl HostCore {
             (Err(e), _) => Err(ResponseError::new(e.code(), e.to_string())),
             (Ok(Value::Array(mut items)), Some((listing, from))) => {
                 // BR-TOOLLIST-16 (modern requests): tools in byte-wise order of name.
-                if listing == Listing::ModernTools {
+                if listing == Listing::ModernTools && !crate::fault::on(crate::fault::Fault::BrToollistUnsorted) {
                     items.sort_by(|a, b| a["name"].as_str().unwrap_or("").cmp(b["name"].as_str().unwrap_or("")));
-                    if self.cfg.http {
+                    if self.cfg.http && !fault::on(Fault::BrHttpBadAnnotationKept) {
                         self.drop_bad_header_annotations(&mut items);
                     }
                 }
@@ -689,12 +779,23 @@ impl HostCore {
         };
         let outcome = match outcome {
             Ok(v) if modern => {
-                let cacheable = pending.list.is_some() || pending.uri.is_some();
-                let scope = if pending.uri.is_some() { "private" } else { self.cache_scope() };
-                Ok(modern::decorate(v, &self.server_info(), cacheable.then_some(scope)))
+                let read = pending.uri.is_some();
+                let cacheable = pending.list.is_some() || (read && !fault::on(Fault::BrStatelessReadNoCacheHints));
+                let scope =
+                    if read && !fault::on(Fault::BrStatelessReadPublic) { "private" } else { self.cache_scope() };
+                let mut v = modern::decorate(v, &self.server_info(), cacheable.then_some(scope));
+                let tools = pending.list.is_some_and(|(l, _)| l == Listing::ModernTools);
+                let ttl_fault = if tools { Fault::BrStatelessToolsTtl } else { Fault::BrStatelessListTtl };
+                if cacheable && fault::on(ttl_fault) {
+                    v["ttlMs"] = json!(60000);
+                }
+                Ok(v)
             }
             other => other,
         };
+        if call && crate::fault::on(crate::fault::Fault::BrMcpCallAnsweredTwice) {
+            self.reply(id.clone(), outcome.clone());
+        }
         self.reply(id, outcome);
     }
 
@@ -748,12 +849,18 @@ impl HostCore {
                 // A legacy session gets what its threshold admits (BR-LOG-01/05); a modern
                 // request only as the attached request of the single call owner, which the
                 // bridge core found admitting the entry (BR-LOG-07/08, BR-STATELESS-15).
-                let route = if self.version().is_some() && rank >= self.threshold {
+                let admitted =
+                    rank >= self.threshold || (fault::on(Fault::BrLogThresholdOffByOne) && rank + 1 == self.threshold);
+                let route = if self.version().is_some() && admitted {
                     Route::Session
                 } else if for_call
                     && let Some(id) = self.pending.iter().find(|(_, p)| p.log_level.is_some()).map(|(id, _)| id.clone())
                 {
                     Route::Cause(id)
+                } else if fault::on(Fault::BrLogOnListen)
+                    && let Some((id, _)) = self.listens.first()
+                {
+                    Route::Cause(id.clone())
                 } else {
                     return;
                 };
@@ -777,7 +884,8 @@ impl HostCore {
             }
             Note::ResourceUpdated(uri) => {
                 self.tell_listens_updated(&uri);
-                if !self.subscriptions.contains(&uri) {
+                if !self.subscriptions.contains(&uri) && !crate::fault::on(crate::fault::Fault::BrResourceUpdatedToAll)
+                {
                     return;
                 }
                 ("notifications/resources/updated", json!({"uri": uri}), Route::Session)
@@ -798,6 +906,7 @@ impl HostCore {
                 ListKind::Resources => l.resources,
             })
             .map(|(id, _)| id.clone())
+            .take(if fault::on(Fault::BrStatelessListenFirstOnly) { 1 } else { usize::MAX })
             .collect();
         for id in wanted {
             let params = json!({"_meta": { (modern::META_SUBSCRIPTION): id.to_value() }});
@@ -808,8 +917,18 @@ impl HostCore {
 
     /// A resource update to every listen subscription that holds its URI (BR-RESOURCE-12).
     fn tell_listens_updated(&mut self, uri: &str) {
-        let wanted: Vec<RequestId> =
-            self.listens.iter().filter(|(_, l)| l.uris.iter().any(|u| u == uri)).map(|(id, _)| id.clone()).collect();
+        let wanted: Vec<RequestId> = self
+            .listens
+            .iter()
+            .filter(|(_, l)| {
+                l.uris.iter().any(|u| {
+                    u == uri
+                        || (uri.starts_with(u.as_str())
+                            && crate::fault::on(crate::fault::Fault::BrResourceListenPrefix))
+                })
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
         for id in wanted {
             let params = json!({"uri": uri, "_meta": { (modern::META_SUBSCRIPTION): id.to_value() }});
             let n = Notification::new("notifications/resources/updated", Some(params));
@@ -820,7 +939,10 @@ impl HostCore {
     /// list_changed waits for notifications/initialized: a change between initialize and
     /// initialized is announced right after it, never before, and never lost.
     fn queue_list_changed(&mut self, kind: ListKind) {
-        if !matches!(self.phase, Phase::Ready(_)) {
+        // br.stateless.untagged-list-changed: a stream that never initialized is served as one that did.
+        let ready = matches!(self.phase, Phase::Ready(_))
+            || (self.phase == Phase::New && fault::on(Fault::BrStatelessUntaggedListChanged));
+        if !ready {
             // Held for a legacy session to come (a modern-only stream hears nothing untagged,
             // BR-STATELESS-15); a stream that never initializes holds at most the three kinds.
             if !self.held.contains(&kind) {
@@ -889,7 +1011,9 @@ impl HostCore {
         self.listens.clear();
         let mut ids: Vec<RequestId> = self.pending.drain().map(|(id, _)| id).collect();
         ids.sort();
-        self.actions.extend(ids.into_iter().map(|id| Action::Cancel { id }));
+        if !fault::on(Fault::BrCancelNotOnSessionEnd) {
+            self.actions.extend(ids.into_iter().map(|id| Action::Cancel { id }));
+        }
         let mut asks: Vec<AskId> = self.asks.drain().map(|(_, (a, _))| a).collect();
         asks.sort();
         let ended = || Err(ReverseError::Host("the session ended".into()));
@@ -934,6 +1058,12 @@ impl HostCore {
     /// The next thing the shell must do.
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
+    }
+
+    /// Whether request `id` was forwarded and waits for its outcome (cancelling it then means
+    /// it gets no response, BR-CANCEL-02).
+    pub fn is_pending(&self, id: &RequestId) -> bool {
+        self.pending.contains_key(id)
     }
 
     /// Whether nothing waits to go out.

@@ -6,6 +6,7 @@
 use serde_json::{Map, Value, json};
 
 use super::msg::{Request, ResponseError};
+use crate::fault::{self, Fault};
 use crate::jsonrpc::ErrorCode;
 use crate::mcp_input::{LOG_LEVELS, META_VERSION, ServerReader, SpecReader};
 
@@ -62,10 +63,17 @@ pub fn check(r: &Request) -> Result<ModernMeta, ResponseError> {
     if version != MODERN_VERSION {
         let mut e =
             ResponseError::new(ErrorCode::UNSUPPORTED_VERSION, format!("unsupported protocol version {version}"));
-        e.data = Some(json!({"supported": SUPPORTED_VERSIONS, "requested": version}));
+        let supported =
+            if fault::on(Fault::BrStatelessSupportedModernOnly) { &[MODERN_VERSION] } else { SUPPORTED_VERSIONS };
+        e.data = Some(json!({"supported": supported, "requested": version}));
         return Err(e);
     }
-    let Some(caps @ Value::Object(_)) = meta.and_then(|m| m.get(META_CAPS)) else {
+    let empty = json!({});
+    let caps = match meta.and_then(|m| m.get(META_CAPS)) {
+        None if fault::on(Fault::BrStatelessCapsOptional) => Some(&empty),
+        other => other,
+    };
+    let Some(caps @ Value::Object(_)) = caps else {
         return Err(invalid(format!("_meta[\"{META_CAPS}\"] must be an object")));
     };
     // BR-STATELESS-06
@@ -73,11 +81,17 @@ pub fn check(r: &Request) -> Result<ModernMeta, ResponseError> {
         None => None,
         Some(l) => match l.as_str().and_then(|l| LOG_LEVELS.iter().position(|x| *x == l)) {
             Some(rank) => Some(rank),
+            None if fault::on(Fault::BrStatelessBadLevelIgnored) => None,
             None => return Err(invalid(format!("_meta[\"{META_LOG_LEVEL}\"] must be a log level name"))),
         },
     };
     // BR-STATELESS-07, BR-TASK-06
-    if !MODERN_METHODS.contains(&r.method.as_str()) {
+    if r.method.starts_with("tasks/") && fault::on(Fault::BrTaskModernInvalidParams) {
+        return Err(invalid(format!("no such task: {}", r.method)));
+    }
+    let served =
+        MODERN_METHODS.contains(&r.method.as_str()) || (r.method == "ping" && fault::on(Fault::BrStatelessPingServed));
+    if !served {
         let e =
             ResponseError::new(ErrorCode::METHOD_NOT_FOUND, format!("method not found in 2026-07-28: {}", r.method));
         return Err(e);
@@ -126,7 +140,9 @@ pub fn decorate(mut result: Value, server_info: &Value, cache: Option<&'static s
     let Some(o) = result.as_object_mut() else { return result };
     // An InputRequiredResult of the bridge core keeps its type, and no cache hints
     // (BR-STATELESS-11).
-    if o.get("resultType").and_then(Value::as_str) == Some("input_required") {
+    if o.get("resultType").and_then(Value::as_str) == Some("input_required")
+        && !fault::on(Fault::BrStatelessInputRequiredAsComplete)
+    {
         let meta = o.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
         if let Some(m) = meta.as_object_mut() {
             m.insert(META_SERVER_INFO.into(), server_info.clone());
@@ -134,8 +150,12 @@ pub fn decorate(mut result: Value, server_info: &Value, cache: Option<&'static s
         return result;
     }
     o.insert("resultType".into(), json!("complete"));
+    // br.stateless.server-info-skipped: only a result without `_meta` of its own gets one.
+    let own_meta = o.contains_key("_meta");
     let meta = o.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
-    if let Some(m) = meta.as_object_mut() {
+    if let Some(m) = meta.as_object_mut()
+        && !(own_meta && fault::on(Fault::BrStatelessServerInfoSkipped))
+    {
         m.insert(META_SERVER_INFO.into(), server_info.clone());
     }
     if let Some(scope) = cache {
@@ -147,7 +167,13 @@ pub fn decorate(mut result: Value, server_info: &Value, cache: Option<&'static s
 
 /// The `server/discover` result (BR-STATELESS-08), before decoration.
 pub fn discover() -> Value {
-    json!({"supportedVersions": SUPPORTED_VERSIONS, "capabilities": capabilities()})
+    let mut caps = capabilities();
+    if fault::on(Fault::BrStatelessDiscoverNoLogging)
+        && let Some(c) = caps.as_object_mut()
+    {
+        c.remove("logging");
+    }
+    json!({"supportedVersions": SUPPORTED_VERSIONS, "capabilities": caps})
 }
 
 /// What an open `subscriptions/listen` asked for and was granted (BR-STATELESS-30).
@@ -164,7 +190,12 @@ impl Listen {
     /// The filter of a listen request: -32602 when `params.notifications` is missing or not an
     /// object (BR-STATELESS-30).
     pub fn of(r: &Request) -> Result<Listen, ResponseError> {
-        let Some(n) = r.param("notifications").and_then(Value::as_object) else {
+        let none = Map::new();
+        let n = match r.param("notifications") {
+            None if fault::on(Fault::BrStatelessListenNoFilter) => Some(&none),
+            other => other.and_then(Value::as_object),
+        };
+        let Some(n) = n else {
             return Err(invalid("subscriptions/listen needs params.notifications, an object"));
         };
         let on = |k: &str| n.get(k) == Some(&Value::Bool(true));
@@ -201,6 +232,7 @@ impl Listen {
 /// for an undefined method (-32601).
 pub fn http_status(e: &ResponseError) -> u16 {
     match e.code {
+        ErrorCode::METHOD_NOT_FOUND if fault::on(Fault::BrHttpNotFound400) => 400,
         ErrorCode::METHOD_NOT_FOUND => 404,
         ErrorCode::HEADER_MISMATCH | ErrorCode::UNSUPPORTED_VERSION | ErrorCode::INVALID_PARAMS => 400,
         _ => 200,
@@ -221,7 +253,7 @@ pub fn check_headers<'a>(r: &Request, header: impl Fn(&str) -> Option<&'a str>) 
     if header("mcp-protocol-version").is_none() || header("mcp-protocol-version") != version {
         return Err(mismatch("MCP-Protocol-Version", version));
     }
-    if header("mcp-method") != Some(r.method.as_str()) {
+    if header("mcp-method") != Some(r.method.as_str()) && !fault::on(Fault::BrHttpMethodHeaderUnchecked) {
         return Err(mismatch("Mcp-Method", Some(&r.method)));
     }
     let name = match r.method.as_str() {
@@ -408,7 +440,8 @@ pub fn check_param_headers<'a>(
         let Some(arg) = arg.filter(|v| !v.is_null()) else { continue };
         let header_name = format!("mcp-param-{}", a.name.to_ascii_lowercase());
         let value = header(&header_name).and_then(header_value);
-        if !value.is_some_and(|v| header_matches(&v, arg)) {
+        let value_ok = |v: &str| fault::on(Fault::BrHttpParamValueUnchecked) || header_matches(v, arg);
+        if !value.is_some_and(|v| value_ok(&v)) {
             return Err(ResponseError::new(
                 ErrorCode::HEADER_MISMATCH,
                 format!("the Mcp-Param-{} header must equal the argument {} ({arg})", a.name, a.path.join(".")),

@@ -68,6 +68,13 @@ impl Run<'_> {
             return Ok(());
         }
         match self.host.garbage().first() {
+            // The mock's own stdout line: the tool process's stdout is the MCP output.
+            Some(line) if line.trim_end() == crate::mock::STDOUT_LINE => {
+                self.ex.found = &["BR-CONN-06"];
+                Err(StepError::Fail(format!(
+                    "the tool process's stdout reached the bridge's MCP output (stdout): {line:?}"
+                )))
+            }
             Some(line) => {
                 self.ex.found = &["BR-MCP-01"];
                 Err(StepError::Fail(format!("the bridge wrote a line that is not JSON-RPC on stdout: {line:?}")))

@@ -440,6 +440,9 @@ impl<'a> Exec<'a> {
         // does not come back breaks what the step checks (a restart, say).
         let connect: &'static [&'static str] = match self.scenario.role {
             _ if self.reconnecting => &[],
+            // The harness planted a stale file at the socket path (BR-CONN-04): a tool process
+            // that then never connects shows the bridge did not clear it before listening.
+            crate::scenario::Role::Bridge if self.scenario.stale_socket => &["BR-CONN-04"],
             crate::scenario::Role::ToolProcess => &["TP-CONN-01"],
             crate::scenario::Role::Bridge => &["BR-CONN-01"],
         };
