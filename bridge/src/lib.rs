@@ -293,6 +293,11 @@ impl Bridge {
         self.read(Core::tools)
     }
 
+    /// One item of [`Bridge::tools`], by name.
+    pub fn tool(&self, name: &str) -> Option<Value> {
+        self.read(|c| c.tool(name))
+    }
+
     pub fn tools_modern(&self) -> Vec<Value> {
         self.read(Core::tools_modern)
     }

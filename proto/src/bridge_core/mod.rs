@@ -378,6 +378,12 @@ impl Core {
         self.tools.legacy_active().map(shapes::mcp_tool).collect()
     }
 
+    /// The item of [`Core::tools`] named `name`, alone: what one call's checks need, without
+    /// building the whole list.
+    pub fn tool(&self, name: &str) -> Option<Value> {
+        self.tools.get_active(name).map(shapes::mcp_tool)
+    }
+
     /// tools/list for a modern request: also the tools whose output schema is not of type
     /// object (BR-STATELESS-35).
     pub fn tools_modern(&self) -> Vec<Value> {
