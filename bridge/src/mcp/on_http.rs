@@ -363,10 +363,10 @@ async fn post(
         (Some(r), _) => {
             let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
             // BR-HTTP-30: the Mcp-Param-* headers the tool's input schema asks for, checked
-            // against the active set's definition (the called tool's alone: building the whole
-            // list per call cost more than the rest of the checks).
+            // against the definition modern tools/list shows (the called tool's alone: building
+            // the whole list per call cost more than the rest of the checks).
             let called = (r.method == "tools/call").then(|| r.param("name").and_then(Value::as_str)).flatten();
-            let tool = called.and_then(|name| bridge.tool(name));
+            let tool = called.and_then(|name| bridge.tool_modern(name));
             let checked = modern::check_headers(&r, header)
                 .and_then(|()| modern::check(&r).map(|_| ()))
                 .and_then(|()| modern::check_param_headers(&r, tool.as_slice(), header));
