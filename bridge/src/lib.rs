@@ -296,6 +296,11 @@ impl Bridge {
         self.read(Core::tools)
     }
 
+    /// One item of the modern tools/list, by name ([`Core::tool_modern`]).
+    pub fn tool_modern(&self, name: &str) -> Option<Value> {
+        self.read(|c| c.tool_modern(name))
+    }
+
     pub fn tools_modern(&self) -> Vec<Value> {
         self.read(Core::tools_modern)
     }

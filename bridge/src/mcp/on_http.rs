@@ -40,7 +40,7 @@ impl Stream {
     fn new() -> (Stream, Events) {
         let (tx, rx) = mpsc::unbounded_channel();
         let queued = Arc::new(AtomicUsize::new(0));
-        (Stream { events: tx, queued: queued.clone() }, Events { rx, queued })
+        (Stream { events: tx, queued: queued.clone() }, Events { rx, queued, pump: None })
     }
 
     /// Puts `msg` on the stream as one event. A droppable one (a notification) is dropped while
@@ -308,15 +308,14 @@ fn modern_request_of(v: &Value) -> Option<Request> {
     }
 }
 
-/// A session of its own for one modern request, not registered under any id.
+/// A session of its own for one modern request, not registered under any id. It has no router
+/// task: its request's response routes it ([`Pump`]), since nothing else can read it.
 fn new_session(bridge: &Arc<Bridge>, authenticated: bool) -> Arc<HttpSession> {
-    let s = Arc::new(HttpSession {
+    Arc::new(HttpSession {
         session: McpSession::new(bridge.clone(), authenticated, true),
         streams: Mutex::new(Streams { modern: true, ..Streams::default() }),
         last_seen: Mutex::new(Instant::now()),
-    });
-    tokio::spawn(route(s.clone()));
-    s
+    })
 }
 
 /// Ends a modern request's session when its response goes away (answered, or the host left).
@@ -419,10 +418,13 @@ async fn post(
         (Some(r), _) => {
             let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
             // BR-HTTP-30: the Mcp-Param-* headers the tool's input schema asks for, checked
-            // against the active set's definition.
+            // against the definition modern tools/list shows (the called tool's alone: building
+            // the whole list per call cost more than the rest of the checks).
+            let called = (r.method == "tools/call").then(|| r.param("name").and_then(Value::as_str)).flatten();
+            let tool = called.and_then(|name| bridge.tool_modern(name));
             let checked = modern::check_headers(&r, header)
                 .and_then(|()| modern::check(&r).map(|_| ()))
-                .and_then(|()| modern::check_param_headers(&r, &bridge.tools(), header));
+                .and_then(|()| modern::check_param_headers(&r, tool.as_slice(), header));
             if let Err(e) = checked {
                 if bridge.tracing() {
                     bridge.trace_mcp(true, parsed.as_ref().unwrap_or(&Value::Null));
@@ -502,6 +504,12 @@ async fn post(
     // what it asked (BR-CANCEL-08, BR-STATELESS-32).
     let ends = (ephemeral && !protomcp_proto::fault::on(protomcp_proto::fault::Fault::BrCancelHttpCloseIgnored))
         .then(|| EndOnDrop(s.session.clone()));
+    let events = events.map(|mut e| {
+        if ephemeral {
+            e.pump = Some(Pump::new(s.clone()));
+        }
+        e
+    });
     let mut resp = match (intake, events) {
         (Intake::Request(_), Some(events)) if sse => {
             let mut held = Held::gather(events).await;
@@ -529,7 +537,7 @@ async fn post(
 /// The answer of a request whose host reads JSON only: the response alone, as JSON.
 async fn json_answer(mut events: Events) -> hyper::Response<HttpBody> {
     let mut last = None;
-    while let Some(e) = events.rx.recv().await {
+    while let Some(e) = events.next().await {
         last = Some(e);
     }
     let text = last.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
@@ -555,13 +563,51 @@ async fn route(s: Arc<HttpSession>) {
             woken.await;
             continue;
         }
-        let mut streams = s.streams.lock().unwrap();
-        for t in batch {
-            let v = t.message.to_value();
-            if bridge.tracing() {
-                bridge.trace_mcp(false, &v);
+        deliver_batch(&s, &bridge, batch);
+    }
+}
+
+/// A batch of the core's messages onto the session's streams.
+fn deliver_batch(s: &HttpSession, bridge: &Bridge, batch: Vec<Transmit>) {
+    let mut streams = s.streams.lock().unwrap();
+    for t in batch {
+        let v = t.message.to_value();
+        if bridge.tracing() {
+            bridge.trace_mcp(false, &v);
+        }
+        deliver(&mut streams, t, &v);
+    }
+}
+
+/// The router of a modern request's own session, run by its response whenever the response is
+/// polled ([`Events::poll_next`]): what [`route`] does for a session, without a task of its own
+/// (a task per request cost a spawn and two more wake-ups per call).
+struct Pump {
+    s: Arc<HttpSession>,
+    /// Woken when messages wait in the session's core.
+    woken: std::pin::Pin<Box<tokio::sync::futures::OwnedNotified>>,
+}
+
+impl Pump {
+    fn new(s: Arc<HttpSession>) -> Pump {
+        let woken = Box::pin(s.session.wake.clone().notified_owned());
+        Pump { s, woken }
+    }
+
+    /// Delivers what waits in the core; registers `cx` to be woken when more does.
+    fn pump(&mut self, cx: &mut std::task::Context<'_>) {
+        loop {
+            let batch = self.s.session.take(64);
+            if !batch.is_empty() {
+                deliver_batch(&self.s, &self.s.session.bridge, batch);
+                continue;
             }
-            deliver(&mut streams, t, &v);
+            // `notify_one` leaves a permit when nobody waits: a message queued after the take
+            // makes this ready.
+            if self.woken.as_mut().poll(cx).is_pending() {
+                return;
+            }
+            self.woken = Box::pin(self.s.session.wake.clone().notified_owned());
         }
     }
 }
@@ -612,6 +658,26 @@ fn deliver(streams: &mut Streams, t: Transmit, v: &Value) {
 struct Events {
     rx: mpsc::UnboundedReceiver<Bytes>,
     queued: Arc<AtomicUsize>,
+    /// A modern request's session, routed by this stream.
+    pump: Option<Pump>,
+}
+
+impl Events {
+    /// The next event; `None` when the stream ended.
+    fn poll_next(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Bytes>> {
+        if let Some(p) = self.pump.as_mut() {
+            p.pump(cx);
+        }
+        self.rx.poll_recv(cx).map(|e| {
+            e.inspect(|b| {
+                self.queued.fetch_sub(b.len(), Ordering::Relaxed);
+            })
+        })
+    }
+
+    async fn next(&mut self) -> Option<Bytes> {
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
+    }
 }
 
 impl hyper::body::Body for Events {
@@ -622,12 +688,7 @@ impl hyper::body::Body for Events {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
-        self.rx.poll_recv(cx).map(|e| {
-            e.map(|b| {
-                self.queued.fetch_sub(b.len(), Ordering::Relaxed);
-                Ok(hyper::body::Frame::data(b))
-            })
-        })
+        self.poll_next(cx).map(|e| e.map(|b| Ok(hyper::body::Frame::data(b))))
     }
 }
 
@@ -657,11 +718,8 @@ impl Held {
         let mut done = false;
         loop {
             tokio::select! {
-                e = rest.rx.recv() => match e {
-                    Some(b) => {
-                        rest.queued.fetch_sub(b.len(), Ordering::Relaxed);
-                        first.extend_from_slice(&b);
-                    }
+                e = rest.next() => match e {
+                    Some(b) => first.extend_from_slice(&b),
                     None => {
                         done = true;
                         break;

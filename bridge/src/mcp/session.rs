@@ -24,7 +24,7 @@ pub struct McpSession {
     pub(super) bridge: Arc<Bridge>,
     core: Mutex<HostCore>,
     /// Wakes the transport's writer when messages wait.
-    pub(super) wake: Notify,
+    pub(super) wake: Arc<Notify>,
     /// Requests forwarded to the bridge and running, by the host's id.
     running: Mutex<HashMap<RequestId, CancellationToken>>,
     /// Our requests to the host waiting for the answer.
@@ -63,7 +63,7 @@ impl McpSession {
             id: SESSION_IDS.fetch_add(1, Ordering::Relaxed),
             bridge,
             core: Mutex::new(HostCore::new(cfg)),
-            wake: Notify::new(),
+            wake: Arc::new(Notify::new()),
             running: Mutex::new(HashMap::new()),
             asked: Mutex::new(HashMap::new()),
             ended: CancellationToken::new(),

@@ -405,6 +405,13 @@ impl Core {
         self.tools.legacy_active().map(shapes::mcp_tool).collect()
     }
 
+    /// The item of [`Core::tools_modern`] named `name`, alone: what a modern call's header check
+    /// (BR-HTTP-30) needs, without building the whole list. A tool only modern requests see
+    /// (BR-STATELESS-35) is found too: its headers are checked like any other's.
+    pub fn tool_modern(&self, name: &str) -> Option<Value> {
+        self.tools.get_active_modern(name).map(shapes::mcp_tool)
+    }
+
     /// tools/list for a modern request: also the tools whose output schema is not of type
     /// object (BR-STATELESS-35).
     pub fn tools_modern(&self) -> Vec<Value> {

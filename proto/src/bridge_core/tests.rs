@@ -386,6 +386,17 @@ fn a_handshake_serves_the_tools_after_the_marker_and_the_list_pulls() {
 }
 
 #[test]
+fn one_tool_is_its_item_of_the_modern_tools_list_and_a_name_not_listed_is_none() {
+    let sim = Sim::new(None);
+    let list = sim.core.tools_modern();
+    for name in ["echo", "shaped"] {
+        assert_eq!(sim.core.tool_modern(name).as_ref(), list.iter().find(|t| t["name"] == name), "{name}");
+    }
+    assert_eq!(sim.core.tool_modern("not-registered"), None);
+    clean(sim);
+}
+
+#[test]
 fn without_a_marker_the_burst_ends_after_handshake_quiet_and_each_registration_restarts_it() {
     let mut core = Core::new(Config { call_timeout: Duration::from_secs(5), ..Config::default() });
     let t0 = Instant::now();
