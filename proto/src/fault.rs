@@ -212,6 +212,9 @@ faults! {
     BrCallUnknownToolAsResult = ("br.call.unknown-tool-as-result", Bridge, "BR-CALL-04", "a tools/call of an unknown tool gets an isError result instead of error -32602"),
     // bridge: MCP side (§20–§26)
     BrMcpUnansweredAfterRestart = ("br.mcp.unanswered-after-restart", Bridge, "BR-MCP-19", "a tools/call that arrives after the tool process was restarted is never answered (the new connection's call table lost)"),
+    // [E] explore
+    BrMrtrRefusedRetryForwards = ("br.mrtr.refused-retry-forwards", Bridge, "BR-STATELESS-22", "a retry with other arguments is refused (-32602) only after its inputResponses went to the tool process"),
+    BrMrtrNeverExpires = ("br.mrtr.never-expires", Bridge, "BR-STATELESS-26", "a parked call nobody retries is never cancelled (T_MRTR never fires)"),
 }
 
 /// No fault: [`ACTIVE`] holds this.
