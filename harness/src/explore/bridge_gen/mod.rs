@@ -640,3 +640,80 @@ fn modern_op(rng: &mut Rng, ids: &mut Ids, n: u32, http: bool, legacy: bool, ops
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(http: bool) -> std::collections::BTreeSet<String> {
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..600 {
+            let case = generate(seed, 12, http);
+            seen.insert(if case.legacy { "legacy session" } else { "modern only" }.to_owned());
+            for op in &case.ops {
+                seen.insert(op.kind().to_owned());
+                match op {
+                    BOp::Mrtr { end, .. } => {
+                        let end = format!("{end:?}");
+                        seen.insert(format!("mrtr {}", end.split(['(', ' ']).next().unwrap_or("")));
+                    }
+                    BOp::Call { modern: Some(_), .. } => drop(seen.insert("modern call".into())),
+                    BOp::Ask { modern: true, .. } => drop(seen.insert("modern ask".into())),
+                    _ => {}
+                }
+                if !case.legacy {
+                    assert!(
+                        matches!(
+                            op,
+                            BOp::ModernLocal { .. }
+                                | BOp::Mrtr { .. }
+                                | BOp::Listen { .. }
+                                | BOp::Call { modern: Some(_), .. }
+                                | BOp::Ask { modern: true, .. }
+                        ),
+                        "a case without a legacy session has only modern ops: {op:?}"
+                    );
+                }
+            }
+            if case.legacy && case.ops.iter().any(|o| o.kind() == "listen") {
+                panic!("a listen subscription beside a legacy session (seed {seed})");
+            }
+        }
+        seen
+    }
+
+    #[test]
+    fn every_modern_op_and_every_end_of_an_mrtr_round_is_generated() {
+        let seen = kinds(false);
+        for k in [
+            "legacy session",
+            "modern only",
+            "modern-local",
+            "modern call",
+            "modern ask",
+            "listen",
+            "mrtr All",
+            "mrtr Late",
+            "mrtr Unanswered",
+            "mrtr Parked",
+            "mrtr Tampered",
+            "mrtr Replay",
+            "mrtr Early",
+            "mrtr Never",
+            "call",
+            "die",
+        ] {
+            assert!(seen.contains(k), "{k} never generated: {seen:?}");
+        }
+        // Over HTTP: no listen (its stream is the response of its own POST) and no line.
+        let http = kinds(true);
+        assert!(!http.contains("listen") && !http.contains("line"), "{http:?}");
+        assert!(http.contains("mrtr Never") && http.contains("modern only"), "{http:?}");
+    }
+
+    #[test]
+    fn a_case_is_a_pure_function_of_its_seed() {
+        assert_eq!(generate(77, 12, false), generate(77, 12, false));
+        assert_ne!(generate(77, 12, false), generate(78, 12, false));
+    }
+}
