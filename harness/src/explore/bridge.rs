@@ -148,7 +148,7 @@ pub async fn run_case(case: &BridgeCase, targets: &[Arc<Target>], cfg: &Config, 
     for (r, t) in results.iter().zip(targets) {
         let (mut findings, streaming) = check_bridge_transcript_split(&r.transcript.to_vec());
         let failed = !matches!(r.verdict, Verdict::Pass | Verdict::Skip);
-        if failed && findings.len() == streaming {
+        if failed && streaming == 0 {
             // The runner's step failed and the model saw nothing wrong in what was exchanged
             // until then: the step's own requirements, before what the end found still owed
             // (which follows from the stop).
