@@ -496,6 +496,9 @@ faults! {
     BrStatelessCancelledListenTold = ("br.stateless.cancelled-listen-told", Bridge, "BR-STATELESS-32", "a cancelled listen subscription still gets list changes"),
     BrStatelessStructuredObjectOnly = ("br.stateless.structured-object-only", Bridge, "BR-STATELESS-34", "a modern result's structuredContent is dropped unless an object"),
     BrStatelessModernOnlyHidden = ("br.stateless.modern-only-hidden", Bridge, "BR-STATELESS-35", "a tool whose output schema is not of type object is left out of modern tools/list"),
+    // [E] explore
+    BrMrtrRefusedRetryForwards = ("br.mrtr.refused-retry-forwards", Bridge, "BR-STATELESS-22", "a retry with other arguments is refused (-32602) only after its inputResponses went to the tool process"),
+    BrMrtrNeverExpires = ("br.mrtr.never-expires", Bridge, "BR-STATELESS-26", "a parked call nobody retries is never cancelled (T_MRTR never fires)"),
 }
 
 /// No fault: [`ACTIVE`] holds this.

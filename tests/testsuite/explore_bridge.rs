@@ -2,7 +2,11 @@
 //! the catalogue (`bridge --fault br.mcp.unanswered-after-restart`: calls after a tool-process
 //! restart are never answered) found by the bridge model, shrunk, and written as a bridge scenario
 //! that fails against the faulty bridge and passes against the normal one through the normal
-//! runner; a differential run of two bridges that answer differently.
+//! runner; a differential run of two bridges that answer differently. MCP 2026-07-28: generated
+//! modern sessions (MRTR rounds of every kind, listen subscriptions, mixed eras) pass against the
+//! reference bridge over stdio and HTTP; a bridge that forwards a refused retry's answers
+//! (`br.mrtr.refused-retry-forwards`) and one whose parked calls never expire
+//! (`br.mrtr.never-expires`) are found under their requirements, shrunk, and replay.
 
 use std::process::{Command, Output};
 
@@ -71,4 +75,106 @@ fn a_differential_run_of_two_bridges_reports_where_they_answer_differently() {
     assert!(t.contains("DIVERGENT"), "{t}");
     assert!(t.contains("tools/call") && t.contains("| tools/call"), "side by side: {t}");
     assert!(t.contains(": error") && t.contains("isError=true"), "both answers shown: {t}");
+}
+
+/// What the first `cases` cases of `seed` hold: op kinds and MRTR ends.
+fn generated(seed: u64, cases: u64, http: bool) -> std::collections::BTreeSet<String> {
+    use protomcp_harness::explore::bridge_gen::BOp;
+    let mut seen = std::collections::BTreeSet::new();
+    for k in 0..cases {
+        let case = protomcp_harness::explore::bridge::generate(seed, k, 12, http);
+        seen.insert(if case.legacy { "legacy session".to_owned() } else { "modern only".to_owned() });
+        for op in &case.ops {
+            seen.insert(op.kind().to_owned());
+            if let BOp::Mrtr { end, .. } = op {
+                seen.insert(format!("{end:?}").split(['(', ' ']).next().unwrap_or("").to_owned());
+            }
+        }
+    }
+    seen
+}
+
+#[test]
+fn the_reference_bridge_serves_generated_modern_sessions_over_stdio_and_http() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().to_str().unwrap();
+    // What these cases hold: modern-only and mixed cases, MRTR rounds ending in several ways.
+    let stdio = generated(31, 30, false);
+    for k in ["modern only", "legacy session", "mrtr", "listen", "modern-local", "Never", "Tampered", "Parked"] {
+        assert!(stdio.contains(k), "{k}: {stdio:?}");
+    }
+    let o = run(&["explore", "--bridge", REFERENCE, "--cases", "30", "--seed", "31", "-j", "3", "--out", dir]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("nothing found (seed 31)"), "{}", text(&o));
+    let http = generated(32, 20, true);
+    for k in ["modern only", "mrtr", "modern-local"] {
+        assert!(http.contains(k), "{k}: {http:?}");
+    }
+    let url = "{exe} bridge --transport http --port {port} --call-timeout 3s -- {mock}";
+    let o = run(&[
+        "explore",
+        "--bridge",
+        url,
+        "--transport",
+        "http",
+        "--cases",
+        "20",
+        "--seed",
+        "32",
+        "-j",
+        "3",
+        "--out",
+        dir,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0, "nothing written");
+}
+
+/// Runs `explore --bridge` against the reference bridge with `fault`, expects a finding naming
+/// `requirement` first, and replays the one shrunk file against both bridges.
+fn found_shrunk_and_replayed(fault: &str, seed: &str, requirement: &str) -> String {
+    let out = tempfile::tempdir().unwrap();
+    let faulty = format!("{{exe}} bridge --fault {fault} --call-timeout 3s -- {{mock}}");
+    let o = run(&[
+        "explore",
+        "--bridge",
+        &faulty,
+        "--cases",
+        "60",
+        "--seed",
+        seed,
+        "-j",
+        "3",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    let first = t.lines().skip_while(|l| !l.starts_with("FOUND")).nth(1).unwrap_or("");
+    assert!(first.trim_start().starts_with(&format!("{requirement}: ")), "first finding {first:?}: {t}");
+    let files: Vec<_> = std::fs::read_dir(out.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 1, "{t}");
+    let file = files[0].to_str().unwrap();
+    let yaml = std::fs::read_to_string(file).unwrap();
+    assert!(yaml.contains(&format!("requirements: [BR-MCP-19, {requirement}")), "{yaml}");
+    let bad = run(&["--scenarios", file, "--bridge", &faulty]);
+    assert_eq!(bad.status.code(), Some(1), "fails against the faulty bridge: {}", text(&bad));
+    let good = run(&["--scenarios", file, "--bridge", REFERENCE]);
+    assert_eq!(good.status.code(), Some(0), "passes against the normal bridge: {}", text(&good));
+    yaml
+}
+
+#[test]
+fn a_refused_retry_whose_answers_reach_the_tool_process_is_found_shrunk_and_replays() {
+    let yaml = found_shrunk_and_replayed("br.mrtr.refused-retry-forwards", "21", "BR-STATELESS-22");
+    // Shrunk to the one MRTR round: a call, a retry with other arguments, then the good retry.
+    assert_eq!(yaml.matches("\"method\":\"tools/call\"").count(), 3, "{yaml}");
+    assert_eq!(yaml.matches("\"requestState\":\"${").count(), 2, "{yaml}");
+    assert!(yaml.contains("\"arguments\":{\"n\":1000"), "{yaml}");
+}
+
+#[test]
+fn a_parked_call_never_cancelled_is_found_shrunk_and_replays() {
+    let yaml = found_shrunk_and_replayed("br.mrtr.never-expires", "21", "BR-STATELESS-26");
+    assert!(yaml.contains("expect_any_order"), "the never-retried round: {yaml}");
 }

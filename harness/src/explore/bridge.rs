@@ -148,12 +148,14 @@ pub async fn run_case(case: &BridgeCase, targets: &[Arc<Target>], cfg: &Config, 
     for (r, t) in results.iter().zip(targets) {
         let (mut findings, streaming) = check_bridge_transcript_split(&r.transcript.to_vec());
         let failed = !matches!(r.verdict, Verdict::Pass | Verdict::Skip);
-        if failed && findings.is_empty() {
-            // The runner's step failed and the model saw nothing wrong in what was exchanged:
-            // the step's own requirements.
+        if failed && streaming == 0 {
+            // The runner's step failed and the model saw nothing wrong in what was exchanged
+            // until then: the step's own requirements, before what the end found still owed
+            // (which follows from the stop).
             let requirement = r.broken.first().and_then(|b| crate::requirements::get(b)).map(|q| q.id);
             if let Some(requirement) = requirement {
-                findings.push(Finding { requirement, message: r.message.lines().next().unwrap_or("").to_owned() });
+                let message = r.message.lines().next().unwrap_or("").to_owned();
+                findings.insert(streaming, Finding { requirement, message });
             }
         }
         if !failed && findings.is_empty() {

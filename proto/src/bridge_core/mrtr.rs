@@ -379,6 +379,9 @@ impl Core {
             return Err(bad(BadState::Expired));
         }
         if facts.digest != call_digest(&call.name, args) && !fault::on(Fault::BrStatelessStateOtherArgs) {
+            if fault::on(Fault::BrMrtrRefusedRetryForwards) {
+                self.forward_answers(facts.handle, responses);
+            }
             return Err(bad(BadState::OtherCall));
         }
         let old = self.handles.get(&facts.handle).copied().ok_or(bad(BadState::CallEnded))?;
@@ -466,9 +469,30 @@ impl Core {
         }
     }
 
+    /// The fault `br.mrtr.refused-retry-forwards`: the answers of a retry go to the tool
+    /// process before the retry is refused.
+    fn forward_answers(&mut self, handle: [u8; 16], responses: &Value) {
+        let Some(op) = self.handles.get(&handle).copied() else { return };
+        let Some(m) = self.mrtr_of_op(op) else { return };
+        let mut replies = Vec::new();
+        for input in &m.inputs {
+            let Some(a) = input.key.as_deref().and_then(|k| responses.get(k)) else { continue };
+            let e = if input.sampling.is_some() {
+                shapes::sampling_response(a).into()
+            } else {
+                shapes::roots_response(a).into()
+            };
+            replies.push(envelope_for(input.rid.clone(), e));
+        }
+        self.transmit.extend(replies);
+    }
+
     /// Parked calls whose `T_MRTR` ran out: cancelled at the tool process, input requests
     /// refused, forgotten (BR-STATELESS-26).
     pub(super) fn mrtr_expired(&mut self, now: Instant) {
+        if fault::on(Fault::BrMrtrNeverExpires) {
+            return;
+        }
         let mut due: Vec<OpId> = self
             .handles
             .values()
@@ -484,6 +508,9 @@ impl Core {
 
     /// When the next parked call's `T_MRTR` runs out.
     pub(super) fn mrtr_deadline(&self) -> Option<Instant> {
+        if fault::on(Fault::BrMrtrNeverExpires) {
+            return None;
+        }
         self.handles.values().filter_map(|op| self.mrtr_of_op(*op).and_then(|m| m.parked)).min()
     }
 

@@ -19,7 +19,7 @@ impl BridgeModel {
                 } else {
                     self.answered.remove(&k);
                     self.requests.insert(
-                        k,
+                        k.clone(),
                         HostRequest {
                             method: m.to_owned(),
                             params,
@@ -29,8 +29,11 @@ impl BridgeModel {
                             due: None,
                             floor: self.listeners.get(session).map_or(0, |l| l.floor),
                             made: None,
+                            seq: self.sent,
                         },
                     );
+                    self.sent += 1;
+                    self.modern_host_sent(&k);
                 }
             }
             (Some("notifications/initialized"), None) => {
@@ -46,6 +49,9 @@ impl BridgeModel {
                     let k = (session.to_owned(), key(id));
                     if let Some(r) = self.requests.get_mut(&k) {
                         r.cancelled = true;
+                        if r.method == "subscriptions/listen" {
+                            self.listen_cancels.insert(k, (self.sent, false));
+                        }
                     }
                 }
             }
@@ -60,18 +66,20 @@ impl BridgeModel {
             self.response(session, now_ms, msg);
         } else if method == Some("notifications/progress") {
             self.progress(session, msg);
-        } else if method == Some("notifications/tools/list_changed")
-            && msg.pointer("/params/_meta/io.modelcontextprotocol~1subscriptionId").is_none()
+        } else if let (Some(m), Some(sub)) =
+            (method, msg.get("params").and_then(|p| p.get("_meta")).and_then(|m| m.get(super::modern::SUBSCRIPTION_ID)))
         {
-            // A legacy session's list_changed. One tagged with a subscriptionId belongs to a
-            // listen subscription of MCP 2026-07-28 (BR-STATELESS-31), which this model does not
-            // follow yet: the listen scenarios judge it.
+            // A notification of a listen subscription of MCP 2026-07-28 (BR-STATELESS-30/31).
+            self.tagged(session, m, sub);
+        } else if method == Some("notifications/tools/list_changed") {
+            // A legacy session's list_changed.
             self.list_changed(session, now_ms);
         } else if matches!(method, Some("sampling/createMessage" | "roots/list")) {
-            let busy = self
-                .requests
-                .iter()
-                .any(|((s, _), r)| s == session && r.method == "tools/call" && r.rid.is_some() && !r.cancelled);
+            // Only a legacy session's call makes the session a call owner: a modern call's input
+            // requests go into its InputRequiredResult (BR-STATELESS-17).
+            let busy = self.requests.iter().any(|((s, _), r)| {
+                s == session && r.method == "tools/call" && r.rid.is_some() && !r.cancelled && !r.modern()
+            });
             if !busy {
                 self.find(
                     "BR-SAMPLING-02",
@@ -115,6 +123,8 @@ impl BridgeModel {
             return;
         };
         self.answered.insert(k.clone());
+        self.listen_answered(session, &req, id);
+        let input_required = self.modern_answered(&k, &req, msg);
         if let Some(due) = req.due
             && now_ms > due
         {
@@ -133,6 +143,7 @@ impl BridgeModel {
         self.tokens.retain(|_, owner| *owner != k);
         if let Some(want) = self.results.remove(&k)
             && let Some(result) = msg.get("result")
+            && !input_required
         {
             self.compare(id, &want, result);
         }

@@ -51,6 +51,7 @@ use crate::spec::{T_LISTCHANGE, T_PROMPT};
 
 mod host;
 mod list;
+mod modern;
 mod tool;
 
 /// A host session's name (the harness's own label: `a`, `b`, ...).
@@ -74,6 +75,8 @@ struct HostRequest {
     floor: usize,
     /// tools/call: the version of the active set its result's enable/disable made.
     made: Option<usize>,
+    /// The order in which the host sent it (from 0, over all sessions).
+    seq: u64,
 }
 
 impl HostRequest {
@@ -229,6 +232,15 @@ pub struct BridgeModel {
     /// The tool process registered middleware: what a tools/call result shows may be what the
     /// middleware made of it, so results are no longer compared with the tool's.
     middleware: bool,
+    /// Modern calls the bridge forwarded, by the rid of their CallToolRequest (§26.4).
+    calls: BTreeMap<String, modern::ModernCall>,
+    /// Every `requestState` the bridge issued.
+    states: BTreeMap<String, modern::IssuedState>,
+    /// Listen subscriptions the host cancelled: the `seq` of the next request, and whether the
+    /// bridge showed it read the cancellation (it answered a request sent after it).
+    listen_cancels: BTreeMap<(SessionName, String), (u64, bool)>,
+    /// Requests the host sent so far.
+    sent: u64,
     findings: Vec<Finding>,
 }
 
@@ -318,9 +330,11 @@ impl BridgeModel {
     /// The end of the session at `now_ms`, after the harness waited long enough for every
     /// answer: what is still owed is a finding. Returns every finding.
     pub fn finish(mut self, now_ms: u64) -> Vec<Finding> {
+        self.modern_finish();
         let open: Vec<_> = self.requests.iter().map(|(k, r)| (k.clone(), r.clone())).collect();
         for ((session, id), r) in open {
-            if r.cancelled {
+            // An open listen subscription is in flight, not unanswered (§26, BR-MCP-19).
+            if r.cancelled || r.method == "subscriptions/listen" {
                 continue;
             }
             match r.due {

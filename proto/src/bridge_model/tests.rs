@@ -464,3 +464,215 @@ fn concurrent_calls_of_one_tool_may_be_forwarded_in_any_order() {
     m.tool_received(&forwarded("r1", "echo", r#"{"text":"one"}"#, ""));
     assert_eq!(m.findings(), &[] as &[Finding]);
 }
+
+/// MCP 2026-07-28 requests, results and MRTR rounds (modern.rs).
+mod modern {
+    use super::*;
+
+    const META: &str = "io.modelcontextprotocol/protocolVersion";
+
+    fn meta() -> Value {
+        json!({META: "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {"sampling": {}}})
+    }
+
+    fn mcall(id: u64, extra: Value) -> Value {
+        let mut params = json!({"name": "ask", "arguments": {"q": 1}, "_meta": meta()});
+        for (k, v) in extra.as_object().cloned().unwrap_or_default() {
+            params[k] = v;
+        }
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+    }
+
+    fn retry(id: u64, state: &str) -> Value {
+        mcall(
+            id,
+            json!({"requestState": state, "inputResponses": {"k1": {"role": "assistant", "content": {"type": "text", "text": "a"}, "model": "m"}}}),
+        )
+    }
+
+    fn irr(id: u64, state: &str) -> Value {
+        json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "input_required", "requestState": state,
+            "inputRequests": {"k1": {"method": "sampling/createMessage", "params": {}}}}})
+    }
+
+    fn done(id: u64) -> Value {
+        json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "complete", "content": [{"type": "text", "text": "ok"}]}})
+    }
+
+    fn refused(id: u64) -> Value {
+        json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": "bad state"}})
+    }
+
+    fn sampling(rid: &str) -> pb::Envelope {
+        pb::Envelope {
+            request_id: rid.into(),
+            msg: Some(Msg::SamplingRequest(pb::SamplingRequest::default())),
+            ..Default::default()
+        }
+    }
+
+    fn answer(rid: &str, error: &str) -> pb::Envelope {
+        let r = pb::SamplingResponse { model: "m".into(), error: error.into(), ..Default::default() };
+        pb::Envelope { request_id: rid.into(), msg: Some(Msg::SamplingResponse(r)), ..Default::default() }
+    }
+
+    fn tool_result(rid: &str) -> pb::Envelope {
+        let r = pb::CallToolResponse { result_json: r#"[{"type":"text","text":"ok"}]"#.into(), ..Default::default() };
+        pb::Envelope { request_id: rid.into(), msg: Some(Msg::CallResult(r)), ..Default::default() }
+    }
+
+    /// A modern call forwarded as `c1`, its input request `s1`, and the InputRequiredResult.
+    fn parked() -> BridgeModel {
+        let mut m = BridgeModel::new();
+        m.host_sent("a", &mcall(1, json!({})));
+        m.tool_received(&env::call_tool("ask", r#"{"q":1}"#).with_rid("c1"));
+        m.tool_sent(&sampling("s1"));
+        m.host_received("a", 1, &irr(1, "st1"));
+        m
+    }
+
+    #[test]
+    fn an_mrtr_round_answered_by_one_retry_is_clean() {
+        let mut m = parked();
+        m.host_sent("a", &retry(2, "st1"));
+        m.tool_received(&answer("s1", ""));
+        m.tool_sent(&tool_result("c1"));
+        m.host_received("a", 2, &done(2));
+        assert_eq!(m.finish(5), vec![]);
+    }
+
+    #[test]
+    fn the_retry_gets_what_the_tool_process_sent_even_when_it_came_while_parked() {
+        let mut m = parked();
+        m.tool_sent(&tool_result("c1"));
+        m.tool_received(&answer("s1", "the tool returned"));
+        m.host_sent("a", &retry(2, "st1"));
+        let wrong = json!({"jsonrpc": "2.0", "id": 2, "result": {"resultType": "complete", "content": []}});
+        m.host_received("a", 2, &wrong);
+        assert_eq!(reqs(&m.finish(5)), ["BR-CALL-07"]);
+    }
+
+    #[test]
+    fn a_modern_result_without_result_type_breaks_br_stateless_09_and_a_legacy_one_does_not() {
+        let mut m = BridgeModel::new();
+        m.host_sent("a", &json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta()}}));
+        m.host_received("a", 1, &json!({"jsonrpc": "2.0", "id": 1, "result": {"supportedVersions": []}}));
+        m.host_sent("a", &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta()}}));
+        m.host_received(
+            "a",
+            1,
+            &json!({"jsonrpc": "2.0", "id": 2, "result": {"resultType": "input_required", "tools": []}}),
+        );
+        m.host_sent("a", &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}));
+        m.host_received("a", 1, &json!({"jsonrpc": "2.0", "id": 3, "result": {"tools": []}}));
+        assert_eq!(reqs(&m.finish(5)), ["BR-STATELESS-09", "BR-STATELESS-09"]);
+    }
+
+    #[test]
+    fn a_state_accepted_twice_breaks_br_stateless_22() {
+        let mut m = parked();
+        m.host_sent("a", &retry(2, "st1"));
+        m.host_received("a", 2, &irr(2, "st2"));
+        // The first round's state again, after the second was issued.
+        m.host_sent("a", &retry(3, "st1"));
+        m.host_received("a", 3, &irr(3, "st3"));
+        assert_eq!(reqs(m.findings()), ["BR-STATELESS-22"]);
+        assert!(m.findings()[0].message.contains("already consumed"), "{:?}", m.findings());
+        m.host_sent("a", &retry(4, "st3"));
+        m.tool_received(&answer("s1", ""));
+        m.tool_sent(&tool_result("c1"));
+        m.host_received("a", 4, &done(4));
+        m.host_sent("a", &retry(5, "st3"));
+        m.host_received("a", 5, &done(5));
+        let f = m.finish(9);
+        assert_eq!(reqs(&f), ["BR-STATELESS-22", "BR-STATELESS-22"], "{f:?}");
+        assert!(f[1].message.contains("already consumed"), "{f:?}");
+    }
+
+    #[test]
+    fn a_state_the_bridge_never_issued_or_no_state_must_not_be_accepted() {
+        let mut m = parked();
+        m.host_sent("a", &retry(2, "st1A"));
+        m.host_received("a", 2, &done(2));
+        m.host_sent("a", &mcall(3, json!({"inputResponses": {}})));
+        m.host_received("a", 3, &done(3));
+        assert_eq!(reqs(m.findings()), ["BR-STATELESS-22", "BR-STATELESS-22"]);
+    }
+
+    #[test]
+    fn answers_no_accepted_retry_carried_break_br_stateless_22_after_a_refusal() {
+        // The refused retry's answer reached the tool process; the frame is read after the
+        // refusal, as the transcript shows it.
+        let mut m = parked();
+        m.host_sent("a", &retry(2, "st1"));
+        m.host_received("a", 2, &refused(2));
+        m.tool_received(&answer("s1", ""));
+        let f = m.finish(5);
+        assert!(reqs(&f).starts_with(&["BR-STATELESS-22"]), "{f:?}");
+        // Refused, and nothing sent: no finding of that kind (the call stays parked).
+        let mut m = parked();
+        m.host_sent("a", &retry(2, "st1"));
+        m.host_received("a", 2, &refused(2));
+        m.tool_received(&env::cancel("c1"));
+        m.tool_received(&answer("s1", "T_MRTR"));
+        assert_eq!(m.finish(5), vec![]);
+    }
+
+    #[test]
+    fn an_input_required_result_needs_a_call_with_input_outstanding() {
+        let mut m = BridgeModel::new();
+        m.host_sent("a", &mcall(1, json!({})));
+        m.tool_received(&env::call_tool("ask", r#"{"q":1}"#).with_rid("c1"));
+        // No input request of the tool process yet.
+        m.host_received("a", 1, &irr(1, "st1"));
+        // A modern call the bridge never forwarded.
+        m.host_sent("a", &mcall(2, json!({"name": "other"})));
+        m.host_received("a", 2, &irr(2, "st2"));
+        let f = reqs(m.findings()).into_iter().collect::<Vec<_>>();
+        assert_eq!(f, ["BR-STATELESS-17", "BR-STATELESS-17"]);
+    }
+
+    #[test]
+    fn a_modern_call_s_input_sent_to_the_host_as_a_legacy_request_breaks_br_sampling_02() {
+        let mut m = BridgeModel::new();
+        m.host_sent("a", &mcall(1, json!({})));
+        m.tool_received(&env::call_tool("ask", r#"{"q":1}"#).with_rid("c1"));
+        m.tool_sent(&sampling("s1"));
+        m.host_received(
+            "a",
+            1,
+            &json!({"jsonrpc": "2.0", "id": "x", "method": "sampling/createMessage", "params": {}}),
+        );
+        assert_eq!(reqs(m.findings()), ["BR-SAMPLING-02"]);
+    }
+
+    #[test]
+    fn a_parked_call_never_cancelled_breaks_br_stateless_26_at_the_end() {
+        assert_eq!(reqs(&parked().finish(5)), ["BR-STATELESS-26", "BR-SAMPLING-01"]);
+        let mut m = parked();
+        m.tool_received(&env::cancel("c1"));
+        m.tool_received(&answer("s1", "T_MRTR"));
+        assert_eq!(m.finish(5), vec![]);
+    }
+
+    #[test]
+    fn tagged_notifications_need_an_open_listen_subscription_and_stop_once_it_is_cancelled() {
+        let tagged = |id: &str| {
+            json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
+                "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id}}})
+        };
+        let mut m = BridgeModel::new();
+        m.host_sent("a", &json!({"jsonrpc": "2.0", "id": "L", "method": "subscriptions/listen", "params": {"notifications": {"toolsListChanged": true}, "_meta": meta()}}));
+        m.host_received("a", 1, &tagged("L"));
+        m.host_received("a", 1, &tagged("nobody"));
+        m.host_sent("a", &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "L"}}));
+        // Sent before the bridge read the cancellation: allowed.
+        m.host_received("a", 2, &tagged("L"));
+        m.host_sent("a", &json!({"jsonrpc": "2.0", "id": 9, "method": "server/discover", "params": {"_meta": meta()}}));
+        m.host_received("a", 3, &json!({"jsonrpc": "2.0", "id": 9, "result": {"resultType": "complete"}}));
+        m.host_received("a", 4, &tagged("L"));
+        // The open subscription is not owed an answer; a second one left open neither.
+        m.host_sent("a", &json!({"jsonrpc": "2.0", "id": "L2", "method": "subscriptions/listen", "params": {"notifications": {}, "_meta": meta()}}));
+        assert_eq!(reqs(&m.finish(9)), ["BR-STATELESS-31", "BR-STATELESS-32"]);
+    }
+}

@@ -20,11 +20,19 @@ impl BridgeModel {
                 self.tools.discovery.insert(String::new());
                 return;
             }
-            Msg::CallTool(c) => ("tools/call", Some(c.name.clone())),
+            Msg::CallTool(c) => {
+                self.modern_tool_received(env);
+                ("tools/call", Some(c.name.clone()))
+            }
+            Msg::Cancel(_) => {
+                self.modern_tool_received(env);
+                return;
+            }
             Msg::ReadResourceRequest(_) => ("resources/read", None),
             Msg::GetPromptRequest(_) => ("prompts/get", None),
             Msg::CompletionRequest(_) => ("completion/complete", None),
             Msg::SamplingResponse(_) | Msg::ListRootsResponse(_) => {
+                self.modern_tool_received(env);
                 let arm = crate::Arm::of(msg).name();
                 if self.reverse.remove(&rid).is_some() {
                     self.reverse_answered.insert(rid);
@@ -46,6 +54,7 @@ impl BridgeModel {
                 r.method == method
                     && r.rid.is_none()
                     && !r.cancelled
+                    && !r.is_retry()
                     && what.as_ref().is_none_or(|n| r.params.get("name").and_then(Value::as_str) == Some(n))
             })
             .map(|(k, _)| k.clone())
@@ -67,6 +76,7 @@ impl BridgeModel {
         }
         match chosen {
             Some(k) => {
+                self.modern_call_started(&k, &rid);
                 let r = self.requests.get_mut(&k).expect("a candidate is a request in flight");
                 r.rid = Some(rid.clone());
                 if let Msg::CallTool(c) = msg
@@ -106,10 +116,10 @@ impl BridgeModel {
         let rid = env.request_id.clone();
         match &env.msg {
             Some(Msg::CallResult(r)) => {
-                let Some(k) = self.rids.get(&rid).cloned() else { return };
+                let k = self.rids.get(&rid).cloned();
                 // An object for a legacy session (BR-CALL-11), any JSON value for a modern
                 // request (BR-STATELESS-34).
-                let modern = self.requests.get(&k).is_some_and(|q| q.modern());
+                let modern = k.as_ref().is_none_or(|k| self.requests.get(k).is_some_and(|q| q.modern()));
                 let structured =
                     serde_json::from_str::<Value>(&r.structured_content_json).ok().filter(|v| modern || v.is_object());
                 let want = Expected {
@@ -117,6 +127,11 @@ impl BridgeModel {
                     content: content_of(&r.result_json),
                     is_error: r.is_error,
                     structured,
+                };
+                // A parked modern call's result waits for the next accepted retry (BR-STATELESS-27).
+                let Some(k) = k else {
+                    self.modern_result(&rid, &want);
+                    return;
                 };
                 // Only the first reply counts (BR-CALL-17).
                 if self.results.contains_key(&k) {
@@ -141,6 +156,7 @@ impl BridgeModel {
             }
             Some(Msg::RegisterMiddleware(_)) => self.middleware = true,
             Some(m @ (Msg::SamplingRequest(_) | Msg::ListRootsRequest(_))) if !rid.is_empty() => {
+                self.modern_input(&rid);
                 self.reverse.insert(rid, crate::Arm::of(m).name());
             }
             _ => self.tool_list_control(env, now_ms),
@@ -158,6 +174,7 @@ impl BridgeModel {
         }
         self.rids.clear();
         self.reverse.clear();
+        self.modern_tool_ended();
         // BR-TOOLLIST-15: across a restart the mode and sets may be kept or reset.
         let before = self.tools.active();
         self.tools.mode = None;

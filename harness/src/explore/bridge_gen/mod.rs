@@ -115,7 +115,9 @@ pub enum BOp {
     Line {
         text: String,
     },
-    /// A tools/call of `echo` answered by the tool process.
+    /// A tools/call of `echo` answered by the tool process; `modern`: an MCP 2026-07-28 request
+    /// declaring no capabilities (an input request of the tool process is then refused to it at
+    /// once, BR-SAMPLING-10), with a logLevel now and then.
     Call {
         id: Id,
         n: u32,
@@ -123,13 +125,39 @@ pub enum BOp {
         during: Vec<During>,
         reply: Reply,
         unknown_fields: bool,
+        modern: Option<Modern>,
     },
     /// A request the bridge forwards to the tool process (resources/read, prompts/get,
-    /// completion/complete), answered by it.
+    /// completion/complete), answered by it; `modern`: as an MCP 2026-07-28 request.
     Ask {
         id: Id,
         n: u32,
         ask: Ask,
+        modern: bool,
+    },
+    /// An MCP 2026-07-28 request the bridge answers by itself (server/discover, the lists) or
+    /// refuses without Envelope traffic (a method 2026-07-28 does not serve, an unknown version,
+    /// `_meta` incomplete, a bad logLevel); `params` with their `_meta`.
+    ModernLocal {
+        id: Id,
+        method: String,
+        params: Value,
+    },
+    /// A modern tools/call of `echo` whose handler asks for input (§26.4): the host gets an
+    /// InputRequiredResult, and then what `end` says. `ids`: the call's, then its retries'.
+    Mrtr {
+        ids: Vec<Id>,
+        n: u32,
+        first: Input,
+        end: MrtrEnd,
+        reply: Reply,
+    },
+    /// subscriptions/listen for tool-list changes (stdio, no legacy session): acknowledged; the
+    /// tool process disables and enables `spare` (at least one change), a tagged list_changed
+    /// comes; the host cancels it and a server/discover (`after`) shows the bridge read that.
+    Listen {
+        id: Id,
+        after: Id,
     },
     /// A tools/call of `slow` the host cancels; the tool process answers late anyway.
     Cancel {
@@ -153,8 +181,11 @@ impl BOp {
             | BOp::Local { id, .. }
             | BOp::Refused { id, .. }
             | BOp::Call { id, .. }
-            | BOp::Ask { id, .. } => vec![id.json()],
+            | BOp::Ask { id, .. }
+            | BOp::ModernLocal { id, .. } => vec![id.json()],
             BOp::Cancel { id, ping, .. } | BOp::Die { id, ping, .. } => vec![id.json(), ping.json()],
+            BOp::Listen { id, after } => vec![id.json(), after.json()],
+            BOp::Mrtr { ids, .. } => ids.iter().map(Id::json).collect(),
             BOp::Notify { .. } | BOp::Line { .. } => Vec::new(),
         }
     }
@@ -171,8 +202,70 @@ impl BOp {
             BOp::Ask { .. } => "ask",
             BOp::Cancel { .. } => "cancel",
             BOp::Die { .. } => "die",
+            BOp::ModernLocal { .. } => "modern-local",
+            BOp::Mrtr { .. } => "mrtr",
+            BOp::Listen { .. } => "listen",
         }
     }
+}
+
+/// What a modern [`BOp::Call`] adds to its `_meta`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Modern {
+    /// `io.modelcontextprotocol/logLevel`.
+    pub log_level: Option<&'static str>,
+}
+
+/// The `_meta` of an MCP 2026-07-28 request (BR-STATELESS-04).
+pub fn modern_meta(capabilities: Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    })
+}
+
+/// An input request of the tool process during a modern call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Input {
+    Sampling,
+    Roots,
+}
+
+/// How the host goes on after a modern call's first InputRequiredResult.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MrtrEnd {
+    /// Retries at once with the answer (BR-STATELESS-23).
+    All,
+    /// Retries after this many ms, within `T_MRTR`.
+    Late(u64),
+    /// Retries with no answer: accepted, and asked again under the same key (BR-STATELESS-24);
+    /// `replay`: then presents the first round's state (refused, BR-STATELESS-22); then answers.
+    Unanswered { replay: bool },
+    /// A second input request arrives while the call is parked; the retry answers the first
+    /// only, and the next InputRequiredResult asks for the second (BR-STATELESS-24).
+    Parked,
+    /// A retry the bridge must refuse (-32602, no Envelope traffic, BR-STATELESS-22), then one
+    /// with the answer.
+    Tampered(Tamper),
+    /// Answered; then the consumed state presented again (refused, BR-STATELESS-22).
+    Replay,
+    /// The call's result arrives while it is parked: the input request is refused to the tool
+    /// process and the retry gets the result (BR-STATELESS-27).
+    Early,
+    /// Never retried: the call is cancelled after `T_MRTR` and its input request answered
+    /// (BR-STATELESS-26); then the state is refused.
+    Never,
+}
+
+/// How a refused retry differs from a good one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Tamper {
+    /// The state with one character more.
+    Appended,
+    /// Other arguments.
+    OtherArguments,
+    /// `inputResponses` without `requestState`.
+    NoState,
 }
 
 /// What an [`BOp::Ask`] asks for, of the resources, templates and prompts the tool process
@@ -194,6 +287,9 @@ pub struct BridgeCase {
     pub init_id: Id,
     /// Client capabilities sampling and roots declared.
     pub capabilities: bool,
+    /// A legacy session is opened (initialize) before the ops; without one every op is MCP
+    /// 2026-07-28.
+    pub legacy: bool,
     pub ops: Vec<BOp>,
 }
 
@@ -325,13 +421,49 @@ pub fn generate(seed: u64, max_ops: usize, http: bool) -> BridgeCase {
     let version = rng.pick(VERSIONS).to_string();
     let init_id = ids.fresh(&mut rng);
     let capabilities = rng.chance(50);
+    // The era of the traffic: legacy only, MCP 2026-07-28 only (no initialize), or both.
+    let era = rng.below(3);
+    let legacy = era != 1;
     let count = 1 + rng.below(max_ops.max(1) as u64) as usize;
     let mut ops = Vec::new();
     let mut n = 0u32;
     for _ in 0..count {
         n += 1;
-        let op = match rng.below(23) {
-            0 | 1 => BOp::Ping { id: ids.next(&mut rng) },
+        let modern_turn = match era {
+            0 => false,
+            1 => true,
+            _ => rng.chance(50),
+        };
+        let op = if modern_turn {
+            modern_op(&mut rng, &mut ids, n, http, legacy, &ops)
+        } else {
+            legacy_op(&mut rng, &mut ids, n, http, &version, &ops)
+        };
+        // Ids of requests answered by now may be reused.
+        match &op {
+            BOp::Ping { id }
+            | BOp::Local { id, .. }
+            | BOp::Refused { id, .. }
+            | BOp::Call { id, .. }
+            | BOp::Ask { id, .. }
+            | BOp::ModernLocal { id, .. } => ids.done.push(id.clone()),
+            _ => {}
+        }
+        let last = matches!(op, BOp::Cancel { .. });
+        ops.push(op);
+        if last {
+            break;
+        }
+    }
+    BridgeCase { version, init_id, capabilities, legacy, ops }
+}
+
+/// A legacy op (the session was initialized).
+fn legacy_op(rng: &mut Rng, ids: &mut Ids, n: u32, http: bool, version: &str, ops: &[BOp]) -> BOp {
+    let rng = &mut *rng;
+    {
+        match rng.below(23) {
+            0 | 1 => BOp::Ping { id: ids.next(rng) },
             2 | 3 => {
                 let (method, params) = match rng.below(12) {
                     0 => ("tools/list", None),
@@ -352,7 +484,7 @@ pub fn generate(seed: u64, max_ops: usize, http: bool) -> BridgeCase {
                     10 => ("resources/list", Some(json!({"cursor": 7}))),
                     _ => ("resources/templates/list", Some(json!({"cursor": "never-issued"}))),
                 };
-                BOp::Local { id: ids.next(&mut rng), method: method.into(), params }
+                BOp::Local { id: ids.next(rng), method: method.into(), params }
             }
             4 | 5 => {
                 let params = match rng.below(5) {
@@ -362,7 +494,7 @@ pub fn generate(seed: u64, max_ops: usize, http: bool) -> BridgeCase {
                     3 => json!({"name": "echo", "arguments": [1, 2]}),
                     _ => json!({"arguments": {}}),
                 };
-                BOp::Refused { id: ids.next(&mut rng), params }
+                BOp::Refused { id: ids.next(rng), params }
             }
             6 => {
                 let (method, params) = match rng.below(5) {
@@ -391,55 +523,197 @@ pub fn generate(seed: u64, max_ops: usize, http: bool) -> BridgeCase {
                     1 => Ask::Prompt(rng.pick(&["Ada", "Alan", "Grace ✓"]).to_string()),
                     _ => Ask::Complete(rng.pick(&["", "A", "Gr"]).to_string()),
                 };
-                BOp::Ask { id: ids.next(&mut rng), n, ask }
+                BOp::Ask { id: ids.next(rng), n, ask, modern: false }
             }
             // A cancelled call may be answered or not (BR-CANCEL-02): the waits after it could
             // take that answer in place of the one they are for, so it ends the case.
-            8 | 9 => BOp::Cancel { id: ids.fresh(&mut rng), n, ping: ids.fresh(&mut rng) },
+            8 | 9 => BOp::Cancel { id: ids.fresh(rng), n, ping: ids.fresh(rng) },
             // The tool process dies mid-call; the session goes on with its successor (at most
             // twice a case: a bridge may give up after three restarts in a row).
             10 if ops.iter().filter(|o: &&BOp| matches!(o, BOp::Die { .. })).count() < 2 => {
-                BOp::Die { id: ids.fresh(&mut rng), n, ping: ids.fresh(&mut rng) }
+                BOp::Die { id: ids.fresh(rng), n, ping: ids.fresh(rng) }
             }
             _ => {
                 let token = rng.chance(40).then(|| format!("tok-{n}"));
-                let mut during = Vec::new();
-                for _ in 0..rng.below(3) {
-                    let d = match rng.below(7) {
-                        0 if token.is_some() => During::Progress(1 + rng.below(3) as u8),
-                        1 => During::Logs(1 + rng.below(2) as u8),
-                        2 => During::Sampling,
-                        3 => During::Roots,
-                        4 => During::Stray,
-                        5 => During::ToolList { enable: rng.chance(50) },
-                        _ => During::Unknown,
-                    };
-                    during.push(d);
-                }
                 BOp::Call {
-                    id: ids.next(&mut rng),
+                    id: ids.next(rng),
                     n,
+                    during: during(rng, token.is_some()),
                     token,
-                    during,
-                    reply: reply(&mut rng, n),
+                    reply: reply(rng, n),
                     unknown_fields: rng.chance(20),
+                    modern: None,
                 }
             }
-        };
-        // Ids of requests answered by now may be reused.
-        match &op {
-            BOp::Ping { id }
-            | BOp::Local { id, .. }
-            | BOp::Refused { id, .. }
-            | BOp::Call { id, .. }
-            | BOp::Ask { id, .. } => ids.done.push(id.clone()),
-            _ => {}
-        }
-        let last = matches!(op, BOp::Cancel { .. });
-        ops.push(op);
-        if last {
-            break;
         }
     }
-    BridgeCase { version, init_id, capabilities, ops }
+}
+
+/// What the tool process does during a call, before its reply.
+fn during(rng: &mut Rng, token: bool) -> Vec<During> {
+    let mut during = Vec::new();
+    for _ in 0..rng.below(3) {
+        let d = match rng.below(7) {
+            0 if token => During::Progress(1 + rng.below(3) as u8),
+            1 => During::Logs(1 + rng.below(2) as u8),
+            2 => During::Sampling,
+            3 => During::Roots,
+            4 => During::Stray,
+            5 => During::ToolList { enable: rng.chance(50) },
+            _ => During::Unknown,
+        };
+        during.push(d);
+    }
+    during
+}
+
+/// An MCP 2026-07-28 op. `legacy`: a legacy session is open on the stream (no listen then: its
+/// untagged list_changed and the subscription's tagged one may come in either order).
+fn modern_op(rng: &mut Rng, ids: &mut Ids, n: u32, http: bool, legacy: bool, ops: &[BOp]) -> BOp {
+    let caps = || modern_meta(json!({}));
+    match rng.below(12) {
+        0 => BOp::ModernLocal { id: ids.next(rng), method: "server/discover".into(), params: json!({"_meta": caps()}) },
+        1 => {
+            let method = *rng.pick(&["tools/list", "resources/list", "resources/templates/list", "prompts/list"]);
+            BOp::ModernLocal { id: ids.next(rng), method: method.into(), params: json!({"_meta": caps()}) }
+        }
+        // Refusals (over HTTP they come with statuses 400 and 404, BR-HTTP-29: stdio only).
+        2 if !http => {
+            let (method, params) = match rng.below(5) {
+                0 => ("ping", json!({"_meta": caps()})),
+                1 => ("logging/setLevel", json!({"level": "debug", "_meta": caps()})),
+                2 => (
+                    "tools/list",
+                    json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2025-06-18", "io.modelcontextprotocol/clientCapabilities": {}}}),
+                ),
+                3 => (
+                    "tools/call",
+                    json!({"name": "echo", "arguments": {"n": n}, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}),
+                ),
+                _ => {
+                    let mut meta = caps();
+                    meta["io.modelcontextprotocol/logLevel"] = json!("loud");
+                    ("tools/call", json!({"name": "echo", "arguments": {"n": n}, "_meta": meta}))
+                }
+            };
+            BOp::ModernLocal { id: ids.next(rng), method: method.into(), params }
+        }
+        3 | 4 => {
+            let token = rng.chance(40).then(|| format!("tok-{n}"));
+            BOp::Call {
+                id: ids.next(rng),
+                n,
+                token: token.clone(),
+                during: during(rng, token.is_some()),
+                reply: reply(rng, n),
+                unknown_fields: rng.chance(20),
+                modern: Some(Modern { log_level: rng.chance(30).then(|| *rng.pick(&["debug", "error"])) }),
+            }
+        }
+        5 => {
+            let ask = match rng.below(3) {
+                0 => Ask::Read(["mem://a", "mem://b", "mem://items/7"][rng.below(3) as usize]),
+                1 => Ask::Prompt(rng.pick(&["Ada", "Alan", "Grace ✓"]).to_string()),
+                _ => Ask::Complete(rng.pick(&["", "A", "Gr"]).to_string()),
+            };
+            BOp::Ask { id: ids.next(rng), n, ask, modern: true }
+        }
+        6 if !legacy && !http => BOp::Listen { id: ids.fresh(rng), after: ids.fresh(rng) },
+        _ => {
+            let first = if rng.chance(60) { Input::Sampling } else { Input::Roots };
+            // A call nobody retries takes T_MRTR: at most one a case.
+            let never = ops.iter().any(|o| matches!(o, BOp::Mrtr { end: MrtrEnd::Never, .. }));
+            let end = match rng.below(12) {
+                0..=2 => MrtrEnd::All,
+                3 => MrtrEnd::Late(1000),
+                4 => MrtrEnd::Unanswered { replay: rng.chance(50) },
+                5 => MrtrEnd::Parked,
+                6 => MrtrEnd::Tampered(Tamper::Appended),
+                7 => MrtrEnd::Tampered(Tamper::OtherArguments),
+                8 => MrtrEnd::Tampered(Tamper::NoState),
+                9 => MrtrEnd::Replay,
+                10 => MrtrEnd::Early,
+                _ if !never => MrtrEnd::Never,
+                _ => MrtrEnd::All,
+            };
+            BOp::Mrtr { ids: (0..4).map(|_| ids.fresh(rng)).collect(), n, first, end, reply: reply(rng, n) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(http: bool) -> std::collections::BTreeSet<String> {
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..600 {
+            let case = generate(seed, 12, http);
+            seen.insert(if case.legacy { "legacy session" } else { "modern only" }.to_owned());
+            for op in &case.ops {
+                seen.insert(op.kind().to_owned());
+                match op {
+                    BOp::Mrtr { end, .. } => {
+                        let end = format!("{end:?}");
+                        seen.insert(format!("mrtr {}", end.split(['(', ' ']).next().unwrap_or("")));
+                    }
+                    BOp::Call { modern: Some(_), .. } => drop(seen.insert("modern call".into())),
+                    BOp::Ask { modern: true, .. } => drop(seen.insert("modern ask".into())),
+                    _ => {}
+                }
+                if !case.legacy {
+                    assert!(
+                        matches!(
+                            op,
+                            BOp::ModernLocal { .. }
+                                | BOp::Mrtr { .. }
+                                | BOp::Listen { .. }
+                                | BOp::Call { modern: Some(_), .. }
+                                | BOp::Ask { modern: true, .. }
+                        ),
+                        "a case without a legacy session has only modern ops: {op:?}"
+                    );
+                }
+            }
+            if case.legacy && case.ops.iter().any(|o| o.kind() == "listen") {
+                panic!("a listen subscription beside a legacy session (seed {seed})");
+            }
+        }
+        seen
+    }
+
+    #[test]
+    fn every_modern_op_and_every_end_of_an_mrtr_round_is_generated() {
+        let seen = kinds(false);
+        for k in [
+            "legacy session",
+            "modern only",
+            "modern-local",
+            "modern call",
+            "modern ask",
+            "listen",
+            "mrtr All",
+            "mrtr Late",
+            "mrtr Unanswered",
+            "mrtr Parked",
+            "mrtr Tampered",
+            "mrtr Replay",
+            "mrtr Early",
+            "mrtr Never",
+            "call",
+            "die",
+        ] {
+            assert!(seen.contains(k), "{k} never generated: {seen:?}");
+        }
+        // Over HTTP: no listen (its stream is the response of its own POST) and no line.
+        let http = kinds(true);
+        assert!(!http.contains("listen") && !http.contains("line"), "{http:?}");
+        assert!(http.contains("mrtr Never") && http.contains("modern only"), "{http:?}");
+    }
+
+    #[test]
+    fn a_case_is_a_pure_function_of_its_seed() {
+        assert_eq!(generate(77, 12, false), generate(77, 12, false));
+        assert_ne!(generate(77, 12, false), generate(78, 12, false));
+    }
 }

@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use super::{Ask, BOp, BridgeCase, During, HOST_IGNORE, Id, LISTS, Reply, TOOL_IGNORE};
+use super::{
+    Ask, BOp, BridgeCase, During, HOST_IGNORE, Id, Input, LISTS, MrtrEnd, Reply, TOOL_IGNORE, Tamper, modern_meta,
+};
 use crate::explore::yaml_out::{escape, flow_verbatim};
 
 fn rpc(id: Option<&Id>, method: &str, params: Option<&Value>) -> Value {
@@ -93,14 +95,17 @@ impl BridgeCase {
         let _ = writeln!(o.text, "timeout_ms: {}", 20_000 + 6_000 * self.ops.len() as u64);
         let _ = writeln!(o.text, "steps:");
         o.step(json!({"tool_handshake": *LISTS}));
-        let caps = if self.capabilities { json!({"sampling": {}, "roots": {"listChanged": true}}) } else { json!({}) };
-        o.host_send(rpc(
-            Some(&self.init_id),
-            "initialize",
-            Some(&json!({"protocolVersion": self.version, "capabilities": caps, "clientInfo": {"name": "explore", "version": "1"}})),
-        ));
-        o.host_wait(10_000, &["BR-MCP-19"]);
-        o.host_send(rpc(None, "notifications/initialized", None));
+        if self.legacy {
+            let caps =
+                if self.capabilities { json!({"sampling": {}, "roots": {"listChanged": true}}) } else { json!({}) };
+            o.host_send(rpc(
+                Some(&self.init_id),
+                "initialize",
+                Some(&json!({"protocolVersion": self.version, "capabilities": caps, "clientInfo": {"name": "explore", "version": "1"}})),
+            ));
+            o.host_wait(10_000, &["BR-MCP-19"]);
+            o.host_send(rpc(None, "notifications/initialized", None));
+        }
         for op in &self.ops {
             o.ids.extend(op.ids());
             op.write(&mut o);
@@ -132,10 +137,16 @@ impl BOp {
                 // -32700 or -32600 with id null (a batch: -32600 under 2025-06-18).
                 o.host_wait(3000, &["BR-MCP-16", "BR-MCP-17", "BR-MCP-21"]);
             }
-            BOp::Call { id, n, token, during, reply, unknown_fields } => {
+            BOp::Call { id, n, token, during, reply, unknown_fields, modern } => {
                 let mut params = json!({"name": "echo", "arguments": {"n": n}});
+                if let Some(m) = modern {
+                    params["_meta"] = modern_meta(json!({}));
+                    if let Some(level) = m.log_level {
+                        params["_meta"]["io.modelcontextprotocol/logLevel"] = json!(level);
+                    }
+                }
                 if let Some(t) = token {
-                    params["_meta"] = json!({"progressToken": t});
+                    params["_meta"]["progressToken"] = json!(t);
                 }
                 o.host_send(rpc(Some(id), "tools/call", Some(&params)));
                 let mut call = json!({"name": "echo", "arguments_json": {"json": {"equals": {"n": n}}}});
@@ -202,7 +213,7 @@ impl BOp {
                 reply.write(o, &rid, *unknown_fields);
                 o.host_wait(5000, &["BR-MCP-19"]);
             }
-            BOp::Ask { id, n, ask } => {
+            BOp::Ask { id, n, ask, modern } => {
                 let (method, params, want, answer, checks): (&str, Value, Value, Value, &[&str]) = match ask {
                     Ask::Read(uri) => (
                         "resources/read",
@@ -226,6 +237,10 @@ impl BOp {
                         &["BR-COMPLETE-01"],
                     ),
                 };
+                let mut params = params;
+                if *modern {
+                    params["_meta"] = modern_meta(json!({}));
+                }
                 o.host_send(rpc(Some(id), method, Some(&params)));
                 let mut expect = want;
                 expect["request_id"] = json!({"capture": format!("a{n}")});
@@ -256,6 +271,37 @@ impl BOp {
                 o.step(json!({"send": {"request_id": format!("${{c{n}}}"), "call_result": {"result_json": "[{\"type\":\"text\",\"text\":\"late\"}]"}}}));
                 o.host_send(rpc(Some(ping), "ping", None));
                 o.host_wait(3000, &["BR-MCP-08"]);
+            }
+            BOp::ModernLocal { id, method, params } => {
+                o.host_send(rpc(Some(id), method, Some(params)));
+                o.host_wait(3000, &["BR-MCP-19"]);
+            }
+            BOp::Mrtr { ids, n, first, end, reply } => mrtr(o, ids, *n, *first, end, reply),
+            BOp::Listen { id, after } => {
+                let meta = modern_meta(json!({}));
+                o.host_send(rpc(
+                    Some(id),
+                    "subscriptions/listen",
+                    Some(&json!({"notifications": {"toolsListChanged": true}, "_meta": meta})),
+                ));
+                let tagged = json!({"_meta": {"io.modelcontextprotocol/subscriptionId": Out::lit(id.json())}});
+                o.step_checks(
+                    json!({"host_expect": {"message": {"method": "notifications/subscriptions/acknowledged", "params": tagged}, "within_ms": 3000, "ignore": HOST_IGNORE}}),
+                    &["BR-STATELESS-30"],
+                );
+                // Whatever the state of `spare`, one of the two is a change.
+                o.step(json!({"send": {"request_id": "", "disable_tools": {"tool_names": ["spare"]}}}));
+                o.step(json!({"send": {"request_id": "", "enable_tools": {"tool_names": ["spare"]}}}));
+                let ignore: Vec<&str> =
+                    HOST_IGNORE.iter().copied().filter(|m| *m != "notifications/tools/list_changed").collect();
+                o.step_checks(
+                    json!({"host_expect": {"message": {"method": "notifications/tools/list_changed", "params": tagged}, "within_ms": 2000, "ignore": ignore}}),
+                    &["BR-STATELESS-31"],
+                );
+                o.host_send(rpc(None, "notifications/cancelled", Some(&json!({"requestId": id.json()}))));
+                // Once this is answered the bridge has read the cancellation (stdin in order).
+                o.host_send(rpc(Some(after), "server/discover", Some(&json!({"_meta": meta}))));
+                o.host_wait(3000, &["BR-STATELESS-08"]);
             }
             BOp::Die { id, n, ping } => {
                 o.host_send(rpc(Some(id), "tools/call", Some(&json!({"name": "slow", "arguments": {"n": n}}))));
@@ -328,6 +374,211 @@ impl Reply {
                     o.step(json!({"send": {"request_id": rid, "stream_chunk": c}}));
                 }
             }
+        }
+    }
+}
+
+/// The capabilities of a modern call that asks for input: both.
+fn mrtr_caps() -> Value {
+    modern_meta(json!({"sampling": {}, "roots": {}}))
+}
+
+impl Input {
+    fn rid(self, n: u32, k: u32) -> String {
+        format!("i{n}-{k}")
+    }
+
+    /// The tool side's request Envelope under `rid`.
+    fn ask(self, n: u32, rid: &str) -> Value {
+        match self {
+            Input::Sampling => json!({"request_id": rid, "sampling_request": {
+                "messages_json": [{"role": "user", "content": {"type": "text", "text": format!("q{n}")}}], "max_tokens": 10}}),
+            Input::Roots => json!({"request_id": rid, "list_roots_request": {}}),
+        }
+    }
+
+    /// The method of its entry in inputRequests (BR-STATELESS-19).
+    fn method(self) -> &'static str {
+        match self {
+            Input::Sampling => "sampling/createMessage",
+            Input::Roots => "roots/list",
+        }
+    }
+
+    /// The host's answer in inputResponses.
+    fn answer(self, n: u32) -> Value {
+        match self {
+            Input::Sampling => {
+                json!({"role": "assistant", "content": {"type": "text", "text": format!("a{n}")}, "model": "m"})
+            }
+            Input::Roots => json!({"roots": [{"uri": format!("file:///r{n}"), "name": "r"}]}),
+        }
+    }
+
+    /// The answer's Envelope as the tool side awaits it under `rid` (BR-STATELESS-23).
+    fn answered(self, n: u32, rid: &str) -> Value {
+        match self {
+            Input::Sampling => json!({"request_id": rid, "sampling_response": {"model": "m"}}),
+            Input::Roots => {
+                json!({"request_id": rid, "list_roots_response": {"roots": [{"uri": format!("file:///r{n}")}]}})
+            }
+        }
+    }
+
+    /// Its refusal (an error, an empty list: BR-STATELESS-26/27).
+    fn refused(self, rid: &str) -> Value {
+        match self {
+            Input::Sampling => json!({"request_id": rid, "sampling_response": {"error": {"not_empty": true}}}),
+            Input::Roots => json!({"request_id": rid, "list_roots_response": {}}),
+        }
+    }
+
+    fn other(self) -> Input {
+        match self {
+            Input::Sampling => Input::Roots,
+            Input::Roots => Input::Sampling,
+        }
+    }
+}
+
+/// A modern tools/call of `echo` with `arguments`, as the host writes it: the literal parts
+/// escaped, `state` (a placeholder, or none) and `answers` ((key placeholder, answer)) as they
+/// are, so the runner puts in what was captured.
+fn retry(id: &Id, arguments: Value, state: Option<&str>, answers: &[(String, Value)]) -> Value {
+    let mut m = Out::lit(rpc(
+        Some(id),
+        "tools/call",
+        Some(&json!({"name": "echo", "arguments": arguments, "_meta": mrtr_caps()})),
+    ));
+    if let Some(s) = state {
+        m["params"]["requestState"] = json!(s);
+    }
+    let mut responses = serde_json::Map::new();
+    for (k, a) in answers {
+        responses.insert(k.clone(), Out::lit(a.clone()));
+    }
+    m["params"]["inputResponses"] = Value::Object(responses);
+    m
+}
+
+/// An InputRequiredResult awaited for `id`: its state captured as `state`, one input request of
+/// `input` under a key captured as `key` (or equal to the key `key` holds: `again`).
+fn input_required(o: &mut Out, id: &Id, state: &str, key: &str, again: bool, input: Input, checks: &[&str]) {
+    let key = if again { json!(format!("${{{key}}}")) } else { json!({"capture": key}) };
+    o.step_checks(
+        json!({"host_expect": {"message": {"id": Out::lit(id.json()), "result": {
+            "resultType": "input_required",
+            "requestState": {"capture": state},
+            "inputRequests": {"entries": [{"key": key, "value": {"method": input.method()}}]}
+        }}, "within_ms": 3000, "ignore": HOST_IGNORE}}),
+        checks,
+    );
+}
+
+/// A retry the bridge must refuse with -32602 and without Envelope traffic (BR-STATELESS-22):
+/// whatever it sent for the retry was written before the refusal, so 300 ms of quiet at the
+/// tool side show it.
+fn refused(o: &mut Out, id: &Id) {
+    o.step_checks(
+        json!({"host_expect": {"message": {"id": Out::lit(id.json()), "error": {"code": -32602}}, "within_ms": 3000, "ignore": HOST_IGNORE}}),
+        &["BR-STATELESS-22"],
+    );
+    o.step_checks(json!({"expect_nothing": {"for_ms": 300}}), &["BR-STATELESS-22"]);
+}
+
+/// An MRTR round (spec §26.4) of a modern call of `echo`, ending as `end` says.
+fn mrtr(o: &mut Out, ids: &[Id], n: u32, first: Input, end: &MrtrEnd, reply: &Reply) {
+    let args = json!({"n": n});
+    let (s1, k1, s2, k2) = (format!("s{n}a"), format!("k{n}a"), format!("s{n}b"), format!("k{n}b"));
+    let (p1, pk1, p2, pk2) = (format!("${{{s1}}}"), format!("${{{k1}}}"), format!("${{{s2}}}"), format!("${{{k2}}}"));
+    let rid1 = first.rid(n, 1);
+    let call = format!("c{n}");
+    o.host_send(Out::lit(rpc(
+        Some(&ids[0]),
+        "tools/call",
+        Some(&json!({"name": "echo", "arguments": args, "_meta": mrtr_caps()})),
+    )));
+    o.step_checks(
+        json!({"expect": {"envelope": {"request_id": {"capture": call}, "call_tool": {"name": "echo", "arguments_json": {"json": {"equals": args}}}}, "within_ms": 3000, "ignore": TOOL_IGNORE}}),
+        &["BR-CALL-01", "BR-CALL-02"],
+    );
+    o.step(json!({"send": first.ask(n, &rid1)}));
+    input_required(o, &ids[0], &s1, &k1, false, first, &["BR-STATELESS-17"]);
+    let answer1 = vec![(pk1.clone(), first.answer(n))];
+    let rid = format!("${{{call}}}");
+    // The retry `id` with the first round's answer: the answer reaches the tool process, its
+    // result answers the retry.
+    let finish = |o: &mut Out, id: &Id, state: &str, answers: &[(String, Value)], input: Input, rid_in: &str| {
+        o.step(json!({"host_send": {"message": retry(id, args.clone(), Some(state), answers)}}));
+        o.step_checks(
+            json!({"expect": {"envelope": input.answered(n, rid_in), "within_ms": 3000, "ignore": TOOL_IGNORE}}),
+            &["BR-STATELESS-23"],
+        );
+        reply.write(o, &rid, false);
+        o.host_wait(5000, &["BR-MCP-19"]);
+    };
+    match end {
+        MrtrEnd::All => finish(o, &ids[1], &p1, &answer1, first, &rid1),
+        MrtrEnd::Late(ms) => {
+            o.step(json!({"sleep": {"ms": ms}}));
+            finish(o, &ids[1], &p1, &answer1, first, &rid1);
+        }
+        MrtrEnd::Unanswered { replay } => {
+            o.step(json!({"host_send": {"message": retry(&ids[1], args.clone(), Some(&p1), &[])}}));
+            input_required(o, &ids[1], &s2, &k1, true, first, &["BR-STATELESS-24"]);
+            if *replay {
+                o.step(json!({"host_send": {"message": retry(&ids[2], args.clone(), Some(&p1), &answer1)}}));
+                refused(o, &ids[2]);
+            }
+            finish(o, &ids[3], &p2, &answer1, first, &rid1);
+        }
+        MrtrEnd::Parked => {
+            let second = first.other();
+            let rid2 = second.rid(n, 2);
+            o.step(json!({"send": second.ask(n, &rid2)}));
+            o.step(json!({"host_send": {"message": retry(&ids[1], args.clone(), Some(&p1), &answer1)}}));
+            o.step_checks(
+                json!({"expect": {"envelope": first.answered(n, &rid1), "within_ms": 3000, "ignore": TOOL_IGNORE}}),
+                &["BR-STATELESS-23"],
+            );
+            input_required(o, &ids[1], &s2, &k2, false, second, &["BR-STATELESS-24"]);
+            finish(o, &ids[2], &p2, &[(pk2, second.answer(n))], second, &rid2);
+        }
+        MrtrEnd::Tampered(t) => {
+            let bad = match t {
+                Tamper::Appended => retry(&ids[1], args.clone(), Some(&format!("{p1}A")), &answer1),
+                Tamper::OtherArguments => retry(&ids[1], json!({"n": n + 100_000}), Some(&p1), &answer1),
+                Tamper::NoState => retry(&ids[1], args.clone(), None, &answer1),
+            };
+            o.step(json!({"host_send": {"message": bad}}));
+            refused(o, &ids[1]);
+            finish(o, &ids[2], &p1, &answer1, first, &rid1);
+        }
+        MrtrEnd::Replay => {
+            finish(o, &ids[1], &p1, &answer1, first, &rid1);
+            o.step(json!({"host_send": {"message": retry(&ids[2], args.clone(), Some(&p1), &answer1)}}));
+            refused(o, &ids[2]);
+        }
+        MrtrEnd::Early => {
+            reply.write(o, &rid, false);
+            o.step_checks(
+                json!({"expect": {"envelope": first.refused(&rid1), "within_ms": 3000, "ignore": TOOL_IGNORE}}),
+                &["BR-STATELESS-27"],
+            );
+            o.step(json!({"host_send": {"message": retry(&ids[1], args.clone(), Some(&p1), &answer1)}}));
+            o.host_wait(3000, &["BR-STATELESS-27"]);
+        }
+        MrtrEnd::Never => {
+            // T_MRTR is CALL_TIMEOUT (3 s in the catalogue): nothing before 2 s, the
+            // cancellation and the input request's answer by T_MRTR + T_PROMPT (and some slack).
+            o.step_checks(json!({"expect_nothing": {"for_ms": 2000}}), &["BR-STATELESS-26"]);
+            o.step_checks(
+                json!({"expect_any_order": {"envelopes": [{"cancel": {"request_id": rid}}, first.refused(&rid1)], "within_ms": 4000}}),
+                &["BR-STATELESS-26"],
+            );
+            o.step(json!({"send": {"request_id": rid, "call_result": {"result_json": "[{\"type\":\"text\",\"text\":\"late\"}]"}}}));
+            o.step(json!({"host_send": {"message": retry(&ids[1], args.clone(), Some(&p1), &answer1)}}));
+            refused(o, &ids[1]);
         }
     }
 }
