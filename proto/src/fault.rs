@@ -212,6 +212,11 @@ faults! {
     BrCallUnknownToolAsResult = ("br.call.unknown-tool-as-result", Bridge, "BR-CALL-04", "a tools/call of an unknown tool gets an isError result instead of error -32602"),
     // bridge: MCP side (§20–§26)
     BrMcpUnansweredAfterRestart = ("br.mcp.unanswered-after-restart", Bridge, "BR-MCP-19", "a tools/call that arrives after the tool process was restarted is never answered (the new connection's call table lost)"),
+    // [P] pending: the Revision 2 requirements of issue 30 that had no scenario
+    BrStatelessListenDroppedAtShutdown = ("br.stateless.listen-dropped-at-shutdown", Bridge, "BR-STATELESS-33", "at an orderly shutdown open listen subscriptions are dropped: no complete result, no notifications/cancelled"),
+    BrHttpNoKeepAlive = ("br.http.no-keep-alive", Bridge, "BR-HTTP-36", "a listen subscription's SSE stream gets no keep-alive comment, however long it is quiet"),
+    BrCallSchemaErrorAsJsonrpc = ("br.call.schema-error-as-jsonrpc", Bridge, "BR-CALL-19", "the bridge checks tools/call arguments against the tool's inputSchema and answers a violation with error -32602 in every session"),
+    BrSecurityRefFetched = ("br.security.ref-fetched", Bridge, "BR-SECURITY-09", "the bridge checks tools/call arguments against the tool's inputSchema and fetches a $ref with an http:// URI to do so"),
 }
 
 /// No fault: [`ACTIVE`] holds this.

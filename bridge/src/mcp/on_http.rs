@@ -28,6 +28,10 @@ type HttpBody = http_body_util::combinators::BoxBody<Bytes, std::convert::Infall
 /// goes out in one write (head, answer, end of the body) instead of two.
 const HOLD_FOR_ANSWER: Duration = Duration::from_millis(2);
 
+/// How long an orderly shutdown waits for the open modern responses to end with their complete
+/// results (BR-STATELESS-33).
+const SHUTDOWN_DRAIN: Duration = Duration::from_millis(500);
+
 /// One event stream of a session: a request's or the GET's.
 struct Stream {
     events: mpsc::UnboundedSender<Bytes>,
@@ -79,6 +83,9 @@ struct Registry {
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
     /// `--auth` is in force (BR-STATELESS-14).
     authenticated: bool,
+    /// The sessions of modern requests whose response is still open (a listen subscription's
+    /// above all), for the orderly shutdown (BR-STATELESS-33).
+    modern: Mutex<Vec<std::sync::Weak<HttpSession>>>,
 }
 
 impl Registry {
@@ -145,6 +152,16 @@ pub async fn serve_http(
         });
     }
     sweeper.abort();
+    // BR-STATELESS-33: each open modern response (a listen subscription's stream) gets its
+    // complete result and ends, before the process does (bounded by SHUTDOWN_DRAIN).
+    let open: Vec<Arc<HttpSession>> = registry.modern.lock().unwrap().drain(..).filter_map(|w| w.upgrade()).collect();
+    let open: Vec<Arc<HttpSession>> = open.into_iter().filter(|s| s.session.shutdown()).collect();
+    let _ = tokio::time::timeout(SHUTDOWN_DRAIN, async {
+        for s in &open {
+            s.session.ended.cancelled().await;
+        }
+    })
+    .await;
     let ids: Vec<String> = registry.sessions.lock().unwrap().keys().cloned().collect();
     for id in ids {
         registry.end(&id);
@@ -289,14 +306,18 @@ fn modern_request_of(v: &Value) -> Option<Request> {
     }
 }
 
-/// A session of its own for one modern request, not registered under any id.
-fn new_session(bridge: &Arc<Bridge>, authenticated: bool) -> Arc<HttpSession> {
+/// A session of its own for one modern request, not registered under any id; the registry
+/// keeps a weak reference for the orderly shutdown.
+fn new_session(bridge: &Arc<Bridge>, registry: &Registry) -> Arc<HttpSession> {
     let s = Arc::new(HttpSession {
-        session: McpSession::new(bridge.clone(), authenticated, true),
+        session: McpSession::new(bridge.clone(), registry.authenticated, true),
         streams: Mutex::default(),
         last_seen: Mutex::new(Instant::now()),
     });
     tokio::spawn(route(s.clone()));
+    let mut modern = registry.modern.lock().unwrap();
+    modern.retain(|w| w.strong_count() > 0);
+    modern.push(Arc::downgrade(&s));
     s
 }
 
@@ -378,7 +399,7 @@ async fn post(
                     &Message::Response(Response { id: Some(r.id), outcome: Err(e) }).to_value(),
                 );
             }
-            (None, new_session(bridge, registry.authenticated), true)
+            (None, new_session(bridge, registry), true)
         }
         (None, Some(id)) => match registry.get(&id) {
             Some(s) => (None, s, false),
