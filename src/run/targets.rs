@@ -205,6 +205,8 @@ pub(crate) fn reference_bridge_http_target(exe: PathBuf) -> Result<Target> {
     *argv = REFERENCE_BRIDGE_HTTP.split_whitespace().map(String::from).collect();
     *transport = runner::target::BridgeTransport::Http { url: REFERENCE_BRIDGE_HTTP_URL.into() };
     t.name = REFERENCE_BRIDGE_HTTP_NAME.into();
+    // As for `--bridge harness/bridges/reference-http`: a target driven over HTTP claims `http`.
+    t.features.push("http".into());
     t.known_failures = runner::target::parse_known_failures(
         Path::new("harness/data/reference-bridge-http-known-failures.yaml"),
         REFERENCE_BRIDGE_HTTP_KNOWN_FAILURES,
