@@ -174,15 +174,19 @@ async fn sse_comments_are_reported_on_their_stream() {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = l.local_addr().unwrap().port();
     tokio::spawn(async move {
-        let (mut s, _) = l.accept().await.unwrap();
-        let mut buf = vec![0u8; 4096];
-        let _ = s.read(&mut buf).await.unwrap();
-        let body = ": keep-alive\n\ndata: {\"jsonrpc\":\"2.0\",\n:between lines\ndata: \"method\":\"n\"}\n\n:\n\n";
-        let reply = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        s.write_all(reply.as_bytes()).await.unwrap();
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            if s.read(&mut buf).await.unwrap_or(0) == 0 {
+                continue; // the listening probe
+            }
+            let body = ": keep-alive\n\ndata: {\"jsonrpc\":\"2.0\",\n:between lines\ndata: \"method\":\"n\"}\n\n:\n\n";
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            s.write_all(reply.as_bytes()).await.unwrap();
+        }
     });
     let h = HttpSession::new(Endpoint::parse(&format!("http://127.0.0.1:{port}/mcp")).unwrap());
     h.wait_listening(Instant::now() + Duration::from_secs(2)).await.unwrap();
