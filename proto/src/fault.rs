@@ -499,6 +499,11 @@ faults! {
     // [E] explore
     BrMrtrRefusedRetryForwards = ("br.mrtr.refused-retry-forwards", Bridge, "BR-STATELESS-22", "a retry with other arguments is refused (-32602) only after its inputResponses went to the tool process"),
     BrMrtrNeverExpires = ("br.mrtr.never-expires", Bridge, "BR-STATELESS-26", "a parked call nobody retries is never cancelled (T_MRTR never fires)"),
+    // [P] pending: the Revision 2 requirements of issue 30 that had no scenario
+    BrStatelessListenDroppedAtShutdown = ("br.stateless.listen-dropped-at-shutdown", Bridge, "BR-STATELESS-33", "at an orderly shutdown open listen subscriptions are dropped: no complete result, no notifications/cancelled"),
+    BrHttpNoKeepAlive = ("br.http.no-keep-alive", Bridge, "BR-HTTP-36", "a listen subscription's SSE stream gets no keep-alive comment, however long it is quiet"),
+    BrCallSchemaErrorAsJsonrpc = ("br.call.schema-error-as-jsonrpc", Bridge, "BR-CALL-19", "the bridge checks tools/call arguments against the tool's inputSchema and answers a violation with error -32602 in every session"),
+    BrSecurityRefFetched = ("br.security.ref-fetched", Bridge, "BR-SECURITY-09", "the bridge checks tools/call arguments against the tool's inputSchema and fetches a $ref with an http:// URI to do so"),
 }
 
 /// No fault: [`ACTIVE`] holds this.

@@ -205,6 +205,9 @@ pub(super) enum RawStep {
     ExpectSocketPrivate(RawEmpty),
     ToolConnectAgain(RawWithin),
     ExpectToolExit(RawWithin),
+    HostExpectComment(RawHostExpectComment),
+    TcpListen(RawTcpListen),
+    ExpectNoTcpConnect(RawExpectNoTcpConnect),
     Soak(RawSoak),
     // proto-mcp (the loader refuses them in protomcp scenarios).
     Initialize(RawInitialize),
@@ -244,6 +247,37 @@ pub(super) struct RawHostExpect {
     pub ignore: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     pub stream: Option<Node>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHostExpectComment {
+    #[serde(default)]
+    pub within_ms: Option<Spanned<Ms>>,
+    #[serde(default)]
+    pub stream: Option<Node>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTcpListen {
+    pub capture: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawExpectNoTcpConnect {
+    pub listener: Spanned<String>,
+    #[serde(default)]
+    pub for_ms: Option<Spanned<Ms>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawOrHost {
+    pub message: Node,
+    #[serde(default)]
+    pub ignore: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -378,6 +412,9 @@ pub(super) struct RawExpect {
     pub ignore: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     pub or_close: bool,
+    /// Bridge scenarios: instead of the frame, the host may get a message matching this.
+    #[serde(default)]
+    pub or_host: Option<RawOrHost>,
 }
 
 #[derive(Debug, Deserialize)]

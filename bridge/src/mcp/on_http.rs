@@ -29,6 +29,10 @@ type HttpBody = http_body_util::combinators::BoxBody<Bytes, std::convert::Infall
 /// goes out in one write (head, answer, end of the body) instead of two.
 const HOLD_FOR_ANSWER: Duration = Duration::from_millis(2);
 
+/// How long an orderly shutdown waits for the open modern responses to end with their complete
+/// results (BR-STATELESS-33).
+const SHUTDOWN_DRAIN: Duration = Duration::from_millis(500);
+
 /// One event stream of a session: a request's or the GET's.
 struct Stream {
     events: mpsc::UnboundedSender<Bytes>,
@@ -86,6 +90,9 @@ struct Registry {
     shared_modern: Mutex<Option<Arc<HttpSession>>>,
     /// The version the latest initialize asked for (br.http.version-bridge-wide only).
     negotiated: Mutex<Option<String>>,
+    /// The sessions of modern requests whose response is still open (a listen subscription's
+    /// above all), for the orderly shutdown (BR-STATELESS-33).
+    modern: Mutex<Vec<std::sync::Weak<HttpSession>>>,
 }
 
 impl Registry {
@@ -152,6 +159,16 @@ pub async fn serve_http(
         });
     }
     sweeper.abort();
+    // BR-STATELESS-33: each open modern response (a listen subscription's stream) gets its
+    // complete result and ends, before the process does (bounded by SHUTDOWN_DRAIN).
+    let open: Vec<Arc<HttpSession>> = registry.modern.lock().unwrap().drain(..).filter_map(|w| w.upgrade()).collect();
+    let open: Vec<Arc<HttpSession>> = open.into_iter().filter(|s| s.session.shutdown()).collect();
+    let _ = tokio::time::timeout(SHUTDOWN_DRAIN, async {
+        for s in &open {
+            s.session.ended.cancelled().await;
+        }
+    })
+    .await;
     let ids: Vec<String> = registry.sessions.lock().unwrap().keys().cloned().collect();
     for id in ids {
         registry.end(&id);
@@ -308,14 +325,19 @@ fn modern_request_of(v: &Value) -> Option<Request> {
     }
 }
 
-/// A session of its own for one modern request, not registered under any id. It has no router
-/// task: its request's response routes it ([`Pump`]), since nothing else can read it.
-fn new_session(bridge: &Arc<Bridge>, authenticated: bool) -> Arc<HttpSession> {
-    Arc::new(HttpSession {
-        session: McpSession::new(bridge.clone(), authenticated, true),
+/// A session of its own for one modern request, not registered under any id; the registry
+/// keeps a weak reference for the orderly shutdown (BR-STATELESS-33). It has no router task:
+/// its request's response routes it ([`Pump`]), since nothing else can read it.
+fn new_session(bridge: &Arc<Bridge>, registry: &Registry) -> Arc<HttpSession> {
+    let s = Arc::new(HttpSession {
+        session: McpSession::new(bridge.clone(), registry.authenticated, true),
         streams: Mutex::new(Streams { modern: true, ..Streams::default() }),
         last_seen: Mutex::new(Instant::now()),
-    })
+    });
+    let mut modern = registry.modern.lock().unwrap();
+    modern.retain(|w| w.strong_count() > 0);
+    modern.push(Arc::downgrade(&s));
+    s
 }
 
 /// Ends a modern request's session when its response goes away (answered, or the host left).
@@ -436,11 +458,18 @@ async fn post(
                 );
             }
             if fault::on(Fault::BrHttpModernSharedSession) {
+                // Shared, so no one response pumps it: it gets a router task as a legacy one.
                 let mut shared = registry.shared_modern.lock().unwrap();
-                let s = shared.get_or_insert_with(|| new_session(bridge, registry.authenticated)).clone();
+                let s = shared
+                    .get_or_insert_with(|| {
+                        let s = new_session(bridge, registry);
+                        tokio::spawn(route(s.clone()));
+                        s
+                    })
+                    .clone();
                 (None, s, false)
             } else {
-                (None, new_session(bridge, registry.authenticated), true)
+                (None, new_session(bridge, registry), true)
             }
         }
         (None, Some(id)) => match registry.get(&id) {

@@ -31,8 +31,10 @@ pub async fn serve_stdio(bridge: Arc<Bridge>, stop: impl std::future::Future<Out
         session.end();
         return Err(ServeError::Session(e));
     }
-    // What is queued goes out (bounded), then the session ends: its calls in flight are
-    // cancelled (BR-CANCEL-06).
+    // An orderly shutdown (stdin closed, a signal) ends the listen subscriptions first
+    // (BR-STATELESS-33). What is queued goes out (bounded), then the session ends: its calls
+    // in flight are cancelled (BR-CANCEL-06).
+    let _ = session.shutdown();
     let _ = tokio::time::timeout(DRAIN, async {
         while !session.is_idle() {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;

@@ -109,6 +109,13 @@ impl McpSession {
         self.core.lock().unwrap().is_idle()
     }
 
+    /// The bridge shuts down in order: the core ends the listen subscriptions itself
+    /// (BR-STATELESS-33); the session goes on until [`McpSession::end`]. Whether it answered
+    /// any.
+    pub fn shutdown(&self) -> bool {
+        self.with(|c, _| c.shutdown())
+    }
+
     /// Ends the session: its requests in flight are cancelled (BR-CANCEL-06).
     pub fn end(&self) {
         self.with(|c, _| c.close());
@@ -178,6 +185,16 @@ impl McpSession {
         tokio::spawn(async move {
             let b = me.bridge.clone();
             let sid = me.id;
+            if protomcp_proto::fault::on(protomcp_proto::fault::Fault::BrSecurityRefFetched) {
+                let tool = match &forward {
+                    Forward::Call { name, .. } => Some(name.as_str()),
+                    Forward::ModernCall(call) => Some(call.name.as_str()),
+                    _ => None,
+                };
+                if let Some(tool) = tool {
+                    fetch_network_refs(&b, tool).await;
+                }
+            }
             let outcome = match forward {
                 Forward::Call { name, arguments, progress } => {
                     let host: Arc<dyn HostSession> = me.clone();
@@ -216,6 +233,41 @@ impl McpSession {
 
     fn note(&self, note: Note) {
         self.with(|c, now| c.handle_note(now, note));
+    }
+}
+
+/// The fault [`protomcp_proto::fault::Fault::BrSecurityRefFetched`]: a bridge that checks a call's
+/// arguments against the tool's inputSchema and to do so fetches each `$ref` with an `http://`
+/// URI (BR-SECURITY-09 forbids it): one GET each, bounded, whatever comes back unused.
+async fn fetch_network_refs(bridge: &Bridge, tool: &str) {
+    use tokio::io::AsyncWriteExt;
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(o) => {
+                for (k, x) in o {
+                    match (k.as_str(), x.as_str()) {
+                        ("$ref", Some(uri)) if uri.starts_with("http://") => out.push(uri.to_owned()),
+                        _ => refs(x, out),
+                    }
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+            _ => {}
+        }
+    }
+    let mut uris = Vec::new();
+    if let Some(t) = bridge.tools().into_iter().find(|t| t["name"] == tool) {
+        refs(&t["inputSchema"], &mut uris);
+    }
+    for uri in uris {
+        let rest = uri.trim_start_matches("http://");
+        let (authority, path) = rest.split_once('/').map_or((rest, "/".to_owned()), |(a, p)| (a, format!("/{p}")));
+        let get = async {
+            let mut s = tokio::net::TcpStream::connect(authority).await?;
+            s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n").as_bytes())
+                .await
+        };
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(500), get).await;
     }
 }
 

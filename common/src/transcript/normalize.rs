@@ -9,7 +9,8 @@
 //!   `[STATE:1]`, …, and a reference bridge's state inside raw text (an HTTP body) to `[STATE]`;
 //! - JSON carried in strings (fields named `*_json`) shown parsed, when it parses;
 //! - in every string: temp and socket paths → `[TMP]`, PIDs (`pid 123`, `group 123`, `process
-//!   123`) → `[PID]`, durations (`12ms`, `1.5s`, `3µs`) → `[ELAPSED]`;
+//!   123`) → `[PID]`, durations (`12ms`, `1.5s`, `3µs`) → `[ELAPSED]`, loopback ports
+//!   (`127.0.0.1:40123`, a `tcp_listen` port in a schema) → `127.0.0.1:[PORT]`;
 //! - strings longer than [`STRING_MAX`] characters are cut, with their length;
 //! - object keys in sorted order, one line per item;
 //! - within an `expect_any_order` step the received lines are sorted (the order is the testee's
@@ -40,6 +41,7 @@ struct Patterns {
     pid: Regex,
     elapsed: Regex,
     state: Regex,
+    port: Regex,
 }
 
 fn patterns() -> &'static Patterns {
@@ -62,6 +64,7 @@ fn patterns() -> &'static Patterns {
             pid: Regex::new(r"(?i)\b(pid[ =:]?|process |group )\d+").expect("pid pattern"),
             elapsed: Regex::new(r"\b\d+(?:\.\d+)?(?:ns|µs|us|ms|s)\b").expect("elapsed pattern"),
             state: Regex::new(r"\br1\.[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{10,}").expect("state pattern"),
+            port: Regex::new(r"\b127\.0\.0\.1:\d+\b").expect("port pattern"),
         }
     })
 }
@@ -114,6 +117,7 @@ impl Normalizer {
         let s = p.tmp.replace_all(s, "[TMP]");
         let s = p.pid.replace_all(&s, "${1}[PID]");
         let s = p.state.replace_all(&s, "[STATE]");
+        let s = p.port.replace_all(&s, "127.0.0.1:[PORT]");
         p.elapsed.replace_all(&s, "[ELAPSED]").into_owned()
     }
 
@@ -315,6 +319,10 @@ mod tests {
             "nothing arrived within [ELAPSED] (took [ELAPSED], [ELAPSED])"
         );
         assert_eq!(n.text("hi there 42"), "hi there 42");
+        assert_eq!(
+            n.text(r#"{"$ref":"http://127.0.0.1:40123/s.json"}"#),
+            r#"{"$ref":"http://127.0.0.1:[PORT]/s.json"}"#
+        );
     }
 
     #[test]

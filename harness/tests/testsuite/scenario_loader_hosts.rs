@@ -1,7 +1,8 @@
 //! The scenario loader: what bridge scenarios say about a second host session (`host: b`), the
 //! stream a host message must come on (`host_expect.stream`), the tool process's socket
 //! (`shared_tmp`, `expect_socket_private`, `tool_connect_again`) and its end
-//! (`expect_tool_exit`).
+//! (`expect_tool_exit`), SSE comments (`host_expect_comment`), the harness's own TCP port
+//! (`tcp_listen`, `expect_no_tcp_connect`) and a frame or a host answer (`expect … or_host`).
 
 use crate::loader::{first_error, parse};
 
@@ -102,4 +103,63 @@ fn host_send_headers_are_a_posts_and_need_http() {
     assert_eq!(e, "dir/s.yaml:8:5: `host_send.headers` needs `transports: [http]` (they are a POST's)");
     let e = first_error(&format!("{HTTP}steps:\n  - host_send: {{line: x, headers: {{A: \"${{x}}\"}}}}\n"));
     assert!(e.contains("header `A`"), "{e}");
+}
+
+#[test]
+fn host_expect_comment_needs_http_and_may_name_its_stream() {
+    let s = parse(&format!(
+        "{HTTP}steps:\n  - host_expect_comment: {{stream: {{request: L1}}, within_ms: 31000}}\n  - host_expect_comment: {{}}\n"
+    ))
+    .unwrap();
+    assert!(matches!(&s.steps[0].action,
+        Action::HostExpectComment { stream: Some(HostStream::Request(id)), within } if *id == json!("L1") && within.as_millis() == 31000));
+    assert!(
+        matches!(&s.steps[1].action, Action::HostExpectComment { stream: None, within } if within.as_millis() == 1000)
+    );
+    assert!(s.steps[0].action.judges() && !s.steps[0].action.needs_connection());
+    let stdio = HTTP.replace("transports: [http]\n", "");
+    let e = first_error(&format!("{stdio}steps:\n  - host_expect_comment: {{}}\n"));
+    assert_eq!(e, "dir/s.yaml:8:5: `host_expect_comment` needs `transports: [http]` (SSE comments are HTTP's)");
+    let e = first_error(&format!("{TP}steps:\n  - host_expect_comment: {{}}\n"));
+    assert_eq!(e, "dir/s.yaml:7:5: `host_expect_comment` belongs to bridge scenarios (role: bridge)");
+}
+
+#[test]
+fn tcp_listen_binds_a_capture_for_the_tools_and_expect_no_tcp_connect() {
+    let s = parse(&format!(
+        "{BRIDGE}steps:\n  - tcp_listen: {{capture: p}}\n  - tool_handshake: {{tools: [{{name: t, input_schema_json: '{{\"$ref\":\"http://127.0.0.1:${{p}}/s.json\"}}'}}]}}\n  - expect_no_tcp_connect: {{listener: p, for_ms: 500}}\n"
+    ))
+    .unwrap();
+    assert!(matches!(&s.steps[0].action, Action::TcpListen { capture } if capture == "p"));
+    assert!(matches!(&s.steps[2].action,
+        Action::ExpectNoTcpConnect { listener, duration } if listener == "p" && duration.as_millis() == 500));
+    assert!(!s.steps[0].action.judges() && s.steps[2].action.judges());
+    // The port is used before anything binds it: in the tools, and as the listener.
+    let e = first_error(&format!(
+        "{BRIDGE}steps:\n  - tool_handshake: {{tools: [{{name: t, description: \"${{p}}\"}}]}}\n  - tcp_listen: {{capture: p}}\n"
+    ));
+    assert!(e.starts_with("dir/s.yaml:7:") && e.contains("`${p}` is not defined"), "{e}");
+    let e = first_error(&format!("{BRIDGE}steps:\n  - expect_no_tcp_connect: {{listener: q}}\n"));
+    assert!(e.starts_with("dir/s.yaml:7:") && e.contains("`${q}` is not defined"), "{e}");
+    let e = first_error(&format!("{BRIDGE}steps:\n  - tcp_listen: {{capture: 1p}}\n"));
+    assert!(e.starts_with("dir/s.yaml:7:") && e.contains("no capture name"), "{e}");
+    let e = first_error(&format!("{TP}steps:\n  - tcp_listen: {{capture: p}}\n"));
+    assert_eq!(e, "dir/s.yaml:7:5: `tcp_listen` belongs to bridge scenarios (role: bridge)");
+}
+
+#[test]
+fn expect_or_host_is_a_bridge_scenarios_and_excludes_or_close() {
+    let s = parse(&format!(
+        "{BRIDGE}steps:\n  - expect: {{envelope: {{call_tool: {{name: t}}}}, or_host: {{message: {{id: 2, result: {{isError: true}}}}, ignore: [notifications/tools/list_changed]}}}}\n"
+    ))
+    .unwrap();
+    let Action::Expect(e) = &s.steps[0].action else { panic!("{:?}", s.steps[0].action) };
+    assert_eq!(e.or_host.as_ref().map(|h| h.ignore.clone()), Some(vec!["notifications/tools/list_changed".to_owned()]));
+    assert!(!e.or_close);
+    let e = first_error(&format!("{TP}steps:\n  - expect: {{envelope: {{}}, or_host: {{message: {{id: 1}}}}}}\n"));
+    assert_eq!(e, "dir/s.yaml:7:5: `expect` belongs to bridge scenarios (role: bridge)");
+    let e = first_error(&format!(
+        "{BRIDGE}steps:\n  - expect: {{envelope: {{}}, or_close: true, or_host: {{message: {{id: 1}}}}}}\n"
+    ));
+    assert!(e.contains("`or_host` and `or_close` exclude each other"), "{e}");
 }

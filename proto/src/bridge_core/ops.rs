@@ -183,6 +183,15 @@ impl Core {
         }
         let generation = self.served()?;
         let def = if modern.is_some() { self.tools.get_active_modern(name) } else { self.tools.get_active(name) };
+        // The reference bridge forwards arguments unchecked (BR-CALL-05 lets it); the fault is a
+        // bridge that checks them and answers a violation with a JSON-RPC error.
+        if fault::on(Fault::BrCallSchemaErrorAsJsonrpc)
+            && let Some(d) = def
+            && let Ok(schema) = serde_json::from_str::<Value>(&d.input_schema_json)
+            && let Some(why) = schema_violation(&schema, &args)
+        {
+            return Err(HostError::InvalidParams(format!("arguments do not conform to the inputSchema: {why}")));
+        }
         let has_output_schema = match def {
             Some(d) => !d.output_schema_json.is_empty(),
             None if fault::on(Fault::BrCallUnknownToolAsResult) => {
@@ -684,6 +693,34 @@ impl Core {
 }
 
 /// A call's arguments: a JSON object (absent or null: empty).
+/// The first way `args` breaks `schema`'s `required` members or the JSON type of a property
+/// (`type` of one name); only the fault [`Fault::BrCallSchemaErrorAsJsonrpc`] checks arguments.
+fn schema_violation(schema: &Value, args: &Value) -> Option<String> {
+    for name in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+        if args.get(name).is_none() {
+            return Some(format!("`{name}` is required"));
+        }
+    }
+    let props = schema.get("properties").and_then(Value::as_object)?;
+    for (name, p) in props {
+        let (Some(v), Some(want)) = (args.get(name), p.get("type").and_then(Value::as_str)) else { continue };
+        let ok = match want {
+            "string" => v.is_string(),
+            "integer" => v.is_i64() || v.is_u64(),
+            "number" => v.is_number(),
+            "boolean" => v.is_boolean(),
+            "object" => v.is_object(),
+            "array" => v.is_array(),
+            "null" => v.is_null(),
+            _ => true,
+        };
+        if !ok {
+            return Some(format!("`{name}` must be of type {want}"));
+        }
+    }
+    None
+}
+
 fn call_arguments(arguments: Option<Value>) -> Result<Value, HostError> {
     match arguments {
         None | Some(Value::Null) if fault::on(Fault::BrCallAbsentArgsNull) => Ok(Value::Null),

@@ -1000,6 +1000,31 @@ impl HostCore {
         self.asks.retain(|_, (a, _)| *a != ask);
     }
 
+    /// The bridge shuts down in order (BR-LIFECYCLE-09/10) and ends the listen subscriptions
+    /// itself: each is answered with a complete result carrying its subscriptionId and, on
+    /// stdio, then cancelled by `notifications/cancelled` naming it (BR-STATELESS-33). The
+    /// shell lets the output drain, then [`HostCore::close`]s the session. Whether it answered
+    /// any.
+    pub fn shutdown(&mut self) -> bool {
+        let listens = std::mem::take(&mut self.listens);
+        if crate::fault::on(crate::fault::Fault::BrStatelessListenDroppedAtShutdown) {
+            return false;
+        }
+        let answered = !listens.is_empty();
+        for (id, _) in listens {
+            // serverInfo joins the subscriptionId in `_meta`, as on every modern result
+            // (BR-STATELESS-10).
+            let result = json!({"_meta": { (modern::META_SUBSCRIPTION): id.to_value() }});
+            self.reply(id.clone(), Ok(modern::decorate(result, &self.server_info(), None)));
+            if !self.cfg.http {
+                let params = json!({"requestId": id.to_value()});
+                let n = Notification::new("notifications/cancelled", Some(params));
+                self.queue(Message::Notification(n), Route::Session);
+            }
+        }
+        answered
+    }
+
     /// The session ends (stdin closed, DELETE, idle): requests forwarded are cancelled
     /// (BR-CANCEL-06), requests of ours fail, nothing more goes out.
     pub fn close(&mut self) {

@@ -273,7 +273,8 @@ pub fn check_headers<'a>(r: &Request, header: impl Fn(&str) -> Option<&'a str>) 
 /// sends an SSE comment to keep it open: a listen subscription's, every 30 s (BR-HTTP-36);
 /// `None` for other requests, whose streams end with their response.
 pub fn keepalive(method: &str) -> Option<std::time::Duration> {
-    (method == "subscriptions/listen").then_some(std::time::Duration::from_secs(30))
+    let listen = method == "subscriptions/listen" && !crate::fault::on(crate::fault::Fault::BrHttpNoKeepAlive);
+    listen.then_some(std::time::Duration::from_secs(30))
 }
 
 /// The value of a header that may use the `=?base64?…?=` form (docs/specification/2026-07-28,

@@ -350,6 +350,37 @@ fn a_listen_subscription_hears_its_changes_tagged_and_ends_when_cancelled() {
 }
 
 #[test]
+fn an_orderly_shutdown_answers_each_listen_subscription_complete_and_on_stdio_then_cancels_it() {
+    for http in [false, true] {
+        let mut core = HostCore::new(Config { http, ..cfg(None) });
+        line(&mut core, modern(7, "subscriptions/listen", json!({"notifications": {"toolsListChanged": true}})));
+        out(&mut core);
+        assert!(core.shutdown(), "BR-STATELESS-33");
+        let sent = out(&mut core);
+        let complete = json!({"jsonrpc": "2.0", "id": 7, "result": {"resultType": "complete",
+            "_meta": {"io.modelcontextprotocol/subscriptionId": 7,
+                "io.modelcontextprotocol/serverInfo": {"name": "test", "version": "1"}}}});
+        let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}});
+        let want = if http { vec![complete] } else { vec![complete, cancelled] };
+        assert_eq!(sent, want, "BR-STATELESS-33 (http: {http})");
+        core.handle_note(Instant::now(), Note::ListChanged(ListKind::Tools));
+        assert!(out(&mut core).is_empty(), "the subscription is over");
+        assert!(!core.shutdown(), "nothing left to end");
+    }
+}
+
+#[test]
+fn with_the_fault_an_orderly_shutdown_drops_the_listen_subscriptions() {
+    crate::fault::test_only::set(Some(crate::fault::Fault::BrStatelessListenDroppedAtShutdown));
+    let mut core = HostCore::new(cfg(None));
+    line(&mut core, modern(7, "subscriptions/listen", json!({"notifications": {"toolsListChanged": true}})));
+    out(&mut core);
+    assert!(!core.shutdown());
+    crate::fault::test_only::set(None);
+    assert!(out(&mut core).is_empty());
+}
+
+#[test]
 fn a_modern_request_leaves_the_legacy_session_alone() {
     let mut core = initialized(None, json!({}));
     line(&mut core, request(1, "logging/setLevel", json!({"level": "error"})));

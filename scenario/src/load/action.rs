@@ -4,8 +4,8 @@
 use super::{
     Action, Checker, CloseMode, Compiler, DEFAULT_HANDSHAKE_RID, Duration, ExitCode, Expect, ExpectAnyOrder,
     ExpectExit, ExpectNothing, FrameBody, Handshake, HostExpect, HostExpectNothing, HostHttp, HostStream,
-    HttpSessionRef, Loc, Node, NodeKind, Profile, RawStep, ReloadBegins, ReloadForm, SendFrame, SendLine, Signal, Soak,
-    SoakCall, T_PROMPT, T_START, Template, ToolHandshake, loc, raw, requirements, template,
+    HttpSessionRef, Loc, Node, NodeKind, OrHost, Profile, RawStep, ReloadBegins, ReloadForm, SendFrame, SendLine,
+    Signal, Soak, SoakCall, T_PROMPT, T_START, Template, ToolHandshake, loc, raw, requirements, template,
 };
 
 impl Checker<'_> {
@@ -26,7 +26,18 @@ impl Checker<'_> {
                 let pattern = self.pattern(compiler.envelope(&e.envelope));
                 let within = self.within(e.within_ms.as_ref(), T_PROMPT);
                 let ignore = self.ignore(e.ignore.as_ref());
-                Action::Expect(Expect { pattern: pattern?, within, ignore, or_close: e.or_close })
+                let or_host = match &e.or_host {
+                    None => None,
+                    Some(h) => {
+                        if e.or_close {
+                            self.error(h.message.loc, "`or_host` and `or_close` exclude each other");
+                        }
+                        let pattern = self.pattern(compiler.value(&h.message))?;
+                        let ignore = h.ignore.iter().flatten().map(|m| m.value.clone()).collect();
+                        Some(OrHost { pattern, ignore })
+                    }
+                };
+                Action::Expect(Expect { pattern: pattern?, within, ignore, or_close: e.or_close, or_host })
             }
             RawStep::ExpectAnyOrder(e) => self.expect_any_order(e, compiler)?,
             RawStep::ExpectNothing(e) => {
@@ -91,9 +102,34 @@ impl Checker<'_> {
             RawStep::ExpectToolExit(w) => {
                 Action::ExpectToolExit { within: self.within(w.within_ms.as_ref(), T_PROMPT) }
             }
+            RawStep::HostExpectComment(e) => {
+                let within = self.within(e.within_ms.as_ref(), T_PROMPT);
+                let stream = match &e.stream {
+                    None => None,
+                    Some(n) => Some(self.host_stream(n)?),
+                };
+                Action::HostExpectComment { stream, within }
+            }
+            RawStep::TcpListen(t) => {
+                let name = &t.capture.value;
+                if !is_capture_name(name) {
+                    self.error(
+                        loc(&t.capture),
+                        format!("`{name}` is no capture name: letters, digits and `_`, not starting with a digit"),
+                    );
+                    return None;
+                }
+                compiler.defined.push(name.clone());
+                Action::TcpListen { capture: name.clone() }
+            }
+            RawStep::ExpectNoTcpConnect(e) => {
+                compiler.used.push((e.listener.value.clone(), loc(&e.listener)));
+                let duration = self.within(e.for_ms.as_ref(), T_PROMPT);
+                Action::ExpectNoTcpConnect { listener: e.listener.value.clone(), duration }
+            }
             RawStep::Soak(k) => Action::Soak(self.soak(k)?),
             RawStep::ReloadBegins(r) => self.reload_begins(r)?,
-            RawStep::ToolHandshake(h) => self.tool_handshake(h)?,
+            RawStep::ToolHandshake(h) => self.tool_handshake(h, compiler)?,
             // proto-mcp's own steps: `steps` refuses them elsewhere, `pm_action` checks them.
             RawStep::Initialize(_)
             | RawStep::SendJson(_)
@@ -244,7 +280,12 @@ impl Checker<'_> {
     }
 
     /// `tool_handshake`: the lists the tool process announces, each checked as an Envelope template.
-    fn tool_handshake(&mut self, h: &raw::RawToolHandshake) -> Option<Action> {
+    fn tool_handshake(&mut self, h: &raw::RawToolHandshake, compiler: &mut Compiler) -> Option<Action> {
+        // `${name}` in the tools' strings: captures of earlier steps (a `tcp_listen` port in a
+        // schema's `$ref`, BR-SECURITY-09), filled in when the step runs.
+        if let Some(n) = &h.tools {
+            self.message_placeholders(n, compiler)?;
+        }
         let mut list = |node: &Option<Node>, arm: &str, field: &str| -> Option<Vec<serde_json::Value>> {
             let Some(n) = node else { return Some(Vec::new()) };
             let v = n.to_value().map_err(|(at, m)| self.error(at, m)).ok()?;
@@ -527,4 +568,10 @@ impl Checker<'_> {
         let within = self.within(k.within_ms.as_ref(), Duration::from_secs(5));
         Some(Soak { repeat, mix, sample_every, warmup, within })
     }
+}
+
+/// A capture's name: letters, digits and `_`, not starting with a digit (as in `${name}`).
+fn is_capture_name(name: &str) -> bool {
+    name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }

@@ -371,6 +371,11 @@ impl Checker<'_> {
             self.error(st.loc, "`host_expect.stream` needs `transports: [http]` (streams are HTTP's)");
         }
         if transports != [Transport::Http]
+            && let Some(st) = steps.iter().find(|st| matches!(&st.action, Action::HostExpectComment { .. }))
+        {
+            self.error(st.loc, "`host_expect_comment` needs `transports: [http]` (SSE comments are HTTP's)");
+        }
+        if transports != [Transport::Http]
             && let Some(st) = steps.iter().find(|st| matches!(&st.action, Action::HostSend(_, h) if !h.is_empty()))
         {
             self.error(st.loc, "`host_send.headers` needs `transports: [http]` (they are a POST's)");

@@ -103,6 +103,23 @@ pub enum Action {
     ExpectToolExit {
         within: Duration,
     },
+    /// Bridge scenarios over HTTP: an SSE comment line (`: …`) arrives within the time, on
+    /// `stream` when given (BR-HTTP-36's keep-alive).
+    HostExpectComment {
+        stream: Option<HostStream>,
+        within: Duration,
+    },
+    /// Bridge scenarios: the harness listens on a TCP port of 127.0.0.1 and binds its number to
+    /// the capture `capture` (for a URI a bridge must not fetch, BR-SECURITY-09).
+    TcpListen {
+        capture: String,
+    },
+    /// Bridge scenarios: nothing has connected to the port of `tcp_listen`'s `listener` since it
+    /// was opened, nor does during `duration`.
+    ExpectNoTcpConnect {
+        listener: String,
+        duration: Duration,
+    },
     /// Repeats a call mix while sampling the target's process group; a resource that grows with
     /// the rounds is a leak ([`Soak`]; the harness judges the samples).
     Soak(Soak),
@@ -204,7 +221,10 @@ impl Action {
                 | Action::ExpectSocketPrivate
                 | Action::ToolConnectAgain { .. }
                 | Action::ExpectToolExit { .. }
-        )
+                | Action::HostExpectComment { .. }
+                | Action::TcpListen { .. }
+                | Action::ExpectNoTcpConnect { .. }
+        ) || matches!(self, Action::Expect(e) if e.or_host.is_some())
     }
 
     /// Whether the step judges the target with the requirements it is given: it fails when the
@@ -229,6 +249,7 @@ impl Action {
             | Action::HostSend(..)
             | Action::HostClose
             | Action::Touch(_)
+            | Action::TcpListen { .. }
             | Action::ToolHandshake(_) => false,
             Action::Expect(_)
             | Action::ExpectAnyOrder(_)
@@ -246,6 +267,8 @@ impl Action {
             | Action::ExpectSocketPrivate
             | Action::ToolConnectAgain { .. }
             | Action::ExpectToolExit { .. }
+            | Action::HostExpectComment { .. }
+            | Action::ExpectNoTcpConnect { .. }
             | Action::Soak(_) => true,
             Action::ProtoMcp(a) => a.judges(),
         }
@@ -285,6 +308,9 @@ impl Action {
             Action::ExpectSocketPrivate => "expect_socket_private",
             Action::ToolConnectAgain { .. } => "tool_connect_again",
             Action::ExpectToolExit { .. } => "expect_tool_exit",
+            Action::HostExpectComment { .. } => "host_expect_comment",
+            Action::TcpListen { .. } => "tcp_listen",
+            Action::ExpectNoTcpConnect { .. } => "expect_no_tcp_connect",
             Action::Soak(_) => "soak",
             Action::ProtoMcp(a) => a.keyword(),
         }
@@ -307,6 +333,9 @@ impl Action {
                 | Action::ExpectSocket { .. }
                 | Action::Check { .. }
                 | Action::ExpectToolExit { .. }
+                | Action::HostExpectComment { .. }
+                | Action::TcpListen { .. }
+                | Action::ExpectNoTcpConnect { .. }
         )
     }
 
@@ -469,6 +498,18 @@ pub struct Expect {
     /// `or_close: true`: instead of the frame, the peer may close the connection and exit within
     /// `T_PROMPT` (the alternative TP-FRAME-14 allows); staying open without the frame fails.
     pub or_close: bool,
+    /// Bridge scenarios (`or_host`): instead of the frame, the host may get a message matching
+    /// this first (a bridge that answers a call itself where the spec lets it forward or
+    /// answer, BR-CALL-19); another host message fails the step at once.
+    pub or_host: Option<OrHost>,
+}
+
+/// `expect.or_host`: the host message that may come instead of the frame, and the methods
+/// (notifications, requests) passed over on the host side meanwhile.
+#[derive(Debug, Clone)]
+pub struct OrHost {
+    pub pattern: Pattern,
+    pub ignore: Vec<String>,
 }
 
 /// The next `patterns.len()` frames (skipping `ignore`) must match the patterns in some order.

@@ -321,8 +321,8 @@ impl Ctx {
         None
     }
 
-    /// Parses an event stream: `data:` lines up to a blank line form one event; returns the last
-    /// event id (`id:`) it carried.
+    /// Parses an event stream: `data:` lines up to a blank line form one event, a line starting
+    /// with `:` is a comment ([`Arrival::Comment`]); returns the last event id (`id:`) it carried.
     async fn read_events(&self, body: &mut Body, stream: usize) -> Option<String> {
         let mut last_id = None;
         let mut pending = Vec::<u8>::new();
@@ -354,6 +354,9 @@ impl Ctx {
                         self.event(stream, &mut data);
                     }
                     size = 0;
+                } else if let Some(c) = line.strip_prefix(':') {
+                    let text = excerpt(c.strip_prefix(' ').unwrap_or(c));
+                    self.push(Arrival::Comment { stream, text });
                 } else if let Some(id) = line.strip_prefix("id:") {
                     last_id = Some(id.strip_prefix(' ').unwrap_or(id).to_owned());
                 } else if let Some(d) = line.strip_prefix("data:") {

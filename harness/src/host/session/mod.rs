@@ -33,6 +33,9 @@ pub enum Arrival {
     /// Something that is not a message: an HTTP status other than 200/202, a body or event that
     /// is not JSON, a failed connection. Shown in the transcript.
     Note { stream: usize, text: String },
+    /// A comment line of an event stream (`: text`), e.g. a keep-alive (BR-HTTP-36); `text` is
+    /// what follows the colon (and one space). Shown in the transcript.
+    Comment { stream: usize, text: String },
 }
 
 impl Kind for Arrival {
@@ -40,13 +43,14 @@ impl Kind for Arrival {
         match self {
             Arrival::Message { value, .. } => value.kind(),
             Arrival::Note { .. } => "notes".into(),
+            Arrival::Comment { .. } => "SSE comments".into(),
         }
     }
 
     fn size(&self) -> usize {
         match self {
             Arrival::Message { value, .. } => 16 + value_size(value),
-            Arrival::Note { text, .. } => 40 + text.len(),
+            Arrival::Note { text, .. } | Arrival::Comment { text, .. } => 40 + text.len(),
         }
     }
 }
@@ -54,7 +58,7 @@ impl Kind for Arrival {
 impl Arrival {
     pub fn stream(&self) -> usize {
         match self {
-            Arrival::Message { stream, .. } | Arrival::Note { stream, .. } => *stream,
+            Arrival::Message { stream, .. } | Arrival::Note { stream, .. } | Arrival::Comment { stream, .. } => *stream,
         }
     }
 }

@@ -166,3 +166,40 @@ async fn the_watchdog_gives_up_on_an_endpoint_that_never_listens() {
     );
     assert!(!h.listening());
 }
+
+/// An event stream's comment lines (a keep-alive, BR-HTTP-36) arrive as comments of their
+/// stream, in order with its messages; a comment is no event and ends none.
+#[tokio::test]
+async fn sse_comments_are_reported_on_their_stream() {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            if s.read(&mut buf).await.unwrap_or(0) == 0 {
+                continue; // the listening probe
+            }
+            let body = ": keep-alive\n\ndata: {\"jsonrpc\":\"2.0\",\n:between lines\ndata: \"method\":\"n\"}\n\n:\n\n";
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            s.write_all(reply.as_bytes()).await.unwrap();
+        }
+    });
+    let h = HttpSession::new(Endpoint::parse(&format!("http://127.0.0.1:{port}/mcp")).unwrap());
+    h.wait_listening(Instant::now() + Duration::from_secs(2)).await.unwrap();
+    h.post(b"{}".to_vec()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while h.events().len() < 4 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let ev = h.events();
+    let comment = |e: &Arrival, want: &str| matches!(e, Arrival::Comment { stream: 1, text } if text == want);
+    assert_eq!(ev.len(), 4, "{ev:?}");
+    assert!(comment(&ev[0], "keep-alive"), "{ev:?}");
+    assert!(comment(&ev[1], "between lines"), "{ev:?}");
+    assert!(matches!(&ev[2], Arrival::Message { stream: 1, value } if value["method"] == "n"), "{ev:?}");
+    assert!(comment(&ev[3], ""), "{ev:?}");
+}

@@ -131,6 +131,9 @@ impl Run<'_> {
             Arrival::Note { text, .. } => {
                 Item::Host { dir: Dir::FromTestee, message: None, raw: Some(format!("<{text}>")) }
             }
+            Arrival::Comment { text, .. } => {
+                Item::Host { dir: Dir::FromTestee, message: None, raw: Some(format!("<SSE comment: {text}>")) }
+            }
         };
         self.ex.transcript.push(item);
     }
@@ -146,7 +149,7 @@ impl Run<'_> {
                 continue;
             }
             match e {
-                Arrival::Note { .. } => {
+                Arrival::Note { .. } | Arrival::Comment { .. } => {
                     self.mark(i);
                     self.record(&e);
                 }
@@ -284,6 +287,79 @@ impl Run<'_> {
                 return Err(StepError::Fail(format!("no message from the bridge within {within:?}")));
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// `expect` with `or_host`: the next tool-side frame (arms in `ignore` passed over) must
+    /// match, unless the host gets a message matching `or_host` first; another host message
+    /// (methods in `or_host.ignore` passed over) fails the step when it arrives.
+    pub(super) async fn expect_or_host(&mut self, e: &crate::scenario::Expect) -> Result<(), StepError> {
+        let Some(h) = &e.or_host else { return self.ex.step(&crate::scenario::Action::Expect(e.clone())).await };
+        let within = self.ex.t(e.within);
+        let mut deadline = Instant::now() + within;
+        loop {
+            self.wait_round(&mut deadline, within).await?;
+            if let Some((i, m)) = self.heads(&h.ignore).into_iter().next() {
+                self.check_reply(i, &m)?;
+                let matched = match_value(&h.pattern, Some(&m), &mut self.ex.caps);
+                self.take(i, &m);
+                return matched.map_err(|x| {
+                    StepError::Fail(format!(
+                        "the host got a message that is neither the frame expected on the tool side nor the `or_host` answer: {x}\n  arrived: {}",
+                        compact(&m)
+                    ))
+                });
+            }
+            let poll = (Instant::now() + Duration::from_millis(10)).min(deadline);
+            if let Some(v) = self.ex.next_if_any(poll, &e.ignore).await? {
+                return crate::scenario::match_envelope(&e.pattern, &v, &mut self.ex.caps)
+                    .map_err(|m| StepError::Fail(format!("{m}\n  arrived: {}", compact(&v))));
+            }
+            if Instant::now() >= deadline {
+                return Err(StepError::Fail(format!(
+                    "{}, and the host got no message (or_host: the frame, or the host's answer)",
+                    self.ex.nothing_within(within)
+                )));
+            }
+        }
+    }
+
+    /// `host_expect_comment` (HTTP): an SSE comment line of the bridge, on `stream` when given,
+    /// before the time runs out. What else arrives meanwhile stays unread for later steps; a
+    /// comment on another stream fails the step at its deadline, naming the stream.
+    pub(super) async fn expect_comment(
+        &mut self,
+        within: Duration,
+        stream: Option<&HostStream>,
+    ) -> Result<(), StepError> {
+        let mut deadline = Instant::now() + within;
+        loop {
+            self.wait_round(&mut deadline, within).await?;
+            let comments: Vec<(u64, Arrival)> = self
+                .inbox()
+                .into_iter()
+                .filter(|(n, e)| !self.consumed.contains(n) && matches!(e, Arrival::Comment { .. }))
+                .collect();
+            let mut elsewhere = None;
+            for (n, e) in comments {
+                match self.wrong_stream(n, stream) {
+                    None => {
+                        self.mark(n);
+                        self.record(&e);
+                        return Ok(());
+                    }
+                    Some(why) => {
+                        elsewhere.get_or_insert(why);
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(StepError::Fail(match elsewhere {
+                    Some(why) => format!("an SSE comment came within {within:?}, but {why}"),
+                    None => format!("no SSE comment line from the bridge within {within:?}"),
+                }));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 

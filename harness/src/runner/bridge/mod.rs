@@ -176,6 +176,21 @@ struct Run<'a> {
     /// The rid of a ReloadRequest that `reload_begins` answered with success: the next
     /// `tool_handshake` plays the reload's burst on the same connection.
     reload_rid: Option<Value>,
+    /// The TCP listeners of `tcp_listen`, by their capture's name.
+    listeners: Vec<(String, TcpWatch)>,
+}
+
+/// A `tcp_listen` port: who connected to it (peer and first line), and the task that accepts.
+struct TcpWatch {
+    port: u16,
+    connections: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TcpWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 impl Run<'_> {
@@ -258,6 +273,16 @@ impl Run<'_> {
                 second_connection(&socket, within).await
             }
             Action::ExpectToolExit { within } => self.expect_tool_exit(*within).await,
+            Action::HostExpectComment { stream, within } => {
+                let within = self.ex.t(*within);
+                self.expect_comment(within, stream.as_ref()).await
+            }
+            Action::TcpListen { capture } => self.tcp_listen(capture).await,
+            Action::ExpectNoTcpConnect { listener, duration } => {
+                let d = self.ex.t(*duration);
+                self.expect_no_tcp_connect(listener, d).await
+            }
+            Action::Expect(e) if e.or_host.is_some() => self.expect_or_host(e).await,
             Action::Soak(k) => self.soak(k).await,
             _ => self.ex.step(action).await,
         }
@@ -371,6 +396,62 @@ impl Run<'_> {
             (true, false) => Err(StepError::Fail(format!("a file is still at the socket path {}", path.display()))),
             (false, true) => Err(StepError::Fail(format!("no file at the socket path {}", path.display()))),
             _ => Ok(()),
+        }
+    }
+
+    /// `tcp_listen`: a TCP listener on 127.0.0.1 (a port of its own), its number bound to
+    /// `capture`; every connection to it is accepted and remembered (its peer and first line).
+    async fn tcp_listen(&mut self, capture: &str) -> Result<(), StepError> {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| StepError::Error(format!("listening on 127.0.0.1: {e}")))?;
+        let port = listener.local_addr().map_err(|e| StepError::Error(e.to_string()))?.port();
+        let connections = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = connections.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((conn, peer)) = listener.accept().await {
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let mut first = String::new();
+                    let mut reader = tokio::io::BufReader::new(conn.take(512));
+                    let _ = tokio::time::timeout(Duration::from_millis(200), reader.read_line(&mut first)).await;
+                    let first = first.trim_end();
+                    let what = if first.is_empty() { String::new() } else { format!(", first line {first:?}") };
+                    let mut seen = seen.lock().unwrap();
+                    if seen.len() < 16 {
+                        seen.push(format!("from {peer}{what}"));
+                    }
+                });
+            }
+        });
+        self.ex.caps.insert(capture.to_owned(), json!(port));
+        self.listeners.retain(|(n, _)| n != capture);
+        self.listeners.push((capture.to_owned(), TcpWatch { port, connections, task }));
+        Ok(())
+    }
+
+    /// `expect_no_tcp_connect`: nothing connected to the port of `tcp_listen` `name` since it was
+    /// opened, and nothing does for `d` (a connection ends the step at once).
+    async fn expect_no_tcp_connect(&mut self, name: &str, d: Duration) -> Result<(), StepError> {
+        let Some((_, w)) = self.listeners.iter().find(|(n, _)| n == name) else {
+            return Err(StepError::Error(format!("no `tcp_listen` bound `{name}`")));
+        };
+        let (port, connections) = (w.port, w.connections.clone());
+        let deadline = Instant::now() + d;
+        loop {
+            let seen = connections.lock().unwrap().clone();
+            if let Some(first) = seen.first() {
+                return Err(StepError::Fail(format!(
+                    "{} connection(s) to 127.0.0.1:{port} (the harness's port `{name}`, which nothing may fetch from): the first {first}",
+                    seen.len()
+                )));
+            }
+            if Instant::now() >= deadline {
+                return Ok(());
+            }
+            self.ex.poll_pulls().await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
@@ -572,6 +653,7 @@ pub(crate) async fn execute(
         others: Vec::new(),
         pages: Pages::default(),
         reload_rid: None,
+        listeners: Vec::new(),
     };
     if s.stale_socket {
         run.ex.transcript.push(Item::Touch { path: "tp.sock".into() });

@@ -314,7 +314,7 @@ impl Run<'_> {
                 !self.consumed.contains(n)
                     && match e {
                         Arrival::Message { value, .. } => value.get("method").is_some(),
-                        Arrival::Note { .. } => true,
+                        Arrival::Note { .. } | Arrival::Comment { .. } => true,
                     }
             })
             .map(|(n, _)| n)

@@ -7,6 +7,12 @@ use super::{
 };
 
 impl Run<'_> {
+    /// The tools of a `tool_handshake`, placeholders filled in from the captures.
+    fn tools_of(&self, h: &ToolHandshake) -> Result<Value, StepError> {
+        crate::scenario::template::substitute(&Value::Array(h.tools.clone()), &self.ex.caps)
+            .map_err(|e| StepError::Error(e.to_string()))
+    }
+
     /// What the mock on the current tool-side connection found before it connected to the
     /// bridge ([`crate::mock::SocketReport`]).
     pub(super) fn tool_report(&self) -> Result<crate::mock::SocketReport, StepError> {
@@ -75,7 +81,8 @@ impl Run<'_> {
         let within = self.ex.t(h.within);
         let deadline = Instant::now() + within;
         self.ex.send_value(json!({"request_id": rid, "reload_response": {"success": true}})).await?;
-        self.ex.send_value(json!({"request_id": "", "tool_list": {"tools": h.tools}})).await?;
+        let tools = self.tools_of(h)?;
+        self.ex.send_value(json!({"request_id": "", "tool_list": {"tools": tools}})).await?;
         self.ex.found = &["BR-RELOAD-02"];
         self.registrations_and_marker(h, deadline, within, "during the reload's burst, ").await?;
         self.ex.lists = Some(PullAnswers {
@@ -129,7 +136,8 @@ impl Run<'_> {
             return Err(StepError::Fail(format!("expected the ListToolsRequest first, got {}", compact(&v))));
         }
         let rid = v.get("request_id").cloned().unwrap_or(json!(""));
-        self.ex.send_value(json!({"request_id": rid, "tool_list": {"tools": h.tools}})).await?;
+        let tools = self.tools_of(h)?;
+        self.ex.send_value(json!({"request_id": rid, "tool_list": {"tools": tools}})).await?;
         self.ex.found = &["BR-HANDSHAKE-04"];
         self.registrations_and_marker(h, deadline, within, "").await?;
         let quiet = self.ex.t(crate::scenario::HANDSHAKE_QUIET);

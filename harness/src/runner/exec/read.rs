@@ -212,6 +212,16 @@ impl Exec<'_> {
         }
     }
 
+    /// The next frame (not in `ignore`) if one arrives before `deadline`, `None` if none does;
+    /// the connection ending is a failure (`expect … or_host` polls it beside the host side).
+    pub(crate) async fn next_if_any(&mut self, deadline: Instant, ignore: &[Arm]) -> Result<Option<Value>, StepError> {
+        match self.next(deadline, ignore).await? {
+            Got::Value(v) => Ok(Some(v)),
+            Got::Eof => Err(StepError::Fail(format!("{} closed the connection", self.party()))),
+            Got::Timeout => Ok(None),
+        }
+    }
+
     pub(crate) async fn next_required(
         &mut self,
         deadline: Instant,
