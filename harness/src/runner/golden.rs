@@ -52,6 +52,26 @@ pub const NOT_DETERMINISTIC: &[(&str, &str)] = &[
          tail of unread messages before teardown depends on timing",
     ),
     (
+        "bridge.toollist.enable-disable-in-list-modes",
+        "six control messages each send a list_changed that no step waits for: how many of them \
+         reach the transcript's tail of unread messages before teardown depends on timing",
+    ),
+    (
+        "bridge.toollist.batch-enable-then-disable",
+        "the control messages' list_changed notifications are passed over by the steps' ignore: how \
+         many of them arrive before the response the step waits for depends on timing",
+    ),
+    (
+        "bridge.toollist.get-changes-nothing",
+        "the control messages' list_changed notifications are passed over by the steps' ignore: how \
+         many of them arrive before the response the step waits for depends on timing",
+    ),
+    (
+        "bridge.security.hostile-tool-content",
+        "the tool process's log entry and the host's ping reach the bridge from two sides at once: \
+         whether the log notification or the ping's answer goes out first depends on scheduling",
+    ),
+    (
         "bridge.cancel.session-end",
         "after stdin closes the bridge may still write its error for the cancelled call; whether \
          that line reaches the transcript's tail of unread messages before teardown depends on timing",
