@@ -11,8 +11,14 @@ fn scenario(rel: &str) -> PathBuf {
 }
 
 fn adequacy(fault: &str, scenarios: &Path, json: &Path) -> Output {
+    adequacy_of("tool-process", fault, scenarios, json)
+}
+
+/// `adequacy --role ROLE` of one fault over one scenario file (a bridge fault: both transports of
+/// the reference bridge).
+fn adequacy_of(role: &str, fault: &str, scenarios: &Path, json: &Path) -> Output {
     Command::new(EXE)
-        .args(["adequacy", "--only", fault, "-j", "2", "--scenarios"])
+        .args(["adequacy", "--role", role, "--only", fault, "-j", "2", "--scenarios"])
         .arg(scenarios)
         .arg("--json")
         .arg(json)
@@ -103,15 +109,8 @@ fn coverage_lists_the_requirements_whose_faults_an_adequacy_report_did_not_kill(
     assert!(!out.contains("TP-CALL-01 [MUST]"), "{out}");
 }
 
-/// `adequacy --role bridge` over one scenario file (both transports of the reference bridge).
 fn bridge_adequacy(fault: &str, scenarios: &Path, json: &Path) -> Output {
-    Command::new(EXE)
-        .args(["adequacy", "--role", "bridge", "--only", fault, "-j", "2", "--scenarios"])
-        .arg(scenarios)
-        .arg("--json")
-        .arg(json)
-        .output()
-        .unwrap()
+    adequacy_of("bridge", fault, scenarios, json)
 }
 
 #[test]
