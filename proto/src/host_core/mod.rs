@@ -766,12 +766,14 @@ impl HostCore {
             }
             (Err(e), _) => Err(ResponseError::new(e.code(), e.to_string())),
             (Ok(Value::Array(mut items)), Some((listing, from))) => {
-                // BR-TOOLLIST-16 (modern requests): tools in byte-wise order of name.
-                if listing == Listing::ModernTools && !crate::fault::on(crate::fault::Fault::BrToollistUnsorted) {
+                // BR-TOOLLIST-16 (every revision): tools in byte-wise order of name, before the
+                // page is cut, so the cursors of a legacy list walk the sorted list.
+                let tools = matches!(listing, Listing::Tools | Listing::ModernTools);
+                if tools && !crate::fault::on(crate::fault::Fault::BrToollistUnsorted) {
                     items.sort_by(|a, b| a["name"].as_str().unwrap_or("").cmp(b["name"].as_str().unwrap_or("")));
-                    if self.cfg.http && !fault::on(Fault::BrHttpBadAnnotationKept) {
-                        self.drop_bad_header_annotations(&mut items);
-                    }
+                }
+                if listing == Listing::ModernTools && self.cfg.http && !fault::on(Fault::BrHttpBadAnnotationKept) {
+                    self.drop_bad_header_annotations(&mut items);
                 }
                 self.page(listing, items, from).map_err(|(code, message)| ResponseError::new(code, message))
             }
