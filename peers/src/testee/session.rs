@@ -396,8 +396,8 @@ impl Session {
     /// naming every hidden tool (TP-HANDSHAKE-10/12); requests held back are served after it.
     async fn finish_burst(&mut self) {
         let hidden = match self.shared.opts.fixture {
-            Fixture::AppendixB => tools::hidden(),
-            Fixture::McpConformance => Vec::new(),
+            Fixture::AppendixB if self.shared.opts.hidden => tools::hidden(),
+            Fixture::AppendixB | Fixture::McpConformance => Vec::new(),
         };
         let mut frames = if on(Fault::TpHandshakeNoMarker) { Vec::new() } else { vec![env::handshake_marker()] };
         if !hidden.is_empty() {
