@@ -111,6 +111,7 @@ faults! {
     TpHandshakeNoAckWait = ("tp.handshake.no-ack-wait", ToolProcess, "TP-HANDSHAKE-09", "sends every middleware registration without waiting for acknowledgements"),
     TpHandshakeNoMarker = ("tp.handshake.no-marker", ToolProcess, "TP-HANDSHAKE-10", "never sends the handshake-complete marker"),
     TpHandshakeDisableFirst = ("tp.handshake.disable-first", ToolProcess, "TP-HANDSHAKE-12", "sends the hidden-tool DisableToolsRequest before the marker"),
+    TpHandshakeEmptyDisable = ("tp.handshake.empty-disable", ToolProcess, "TP-HANDSHAKE-13", "sends a DisableToolsRequest after the marker also when no tool is hidden (an empty one)"),
     TpHandshakeRelistNoRid = ("tp.handshake.relist-no-rid", ToolProcess, "TP-HANDSHAKE-14", "a later ListToolsRequest is answered with an empty rid"),
     TpHandshakeEarlyRequestExits = ("tp.handshake.early-request-exits", ToolProcess, "TP-HANDSHAKE-16", "a request before the first ListToolsRequest makes it exit"),
     TpHandshakeSlowStart = ("tp.handshake.slow-start", ToolProcess, "TP-HANDSHAKE-17", "loads its registrations for 11 s before answering the first ListToolsRequest"),

@@ -400,7 +400,8 @@ impl Session {
             Fixture::AppendixB | Fixture::McpConformance => Vec::new(),
         };
         let mut frames = if on(Fault::TpHandshakeNoMarker) { Vec::new() } else { vec![env::handshake_marker()] };
-        if !hidden.is_empty() {
+        let disables = !hidden.is_empty();
+        if disables || on(Fault::TpHandshakeEmptyDisable) {
             frames.push(env::disable_tools(hidden));
         }
         if on(Fault::TpHandshakeDisableFirst) {
