@@ -150,6 +150,7 @@ faults! {
     TpToollistOtherRidAccepted = ("tp.toollist.other-rid-accepted", ToolProcess, "TP-TOOLLIST-02", "an ActiveToolsResponse with another rid answers the only waiter"),
     TpToollistOtherTypeAccepted = ("tp.toollist.other-type-accepted", ToolProcess, "TP-TOOLLIST-03", "a reply of another type with the waiter's rid is taken as the answer"),
     TpToollistEmptyRidAccepted = ("tp.toollist.empty-rid-accepted", ToolProcess, "TP-TOOLLIST-05", "an ActiveToolsResponse with empty rid answers the only waiter"),
+    TpToollistNotificationWaits = ("tp.toollist.notification-waits", ToolProcess, "TP-TOOLLIST-01", "after the hidden-tool DisableToolsRequest (a notification) holds every request until an ActiveToolsResponse comes, or 5 s passed"),
     // §11 sideband
     TpSidebandSizeShort = ("tp.sideband.size-short", ToolProcess, "TP-SIDEBAND-01", "RawHeader.size is one less than the payload"),
     TpSidebandRidDropped = ("tp.sideband.rid-dropped", ToolProcess, "TP-SIDEBAND-02", "RawHeader.request_id is left empty"),

@@ -50,6 +50,11 @@ enum Phase {
         remaining: VecDeque<(&'static str, i32)>,
     },
     Serving,
+    /// `tp.toollist.notification-waits`: requests are held back until an ActiveToolsResponse
+    /// comes or `until` passes.
+    AwaitingActive {
+        until: tokio::time::Instant,
+    },
 }
 
 /// A request held back during a burst (TP-HANDSHAKE-11).
@@ -162,9 +167,20 @@ impl Session {
                     std::future::pending().await
                 }
             };
+            let active_deadline = match self.phase {
+                Phase::AwaitingActive { until } => Some(until),
+                _ => None,
+            };
+            let awaiting_active = async {
+                match active_deadline {
+                    Some(until) => tokio::time::sleep_until(until).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 () = idle => return (End { code: exit::FAILURE, flush: false }, false),
+                () = awaiting_active => self.phase = Phase::Serving,
                 done = &mut *writer => {
                     let code = match done {
                         Ok(Err(e)) if matches!(e.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset) => exit::BRIDGE_CLOSED,
@@ -270,6 +286,19 @@ impl Session {
                     }
                     // TP-HANDSHAKE-11: a request is not the acknowledgement; it is held back and
                     // served when the burst is over.
+                    msg if is_request(&msg) => self.hold_back(rid, msg),
+                    _ => {}
+                }
+                None
+            }
+            Phase::AwaitingActive { .. } => {
+                match msg {
+                    // Whatever its rid: it is taken for the answer to the DisableToolsRequest.
+                    Msg::ActiveTools(_) => self.phase = Phase::Serving,
+                    Msg::SamplingResponse(_) | Msg::ListRootsResponse(_) => cx::route_reverse(&self.shared, &rid, msg),
+                    Msg::Cancel(c) => {
+                        self.cancel(&c.request_id);
+                    }
                     msg if is_request(&msg) => self.hold_back(rid, msg),
                     _ => {}
                 }
@@ -408,7 +437,12 @@ impl Session {
             frames.reverse();
         }
         self.shared.out.batch(&frames).await;
-        self.phase = Phase::Serving;
+        self.phase = if disables && on(Fault::TpToollistNotificationWaits) {
+            // The DisableToolsRequest taken for a request: requests wait for its answer.
+            Phase::AwaitingActive { until: tokio::time::Instant::now() + self.shared.opts.reverse_timeout }
+        } else {
+            Phase::Serving
+        };
         if self.shared.opts.misbehave == Some(Misbehave::Flood) && !self.flooded {
             self.flooded = true;
             let out = self.shared.out.clone();
