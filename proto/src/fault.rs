@@ -193,6 +193,7 @@ faults! {
     TpCompleteFailExits = ("tp.complete.fail-exits", ToolProcess, "TP-COMPLETE-05", "a failing completion handler makes it exit"),
     // §16 sampling, roots, logging
     TpSamplingMessagesObject = ("tp.sampling.messages-object", ToolProcess, "TP-SAMPLING-01", "messages_json is one message object, not an array"),
+    TpSamplingInlineHandler = ("tp.sampling.inline-handler", ToolProcess, "TP-SAMPLING-02", "the sampling tool's handler runs on the reader task, so its SamplingResponse is read only after the wait gave up"),
     TpSamplingErrorIgnored = ("tp.sampling.error-ignored", ToolProcess, "TP-SAMPLING-03", "SamplingResponse.error is ignored and the empty content used"),
     TpSamplingUnbounded = ("tp.sampling.unbounded", ToolProcess, "TP-SAMPLING-04", "the wait for a SamplingResponse has no timeout"),
     TpSamplingStrayAccepted = ("tp.sampling.stray-accepted", ToolProcess, "TP-SAMPLING-05", "a SamplingResponse with an unknown rid answers the only waiter"),

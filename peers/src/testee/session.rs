@@ -532,6 +532,11 @@ impl Session {
         let bytes = req.name.len() + req.arguments_json.len() + req.progress_token.len() + rid.len();
         let admitted = lock(&self.shared.calls).admit(&rid, token.clone(), bytes);
         match admitted {
+            // A "synchronous" handler that asks the host, run by the reader itself: nothing
+            // is read until it returns.
+            Some(id) if on(Fault::TpSamplingInlineHandler) && req.name == "ask" => {
+                call::run_call(Arc::clone(&self.shared), id, rid, req, token, bytes).await;
+            }
             Some(id) => {
                 self.tasks.spawn(call::run_call(Arc::clone(&self.shared), id, rid, req, token, bytes));
             }
