@@ -207,6 +207,7 @@ faults! {
     TpReloadNoRid = ("tp.reload.no-rid", ToolProcess, "TP-RELOAD-01", "the ReloadResponse has an empty rid"),
     TpReloadNoBurst = ("tp.reload.no-burst", ToolProcess, "TP-RELOAD-02", "no burst follows a successful reload"),
     TpSecurityUnexpectedArmExits = ("tp.security.unexpected-arm-exits", ToolProcess, "TP-SECURITY-01", "a message only a tool process sends makes it exit (unreachable!)"),
+    TpSecurityStrayReplyDeaf = ("tp.security.stray-reply-deaf", ToolProcess, "TP-SECURITY-02", "after a reply only a tool process sends (a CallToolResponse from the bridge, say), stays connected but answers nothing more"),
 
     // Bridge role: the reference bridge (`protomcp-conform bridge --fault NAME`), guarded in the
     // sans-IO cores (proto/src/bridge_core, proto/src/host_core) and, where the shell decides,

@@ -81,7 +81,8 @@ pub(super) struct Session {
     queue: VecDeque<Queued>,
     queued_bytes: usize,
     flooded: bool,
-    /// `tp.frame.malformed-deaf`: set after an undecodable body.
+    /// `tp.frame.malformed-deaf`: set after an undecodable body (`tp.security.stray-reply-deaf`:
+    /// after a reply only a tool process sends).
     deaf: bool,
 }
 
@@ -374,6 +375,14 @@ impl Session {
             }
             msg if on(Fault::TpSecurityUnexpectedArmExits) && Arm::of(&msg).direction() == Direction::ToolToBridge => {
                 return Some(End { code: exit::FAILURE, flush: false });
+            }
+            // A reply of the kind only a tool process sends jams the reader: it goes on reading
+            // (and leaves at end-of-file) but serves nothing more.
+            msg if on(Fault::TpSecurityStrayReplyDeaf)
+                && Arm::of(&msg).direction() == Direction::ToolToBridge
+                && matches!(Arm::of(&msg).kind(), Kind::Response | Kind::ResponseOrNotification) =>
+            {
+                self.deaf = true;
             }
             // TP-TASK-01: reserved task messages are ignored; so is everything that only a tool
             // process sends.
