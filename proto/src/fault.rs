@@ -166,6 +166,7 @@ faults! {
     TpStreamNoFinal = ("tp.stream.no-final", ToolProcess, "TP-STREAM-02", "no chunk of a stream is marked final"),
     TpStreamLastChunkLost = ("tp.stream.last-chunk-lost", ToolProcess, "TP-STREAM-03", "the last partial chunk's data is dropped"),
     TpStreamTotalSizeWrong = ("tp.stream.total-size-wrong", ToolProcess, "TP-STREAM-04", "total_size is one more than the byte total"),
+    TpStreamAlsoResponse = ("tp.stream.also-response", ToolProcess, "TP-STREAM-05", "an empty CallToolResponse follows the final chunk of a stream (the default reply of a handler that streamed)"),
     // §13 middleware
     TpMiddlewareDuplicateName = ("tp.middleware.duplicate-name", ToolProcess, "TP-MIDDLEWARE-01", "the second middleware is registered under the first one's name"),
     TpMiddlewarePassDropsResult = ("tp.middleware.pass-drops-result", ToolProcess, "TP-MIDDLEWARE-02", "the pass-through response leaves result_json empty"),
