@@ -205,6 +205,7 @@ faults! {
     TpLogDataRaw = ("tp.log.data-raw", ToolProcess, "TP-LOG-03", "data_json is the message text, not JSON"),
     // §17–§19 tasks, reload, robustness
     TpTaskStatusExits = ("tp.task.status-exits", ToolProcess, "TP-TASK-01", "a TaskStatusRequest makes it exit"),
+    TpTaskCallAsTask = ("tp.task.call-as-task", ToolProcess, "TP-TASK-02", "a call of the long-running tool slow is answered with a CreateTaskResponse in place of its result"),
     TpReloadNoRid = ("tp.reload.no-rid", ToolProcess, "TP-RELOAD-01", "the ReloadResponse has an empty rid"),
     TpReloadNoBurst = ("tp.reload.no-burst", ToolProcess, "TP-RELOAD-02", "no burst follows a successful reload"),
     TpSecurityUnexpectedArmExits = ("tp.security.unexpected-arm-exits", ToolProcess, "TP-SECURITY-01", "a message only a tool process sends makes it exit (unreachable!)"),

@@ -26,6 +26,12 @@ pub(crate) async fn run_call(
     bytes: usize,
 ) {
     let _admitted = Admitted { shared: &shared, rid: &rid, id, bytes };
+    if on(Fault::TpTaskCallAsTask) && shared.opts.fixture == Fixture::AppendixB && req.name == "slow" {
+        // Long-running tools become tasks: the call is answered with the task's id.
+        let task = protomcp_proto::pb::CreateTaskResponse { task_id: format!("task-{id}") };
+        shared.out.send(Envelope::from(task).with_rid(&rid)).await;
+        return;
+    }
     let reply = execute(&shared, &rid, req, &token).await;
     if on(Fault::TpCancelNoResult) && token.is_cancelled() {
         return;
