@@ -169,6 +169,10 @@ enum Command {
         /// (tests/mcp-conformance/run.sh).
         #[arg(long, conflicts_with = "middleware")]
         mcp_conformance: bool,
+        /// Register `secret` visible: the Appendix B fixture of a tool process that does not
+        /// declare `hidden`, so nothing is hidden and no DisableToolsRequest follows the marker.
+        #[arg(long)]
+        no_hidden: bool,
     },
 }
 
@@ -245,13 +249,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let code = protomcp_harness::mock::run_blocking(native || protomcp_harness::mock::native_from_env());
             Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
         }
-        Command::Testee { middleware, misbehave, fault, mcp_conformance } => {
+        Command::Testee { middleware, misbehave, fault, mcp_conformance, no_hidden } => {
             // Before anything reads the environment: a fault may change how.
             if let Some(f) = fault {
                 protomcp_proto::fault::activate(f);
             }
             let fixture = if mcp_conformance { testee::Fixture::McpConformance } else { testee::Fixture::AppendixB };
-            let opts = testee::Options { middleware, misbehave, fixture, ..testee::Options::from_env() };
+            let opts =
+                testee::Options { middleware, misbehave, fixture, hidden: !no_hidden, ..testee::Options::from_env() };
             let code = testee::run_blocking(opts);
             Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
         }

@@ -111,6 +111,7 @@ faults! {
     TpHandshakeNoAckWait = ("tp.handshake.no-ack-wait", ToolProcess, "TP-HANDSHAKE-09", "sends every middleware registration without waiting for acknowledgements"),
     TpHandshakeNoMarker = ("tp.handshake.no-marker", ToolProcess, "TP-HANDSHAKE-10", "never sends the handshake-complete marker"),
     TpHandshakeDisableFirst = ("tp.handshake.disable-first", ToolProcess, "TP-HANDSHAKE-12", "sends the hidden-tool DisableToolsRequest before the marker"),
+    TpHandshakeEmptyDisable = ("tp.handshake.empty-disable", ToolProcess, "TP-HANDSHAKE-13", "sends a DisableToolsRequest after the marker also when no tool is hidden (an empty one)"),
     TpHandshakeRelistNoRid = ("tp.handshake.relist-no-rid", ToolProcess, "TP-HANDSHAKE-14", "a later ListToolsRequest is answered with an empty rid"),
     TpHandshakeEarlyRequestExits = ("tp.handshake.early-request-exits", ToolProcess, "TP-HANDSHAKE-16", "a request before the first ListToolsRequest makes it exit"),
     TpHandshakeSlowStart = ("tp.handshake.slow-start", ToolProcess, "TP-HANDSHAKE-17", "loads its registrations for 11 s before answering the first ListToolsRequest"),
@@ -149,6 +150,7 @@ faults! {
     TpToollistOtherRidAccepted = ("tp.toollist.other-rid-accepted", ToolProcess, "TP-TOOLLIST-02", "an ActiveToolsResponse with another rid answers the only waiter"),
     TpToollistOtherTypeAccepted = ("tp.toollist.other-type-accepted", ToolProcess, "TP-TOOLLIST-03", "a reply of another type with the waiter's rid is taken as the answer"),
     TpToollistEmptyRidAccepted = ("tp.toollist.empty-rid-accepted", ToolProcess, "TP-TOOLLIST-05", "an ActiveToolsResponse with empty rid answers the only waiter"),
+    TpToollistNotificationWaits = ("tp.toollist.notification-waits", ToolProcess, "TP-TOOLLIST-01", "after the hidden-tool DisableToolsRequest (a notification) holds every request until an ActiveToolsResponse comes, or 5 s passed"),
     // §11 sideband
     TpSidebandSizeShort = ("tp.sideband.size-short", ToolProcess, "TP-SIDEBAND-01", "RawHeader.size is one less than the payload"),
     TpSidebandRidDropped = ("tp.sideband.rid-dropped", ToolProcess, "TP-SIDEBAND-02", "RawHeader.request_id is left empty"),
@@ -164,6 +166,7 @@ faults! {
     TpStreamNoFinal = ("tp.stream.no-final", ToolProcess, "TP-STREAM-02", "no chunk of a stream is marked final"),
     TpStreamLastChunkLost = ("tp.stream.last-chunk-lost", ToolProcess, "TP-STREAM-03", "the last partial chunk's data is dropped"),
     TpStreamTotalSizeWrong = ("tp.stream.total-size-wrong", ToolProcess, "TP-STREAM-04", "total_size is one more than the byte total"),
+    TpStreamAlsoResponse = ("tp.stream.also-response", ToolProcess, "TP-STREAM-05", "an empty CallToolResponse follows the final chunk of a stream (the default reply of a handler that streamed)"),
     // §13 middleware
     TpMiddlewareDuplicateName = ("tp.middleware.duplicate-name", ToolProcess, "TP-MIDDLEWARE-01", "the second middleware is registered under the first one's name"),
     TpMiddlewarePassDropsResult = ("tp.middleware.pass-drops-result", ToolProcess, "TP-MIDDLEWARE-02", "the pass-through response leaves result_json empty"),
@@ -191,6 +194,7 @@ faults! {
     TpCompleteFailExits = ("tp.complete.fail-exits", ToolProcess, "TP-COMPLETE-05", "a failing completion handler makes it exit"),
     // §16 sampling, roots, logging
     TpSamplingMessagesObject = ("tp.sampling.messages-object", ToolProcess, "TP-SAMPLING-01", "messages_json is one message object, not an array"),
+    TpSamplingInlineHandler = ("tp.sampling.inline-handler", ToolProcess, "TP-SAMPLING-02", "the sampling tool's handler runs on the reader task, so its SamplingResponse is read only after the wait gave up"),
     TpSamplingErrorIgnored = ("tp.sampling.error-ignored", ToolProcess, "TP-SAMPLING-03", "SamplingResponse.error is ignored and the empty content used"),
     TpSamplingUnbounded = ("tp.sampling.unbounded", ToolProcess, "TP-SAMPLING-04", "the wait for a SamplingResponse has no timeout"),
     TpSamplingStrayAccepted = ("tp.sampling.stray-accepted", ToolProcess, "TP-SAMPLING-05", "a SamplingResponse with an unknown rid answers the only waiter"),
@@ -201,9 +205,11 @@ faults! {
     TpLogDataRaw = ("tp.log.data-raw", ToolProcess, "TP-LOG-03", "data_json is the message text, not JSON"),
     // §17–§19 tasks, reload, robustness
     TpTaskStatusExits = ("tp.task.status-exits", ToolProcess, "TP-TASK-01", "a TaskStatusRequest makes it exit"),
+    TpTaskCallAsTask = ("tp.task.call-as-task", ToolProcess, "TP-TASK-02", "a call of the long-running tool slow is answered with a CreateTaskResponse in place of its result"),
     TpReloadNoRid = ("tp.reload.no-rid", ToolProcess, "TP-RELOAD-01", "the ReloadResponse has an empty rid"),
     TpReloadNoBurst = ("tp.reload.no-burst", ToolProcess, "TP-RELOAD-02", "no burst follows a successful reload"),
     TpSecurityUnexpectedArmExits = ("tp.security.unexpected-arm-exits", ToolProcess, "TP-SECURITY-01", "a message only a tool process sends makes it exit (unreachable!)"),
+    TpSecurityStrayReplyDeaf = ("tp.security.stray-reply-deaf", ToolProcess, "TP-SECURITY-02", "after a reply only a tool process sends (a CallToolResponse from the bridge, say), stays connected but answers nothing more"),
 
     // Bridge role: the reference bridge (`protomcp-conform bridge --fault NAME`), guarded in the
     // sans-IO cores (proto/src/bridge_core, proto/src/host_core) and, where the shell decides,

@@ -95,6 +95,8 @@ pub(super) struct RawTestee {
     pub socket: Option<Spanned<String>>,
     #[serde(default)]
     pub clean_env: Option<Spanned<bool>>,
+    #[serde(default)]
+    pub hidden: Option<Spanned<bool>>,
 }
 
 /// One item of `steps`: the step (a mapping with one key, the keyword) and, beside the keyword, the

@@ -176,6 +176,7 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
             let opts = crate::testee::Options {
                 middleware: s.testee.middleware,
                 misbehave: s.testee.misbehave,
+                hidden: !s.testee.nothing_hidden,
                 ..crate::testee::Options::default()
             };
             let handle = tokio::spawn(async move {
@@ -193,7 +194,10 @@ async fn execute(s: &Scenario, target: &Target, cfg: &Config, argv: Vec<String>,
     };
     let scale = cfg.timeout_scale.max(1.0);
     let budget = s.timeout.unwrap_or(DEFAULT_SCENARIO_TIMEOUT).mul_f64(scale);
-    let mut ex = Exec::new(s, scale, &target.features, s.testee.middleware, listener, proc);
+    // `hidden: false`: the target runs without `hidden` (the start chosen for it hides nothing).
+    let features: Vec<String> =
+        target.features.iter().filter(|f| !(s.testee.nothing_hidden && *f == "hidden")).cloned().collect();
+    let mut ex = Exec::new(s, scale, &features, s.testee.middleware, listener, proc);
     if let Proc::Child(t) = &ex.proc {
         ex.sampler = Some(crate::io::resources::Sampler { pgid: t.pid, pidfile: None });
     }

@@ -193,6 +193,9 @@ impl Target {
                 if s.testee.middleware {
                     argv.push("--middleware".into());
                 }
+                if s.testee.nothing_hidden {
+                    argv.push("--no-hidden".into());
+                }
                 if let Some(m) = s.testee.misbehave {
                     argv.push("--misbehave".into());
                     argv.push(m.name().into());
@@ -202,6 +205,11 @@ impl Target {
             TargetKind::Command { argv, middleware_command } => {
                 if s.testee.misbehave.is_some() {
                     return Err(Skip::SelfTest);
+                }
+                if s.testee.nothing_hidden && self.features.iter().any(|f| f == "hidden") {
+                    return Err(Skip::CannotExpress(
+                        "the target claims `hidden`, so its fixture hides `secret`; the scenario needs a start with nothing hidden".into(),
+                    ));
                 }
                 if s.testee.middleware {
                     return middleware_command.clone().ok_or(Skip::NoMiddlewareCommand);
@@ -682,6 +690,22 @@ mod tests {
             let e = parse(text).expect_err(text);
             assert!(e.starts_with(want), "{text:?}\n got: {e}\nwant: {want}");
         }
+    }
+
+    #[test]
+    fn a_start_with_nothing_hidden_is_the_reference_without_hidden_or_a_target_that_claims_none() {
+        let s = crate::scenario::parse_str(
+            Path::new("s.yaml"),
+            "id: x.y\ntitle: t\nrequirements: [TP-HANDSHAKE-13]\nlevel: MUST\nrole: tool-process\ntestee: {hidden: false}\nsteps:\n  - handshake: {hidden: []}\n",
+        )
+        .unwrap();
+        let argv = Target::reference("/bin/pc".into()).plan(&s).unwrap();
+        assert_eq!(argv, ["/bin/pc", "testee", "--no-hidden"]);
+        let mut sdk = Target::command(vec!["sdk".into()]);
+        sdk.features = vec!["hidden".into(), "progress".into()];
+        assert!(matches!(sdk.plan(&s), Err(Skip::CannotExpress(_))));
+        sdk.features = vec!["progress".into()];
+        assert_eq!(sdk.plan(&s).unwrap(), ["sdk"]);
     }
 
     #[test]

@@ -280,6 +280,11 @@ fn testee_setup_and_connection_rules() {
     assert!(e.starts_with("dir/s.yaml:6:16: PROTOMCP_SOCKET belongs to the harness"), "{e}");
     let e = first_error(&format!("{HEAD}testee: {{middleware: true}}\nsteps:\n  - handshake: {{}}\n"));
     assert_eq!(e, "dir/s.yaml:6:22: the middleware variant needs `middleware` in `needs`");
+    let s = parse(&format!("{HEAD}testee: {{hidden: false}}\nsteps:\n  - handshake: {{hidden: []}}\n")).unwrap();
+    assert!(s.testee.nothing_hidden);
+    assert!(!parse(&format!("{HEAD}steps:\n  - handshake: {{}}\n")).unwrap().testee.nothing_hidden);
+    let e = first_error(&format!("{HEAD}needs: [hidden]\ntestee: {{hidden: false}}\nsteps:\n  - handshake: {{}}\n"));
+    assert!(e.ends_with("`hidden: false` (nothing hidden) contradicts `hidden` in `needs`"), "{e}");
     // A testee that never connects allows only process-level steps.
     let text = HEAD.replace("TP-CALL-01", "TP-CONN-04")
         + "testee: {socket: missing}\nsteps:\n  - sleep: {ms: 10}\n  - expect_exit: {code: nonzero, stderr: {contains: PROTOMCP_SOCKET}}\n";

@@ -55,6 +55,19 @@ async fn no_greeting_then_tool_list_marker_and_hidden_tools() {
 }
 
 #[tokio::test]
+async fn without_hidden_secret_is_visible_and_no_disable_follows_the_marker() {
+    // `testee --no-hidden`: TP-HANDSHAKE-13, nothing hidden, so nothing after the marker.
+    let mut p = Peer::start(Options { hidden: false, ..Options::default() });
+    p.send(env::list_tools().with_rid("req-0")).await;
+    let Some(Msg::ToolList(list)) = p.envelope().await.msg else { panic!() };
+    assert!(list.tools.iter().any(|t| t.name == "secret"));
+    assert_eq!(p.envelope().await, env::handshake_marker());
+    p.silence(Duration::from_millis(300)).await;
+    ok_text(&p.call_result("c1", "secret", "").await, "secret");
+    assert_eq!(p.close().await, 0);
+}
+
+#[tokio::test]
 async fn requests_before_the_first_list_tools_are_ignored_harmlessly() {
     let mut p = Peer::with_defaults();
     // TP-HANDSHAKE-16: not fatal; this testee ignores them.

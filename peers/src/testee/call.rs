@@ -26,6 +26,12 @@ pub(crate) async fn run_call(
     bytes: usize,
 ) {
     let _admitted = Admitted { shared: &shared, rid: &rid, id, bytes };
+    if on(Fault::TpTaskCallAsTask) && shared.opts.fixture == Fixture::AppendixB && req.name == "slow" {
+        // Long-running tools become tasks: the call is answered with the task's id.
+        let task = protomcp_proto::pb::CreateTaskResponse { task_id: format!("task-{id}") };
+        shared.out.send(Envelope::from(task).with_rid(&rid)).await;
+        return;
+    }
     let reply = execute(&shared, &rid, req, &token).await;
     if on(Fault::TpCancelNoResult) && token.is_cancelled() {
         return;
@@ -162,8 +168,13 @@ async fn encode_reply(shared: &Shared, rid: &str, reply: Reply) -> Vec<Outgoing>
             // TP-STREAM-02..04: header with the exact total, chunks of at most chunk_size,
             // final on the last one only, every frame under the call rid.
             let chunk = stream_chunk_size(rid, shared.opts.stream_chunk);
+            // `tp.stream.also-response`: the generic reply path runs after the streaming one and
+            // sends the handler's (empty) return value as well.
+            let also = on(Fault::TpStreamAlsoResponse)
+                .then(|| Envelope::from(protomcp_proto::pb::CallToolResponse::default()).with_rid(rid));
             protomcp_proto::sideband::encode_stream(rid, "result_json", value.as_bytes(), chunk, true)
                 .into_iter()
+                .chain(also)
                 .map(Outgoing::Envelope)
                 .collect()
         }

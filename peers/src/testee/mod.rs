@@ -72,6 +72,9 @@ pub struct Options {
     pub stream_chunk: u32,
     /// Which tools, resources, prompts and completions the testee registers.
     pub fixture: Fixture,
+    /// Register `secret` hidden (Appendix B, when `hidden` is declared); `false` is the fixture
+    /// of a tool process without `hidden`: nothing is hidden (`testee --no-hidden`).
+    pub hidden: bool,
 }
 
 /// The registrations a testee serves.
@@ -95,6 +98,7 @@ impl Default for Options {
             reverse_timeout: DEFAULT_REVERSE_TIMEOUT,
             stream_chunk: DEFAULT_STREAM_CHUNK,
             fixture: Fixture::AppendixB,
+            hidden: true,
         }
     }
 }

@@ -50,6 +50,11 @@ enum Phase {
         remaining: VecDeque<(&'static str, i32)>,
     },
     Serving,
+    /// `tp.toollist.notification-waits`: requests are held back until an ActiveToolsResponse
+    /// comes or `until` passes.
+    AwaitingActive {
+        until: tokio::time::Instant,
+    },
 }
 
 /// A request held back during a burst (TP-HANDSHAKE-11).
@@ -76,7 +81,8 @@ pub(super) struct Session {
     queue: VecDeque<Queued>,
     queued_bytes: usize,
     flooded: bool,
-    /// `tp.frame.malformed-deaf`: set after an undecodable body.
+    /// `tp.frame.malformed-deaf`: set after an undecodable body (`tp.security.stray-reply-deaf`:
+    /// after a reply only a tool process sends).
     deaf: bool,
 }
 
@@ -162,9 +168,20 @@ impl Session {
                     std::future::pending().await
                 }
             };
+            let active_deadline = match self.phase {
+                Phase::AwaitingActive { until } => Some(until),
+                _ => None,
+            };
+            let awaiting_active = async {
+                match active_deadline {
+                    Some(until) => tokio::time::sleep_until(until).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 () = idle => return (End { code: exit::FAILURE, flush: false }, false),
+                () = awaiting_active => self.phase = Phase::Serving,
                 done = &mut *writer => {
                     let code = match done {
                         Ok(Err(e)) if matches!(e.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset) => exit::BRIDGE_CLOSED,
@@ -275,6 +292,19 @@ impl Session {
                 }
                 None
             }
+            Phase::AwaitingActive { .. } => {
+                match msg {
+                    // Whatever its rid: it is taken for the answer to the DisableToolsRequest.
+                    Msg::ActiveTools(_) => self.phase = Phase::Serving,
+                    Msg::SamplingResponse(_) | Msg::ListRootsResponse(_) => cx::route_reverse(&self.shared, &rid, msg),
+                    Msg::Cancel(c) => {
+                        self.cancel(&c.request_id);
+                    }
+                    msg if is_request(&msg) => self.hold_back(rid, msg),
+                    _ => {}
+                }
+                None
+            }
             Phase::Serving => self.dispatch(rid, msg, false).await,
         }
     }
@@ -346,6 +376,14 @@ impl Session {
             msg if on(Fault::TpSecurityUnexpectedArmExits) && Arm::of(&msg).direction() == Direction::ToolToBridge => {
                 return Some(End { code: exit::FAILURE, flush: false });
             }
+            // A reply of the kind only a tool process sends jams the reader: it goes on reading
+            // (and leaves at end-of-file) but serves nothing more.
+            msg if on(Fault::TpSecurityStrayReplyDeaf)
+                && Arm::of(&msg).direction() == Direction::ToolToBridge
+                && matches!(Arm::of(&msg).kind(), Kind::Response | Kind::ResponseOrNotification) =>
+            {
+                self.deaf = true;
+            }
             // TP-TASK-01: reserved task messages are ignored; so is everything that only a tool
             // process sends.
             _ => {}
@@ -396,18 +434,24 @@ impl Session {
     /// naming every hidden tool (TP-HANDSHAKE-10/12); requests held back are served after it.
     async fn finish_burst(&mut self) {
         let hidden = match self.shared.opts.fixture {
-            Fixture::AppendixB => tools::hidden(),
-            Fixture::McpConformance => Vec::new(),
+            Fixture::AppendixB if self.shared.opts.hidden => tools::hidden(),
+            Fixture::AppendixB | Fixture::McpConformance => Vec::new(),
         };
         let mut frames = if on(Fault::TpHandshakeNoMarker) { Vec::new() } else { vec![env::handshake_marker()] };
-        if !hidden.is_empty() {
+        let disables = !hidden.is_empty();
+        if disables || on(Fault::TpHandshakeEmptyDisable) {
             frames.push(env::disable_tools(hidden));
         }
         if on(Fault::TpHandshakeDisableFirst) {
             frames.reverse();
         }
         self.shared.out.batch(&frames).await;
-        self.phase = Phase::Serving;
+        self.phase = if disables && on(Fault::TpToollistNotificationWaits) {
+            // The DisableToolsRequest taken for a request: requests wait for its answer.
+            Phase::AwaitingActive { until: tokio::time::Instant::now() + self.shared.opts.reverse_timeout }
+        } else {
+            Phase::Serving
+        };
         if self.shared.opts.misbehave == Some(Misbehave::Flood) && !self.flooded {
             self.flooded = true;
             let out = self.shared.out.clone();
@@ -497,6 +541,11 @@ impl Session {
         let bytes = req.name.len() + req.arguments_json.len() + req.progress_token.len() + rid.len();
         let admitted = lock(&self.shared.calls).admit(&rid, token.clone(), bytes);
         match admitted {
+            // A "synchronous" handler that asks the host, run by the reader itself: nothing
+            // is read until it returns.
+            Some(id) if on(Fault::TpSamplingInlineHandler) && req.name == "ask" => {
+                call::run_call(Arc::clone(&self.shared), id, rid, req, token, bytes).await;
+            }
             Some(id) => {
                 self.tasks.spawn(call::run_call(Arc::clone(&self.shared), id, rid, req, token, bytes));
             }

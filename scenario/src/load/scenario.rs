@@ -263,6 +263,14 @@ impl Checker<'_> {
         if let Some(env) = &t.env {
             out.env = self.env(env);
         }
+        if let Some(h) = &t.hidden {
+            out.nothing_hidden = !h.value;
+            if role != Role::ToolProcess {
+                self.error(loc(h), "`hidden` applies to the testee (role tool-process) only");
+            } else if !h.value && needs.iter().any(|(n, _)| n == "hidden") {
+                self.error(loc(h), "`hidden: false` (nothing hidden) contradicts `hidden` in `needs`");
+            }
+        }
         if let Some(c) = &t.clean_env {
             if self.profile == Profile::ProtoMcp {
                 out.clean_env = c.value;
@@ -271,11 +279,16 @@ impl Checker<'_> {
             }
         }
         if self.profile == Profile::ProtoMcp
-            && let Some(k) = [t.middleware.as_ref().map(loc), t.misbehave.as_ref().map(loc), t.socket.as_ref().map(loc)]
-                .into_iter()
-                .flatten()
-                .chain(t.env.as_ref().map(|n| n.loc))
-                .next()
+            && let Some(k) = [
+                t.middleware.as_ref().map(loc),
+                t.misbehave.as_ref().map(loc),
+                t.socket.as_ref().map(loc),
+                t.hidden.as_ref().map(loc),
+            ]
+            .into_iter()
+            .flatten()
+            .chain(t.env.as_ref().map(|n| n.loc))
+            .next()
         {
             self.error(k, "a proto-mcp scenario's `testee` takes `clean_env` only");
         }

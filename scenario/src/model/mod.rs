@@ -299,6 +299,10 @@ pub struct TesteeSetup {
     /// proto-mcp: start the server with only PATH and HOME (a fresh temp dir) in its
     /// environment (`clean_env: true`).
     pub clean_env: bool,
+    /// `hidden: false`: the fixture of a tool process that does not declare `hidden`, so no
+    /// tool is hidden (the reference testee with `--no-hidden`; a target that claims `hidden`
+    /// has no such start and SKIPs).
+    pub nothing_hidden: bool,
 }
 
 /// What `PROTOMCP_SOCKET` holds when the testee starts.
