@@ -95,6 +95,9 @@ faults! {
     TpFrameOversizeWaits = ("tp.frame.oversize-waits", ToolProcess, "TP-FRAME-11", "after an oversize length prefix, waits for the body instead of closing"),
     TpFrameMalformedDeaf = ("tp.frame.malformed-deaf", ToolProcess, "TP-FRAME-14", "after an undecodable body, stays connected but answers nothing more"),
     TpFrameTruncatedHangs = ("tp.frame.truncated-hangs", ToolProcess, "TP-FRAME-15", "end-of-file inside a frame does not end the process"),
+    TpFrameSplitWrites = ("tp.frame.split-writes", ToolProcess, "TP-FRAME-02", "a frame's length prefix and its body (and a RawHeader frame and its payload) are queued as two writes, so a concurrent handler's frame can come between"),
+    TpFrameUnknownFieldDrops = ("tp.frame.unknown-field-drops", ToolProcess, "TP-FRAME-07", "a strict decoder: an Envelope holding a field it does not know, at any depth, is dropped"),
+    TpFrameArmResets = ("tp.frame.arm-resets", ToolProcess, "TP-FRAME-09", "the oneof arm starts a fresh Envelope: fields before it on the wire (a request_id written first) are lost"),
     // §4 connection
     TpConnUnsetExitsZero = ("tp.conn.unset-exits-zero", ToolProcess, "TP-CONN-02", "PROTOMCP_SOCKET unset or empty: exits with status 0"),
     TpConnRetryForever = ("tp.conn.retry-forever", ToolProcess, "TP-CONN-04", "retries a failed connect every 100 ms for ever"),
@@ -102,6 +105,8 @@ faults! {
     TpConnStdinEofExits = ("tp.conn.stdin-eof-exits", ToolProcess, "TP-CONN-07", "exits when stdin reaches end-of-file"),
     TpConnLinger = ("tp.conn.linger", ToolProcess, "TP-CONN-08", "stays alive 5 s after the bridge closed the connection"),
     TpConnIdleTimeout = ("tp.conn.idle-timeout", ToolProcess, "TP-CONN-11", "closes the connection after 5 s without a message"),
+    TpConnListens = ("tp.conn.listens", ToolProcess, "TP-CONN-01", "removes the file at PROTOMCP_SOCKET, listens there and waits for the bridge to connect"),
+    TpConnEofHandlerHangs = ("tp.conn.eof-handler-hangs", ToolProcess, "TP-CONN-10", "end-of-file while a handler runs: waits for the handler, then for a writer that never ends"),
     // §5 handshake
     TpHandshakeGreeting = ("tp.handshake.greeting", ToolProcess, "TP-HANDSHAKE-01", "logs `ready` before the first ListToolsRequest"),
     TpHandshakeListRidDropped = ("tp.handshake.list-rid-dropped", ToolProcess, "TP-HANDSHAKE-02", "the first ToolListResponse has an empty rid"),
@@ -208,6 +213,7 @@ faults! {
     TpTaskCallAsTask = ("tp.task.call-as-task", ToolProcess, "TP-TASK-02", "a call of the long-running tool slow is answered with a CreateTaskResponse in place of its result"),
     TpReloadNoRid = ("tp.reload.no-rid", ToolProcess, "TP-RELOAD-01", "the ReloadResponse has an empty rid"),
     TpReloadNoBurst = ("tp.reload.no-burst", ToolProcess, "TP-RELOAD-02", "no burst follows a successful reload"),
+    TpLifecycleErrorBudget = ("tp.lifecycle.error-budget", ToolProcess, "TP-LIFECYCLE-01", "after five error results the next call makes it exit (an error budget meant for a supervisor)"),
     TpSecurityUnexpectedArmExits = ("tp.security.unexpected-arm-exits", ToolProcess, "TP-SECURITY-01", "a message only a tool process sends makes it exit (unreachable!)"),
     TpSecurityStrayReplyDeaf = ("tp.security.stray-reply-deaf", ToolProcess, "TP-SECURITY-02", "after a reply only a tool process sends (a CallToolResponse from the bridge, say), stays connected but answers nothing more"),
 

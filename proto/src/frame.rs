@@ -144,6 +144,14 @@ impl FrameError {
                 )
             }
             FrameError::Oversize { party, .. } => Violation::new(Rule::FrameTooLong, *party, self.to_string()),
+            FrameError::Undecodable { party, body, .. } if let Some(inner) = inner_prefix(body) => Violation::new(
+                Rule::FramesInterleaved,
+                *party,
+                format!(
+                    "{self}; the body begins with another length prefix (announcing {inner} bytes): the bytes of two \
+                     frames are interleaved"
+                ),
+            ),
             FrameError::Undecodable { party, .. } => Violation::new(Rule::BodyNotEnvelope, *party, self.to_string()),
             FrameError::Truncated { party, stage: Stage::SidebandPayload, .. } => {
                 Violation::new(Rule::SidebandTruncated, *party, self.to_string())
@@ -151,6 +159,20 @@ impl FrameError {
             FrameError::Truncated { party, .. } => Violation::new(Rule::PartialFrame, *party, self.to_string()),
         }
     }
+}
+
+/// The length a frame body begins with when it begins with another frame's length prefix: its
+/// first byte is 0, which no Envelope field's key is (field number 0), and its first four bytes
+/// read big-endian are a legal length. A body that is exactly one whole Envelope frame (the
+/// prefix counted twice, a frame framed again) is no interleaving and gives `None`.
+fn inner_prefix(body: &[u8]) -> Option<u32> {
+    let (head, rest) = body.split_first_chunk::<PREFIX_LEN>()?;
+    let inner = u32::from_be_bytes(*head);
+    if head[0] != 0 || inner > MAX_FRAME {
+        return None;
+    }
+    let framed_again = inner as usize == rest.len() && Envelope::decode(rest).is_ok();
+    (!framed_again).then_some(inner)
 }
 
 #[derive(Debug)]
@@ -194,6 +216,10 @@ struct SidebandEnd {
     /// Stream offset of the RawHeader frame's payload.
     payload: u64,
     size: u64,
+    /// The payload began with a frame's length prefix (a NUL, then a legal length): a frame, or
+    /// its prefix, was written between the RawHeader frame and its payload (neither JSON text
+    /// nor a zstd frame begins with a NUL).
+    frame_first: bool,
 }
 
 /// An item the decoder has begun and not finished: which part, where, and how many of the bytes
@@ -339,7 +365,10 @@ impl FrameDecoder {
                     self.consumed += need as u64;
                     let (offset, header) = (*offset, header.take().expect("header present until delivered"));
                     self.state = State::Head;
-                    self.sideband_end = Some(SidebandEnd { at: self.consumed, payload: offset, size: need as u64 });
+                    let frame_first = payload.first() == Some(&0)
+                        && announced(&payload).is_some_and(|len| len <= self.limits.max_frame);
+                    self.sideband_end =
+                        Some(SidebandEnd { at: self.consumed, payload: offset, size: need as u64, frame_first });
                     let payload = decode_payload(&header, payload, self.limits.max_decompressed);
                     return Ok(Some(Frame::Sideband(Box::new(Sideband { offset, header, payload }))));
                 }
@@ -397,6 +426,18 @@ impl FrameDecoder {
     /// (TP-SIDEBAND-01); otherwise [`FrameError::violation`].
     pub fn violation_of(&self, e: &FrameError) -> Violation {
         match (e, self.sideband_end) {
+            (FrameError::Oversize { party, offset, len, .. }, Some(end)) if *offset == end.at && end.frame_first => {
+                Violation::new(
+                    Rule::FramesInterleaved,
+                    *party,
+                    format!(
+                        "the {}-byte sideband payload at stream offset {} begins with a frame's length prefix and goes \
+                         on past its RawHeader.size (the bytes after it, read as a prefix, announce {len} bytes): a frame was \
+                         written between the RawHeader frame and its payload",
+                        end.size, end.payload
+                    ),
+                )
+            }
             (FrameError::Oversize { party, offset, len, .. }, Some(end)) if *offset == end.at => Violation::new(
                 Rule::SidebandSize,
                 *party,
@@ -444,6 +485,13 @@ impl FrameDecoder {
         }
         if needs_scan(&d.envelope, body.len()) {
             d.wire = wire::scan(&Bytes::copy_from_slice(body)).ok().filter(|r| !r.is_empty()).map(Box::new);
+        }
+        if self.party == Party::Bridge
+            && crate::fault::on(crate::fault::Fault::TpFrameArmResets)
+            && let Some(at) = wire::last_arm_at(&Bytes::copy_from_slice(body)).filter(|&at| at > 0)
+        {
+            // A decoder that starts a fresh Envelope at the arm: what came before it is lost.
+            d.envelope = Envelope::decode(&body[at..]).unwrap_or_default();
         }
         // Only a tool process sends sideband payloads (§11): from a bridge a RawHeader is an
         // ordinary frame (and a BR-SIDEBAND-10 violation), with no unframed bytes after it.

@@ -65,6 +65,9 @@ pub enum Rule {
     /// A length prefix above `MAX_FRAME` that, read little-endian, is a frame length: the prefix
     /// was written in the wrong byte order.
     PrefixByteOrder,
+    /// A frame body that begins with another length prefix: the bytes of two frames were
+    /// interleaved (a frame's prefix, then another frame or its prefix, then the body).
+    FramesInterleaved,
     /// The connection ended inside a frame.
     PartialFrame,
     /// `namespace` set on a sent Envelope.
@@ -109,6 +112,8 @@ impl Rule {
             (FrameTooLong, Bridge) => "BR-FRAME-04",
             (BodyNotEnvelope | PartialFrame | PrefixByteOrder, ToolProcess) => "TP-FRAME-01",
             (BodyNotEnvelope | PartialFrame | PrefixByteOrder, Bridge) => "BR-FRAME-01",
+            (FramesInterleaved, ToolProcess) => "TP-FRAME-02",
+            (FramesInterleaved, Bridge) => "BR-FRAME-01",
             (NamespaceNotEmpty, ToolProcess) => "TP-FRAME-08",
             (NamespaceNotEmpty, Bridge) => "BR-FRAME-06",
             (SidebandTruncated | SidebandSize, ToolProcess) => "TP-SIDEBAND-01",

@@ -139,6 +139,25 @@ pub fn scan(body: &Bytes) -> Result<WireReport, WireError> {
     Ok(report)
 }
 
+/// Where the last oneof arm of an Envelope body begins (the offset of its tag), each field read
+/// and stepped over as [`scan`] does; `None` when the body has no arm or does not scan. For the
+/// fault `tp.frame.arm-resets` (a decoder that starts afresh at the arm).
+pub fn last_arm_at(body: &Bytes) -> Option<usize> {
+    let (mut report, mut arms) = (WireReport::default(), Vec::new());
+    let s = Scanner { body, report: &mut report, arms: &mut arms };
+    let schema = &MESSAGES[crate::schema::ENVELOPE];
+    let (mut pos, mut last) = (0, None);
+    while pos < body.len() {
+        let at = pos;
+        let (number, wire_type) = s.key(&mut pos, body.len(), "Envelope").ok()?;
+        if schema.field(number).is_some_and(|f| f.in_oneof) {
+            last = Some(at);
+        }
+        s.skip(&mut pos, body.len(), "Envelope", number, wire_type, RECURSION_LIMIT).ok()?;
+    }
+    last
+}
+
 struct Scanner<'a> {
     body: &'a Bytes,
     report: &'a mut WireReport,

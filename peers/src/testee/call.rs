@@ -36,7 +36,21 @@ pub(crate) async fn run_call(
     if on(Fault::TpCancelNoResult) && token.is_cancelled() {
         return;
     }
+    let failed = matches!(&reply, Reply::Response(r) if r.is_error);
     deliver(&shared, &rid, reply).await;
+    if failed && on(Fault::TpLifecycleErrorBudget) {
+        ERROR_RESULTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// `tp.lifecycle.error-budget`: error results sent so far, and how many the budget allows
+/// before the next call ends the process.
+static ERROR_RESULTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+const ERROR_BUDGET: usize = 5;
+
+/// `tp.lifecycle.error-budget`: whether the budget of error results is spent.
+pub(crate) fn error_budget_spent() -> bool {
+    ERROR_RESULTS.load(std::sync::atomic::Ordering::Relaxed) >= ERROR_BUDGET
 }
 
 /// The result of a call cancelled before its handler started (TP-CANCEL-03/05).

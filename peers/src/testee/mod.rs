@@ -174,6 +174,21 @@ pub async fn run(opts: Options) -> i32 {
         Some(Misbehave::Grandchild) => misbehave::spawn_grandchild(),
         _ => {}
     }
+    if on(Fault::TpConnListens) {
+        // Takes the file there for a stale socket of its own, as a server does, and waits.
+        let _ = std::fs::remove_file(&path);
+        let accepted = match tokio::net::UnixListener::bind(&path) {
+            Ok(listener) => listener.accept().await.map(|(s, _)| s),
+            Err(e) => Err(e),
+        };
+        return match accepted {
+            Ok(stream) => serve(stream, opts).await,
+            Err(e) => {
+                eprintln!("protomcp-conform testee: cannot listen on {ENV_SOCKET}={}: {e}", path.to_string_lossy());
+                exit::FAILURE
+            }
+        };
+    }
     // TP-CONN-01/04/06: one connection, as a client; a failure is one line and a non-zero exit
     // (no retries: TP-CONN-05 only allows them).
     let mut connected = UnixStream::connect(&path).await;

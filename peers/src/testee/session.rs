@@ -126,6 +126,12 @@ impl Session {
             session.shared.out.send(env::log("info", "sdk", r#""ready""#)).await;
         }
         let (end, writer_done) = session.run(&mut frames, &mut writer).await;
+        if on(Fault::TpConnEofHandlerHangs) && end.flush && !writer_done && !session.tasks.is_empty() {
+            // Lets the handlers finish, then waits for the writer to drain while the session
+            // still holds a sender: the writer never ends, nor does the process.
+            while session.tasks.join_next().await.is_some() {}
+            let _ = (&mut writer).await;
+        }
         // TP-CONN-08/10: handlers still running are stopped now (the spec allows stopping
         // them early), so the process leaves within T_PROMPT.
         session.tasks.shutdown().await;
@@ -213,6 +219,11 @@ impl Session {
                     || (on(Fault::TpFrameUnknownArmCloses) && d.len > 0 && d.envelope.msg.is_none())
                 {
                     return Some(End { code: exit::FAILURE, flush: false });
+                }
+                if on(Fault::TpFrameUnknownFieldDrops) && d.wire.as_ref().is_some_and(|w| !w.unknown.is_empty()) {
+                    // A strict decoder: fields it does not know make the message undecodable.
+                    diag!("skipping a frame with fields this SDK does not know");
+                    return None;
                 }
                 self.on_envelope(d.envelope).await
             }
@@ -519,6 +530,11 @@ impl Session {
             return None;
         }
         if on(Fault::TpCallHostileNameExits) && req.name.chars().any(char::is_control) {
+            return Some(End { code: exit::FAILURE, flush: false });
+        }
+        if on(Fault::TpLifecycleErrorBudget) && call::error_budget_spent() {
+            // Meant to hand over to a fresh process under a supervisor; the bridge has none.
+            eprintln!("protomcp-conform testee: too many failed calls; exiting");
             return Some(End { code: exit::FAILURE, flush: false });
         }
         if on(Fault::TpConcurDuplicateRidExits) && lock(&self.shared.calls).contains(&rid) {

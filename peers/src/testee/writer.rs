@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use protomcp_proto::frame::{EncodeError, MAX_FRAME, encode_frame_into};
+use protomcp_proto::frame::{EncodeError, MAX_FRAME, PREFIX_LEN, encode_frame_into};
 use protomcp_proto::pb::Envelope;
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::OwnedWriteHalf;
@@ -32,12 +32,38 @@ impl Out {
 
     /// Queues one Envelope; false when the writer is gone (the connection is over).
     pub async fn send(&self, envelope: Envelope) -> bool {
+        if protomcp_proto::fault::on(protomcp_proto::fault::Fault::TpFrameSplitWrites) {
+            let mut buf = BytesMut::new();
+            if let Err(err) = encode_checked(&envelope, &mut buf) {
+                diag!("not sending a {:?}: {err}", envelope.msg.as_ref().map(protomcp_proto::Arm::of));
+                return true;
+            }
+            return self.in_two(buf.freeze(), PREFIX_LEN).await;
+        }
         self.tx.send(Outgoing::Envelope(envelope)).await.is_ok()
     }
 
     /// Queues bytes that go to the socket exactly as given, in one piece.
     pub async fn raw(&self, bytes: Bytes) -> bool {
+        if protomcp_proto::fault::on(protomcp_proto::fault::Fault::TpFrameSplitWrites) && bytes.len() > PREFIX_LEN {
+            // The first frame (a RawHeader frame, say), then what follows it (its payload).
+            let first = PREFIX_LEN + u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
+            let at = first.min(bytes.len());
+            return self.in_two(bytes, at).await;
+        }
         self.tx.send(Outgoing::Raw(bytes)).await.is_ok()
+    }
+
+    /// `tp.frame.split-writes`: the bytes go out as two writes, `bytes[..at]` and the rest, with
+    /// the writer let go in between (as an SDK that writes the prefix and the body under two
+    /// takes of its lock), so a frame of another handler can get between them.
+    async fn in_two(&self, mut bytes: Bytes, at: usize) -> bool {
+        let head = bytes.split_to(at);
+        if self.tx.send(Outgoing::Raw(head)).await.is_err() {
+            return false;
+        }
+        tokio::task::yield_now().await;
+        bytes.is_empty() || self.tx.send(Outgoing::Raw(bytes)).await.is_ok()
     }
 
     /// Queues Envelopes that must reach the wire back to back, with no other frame between them

@@ -153,6 +153,50 @@ fn a_little_endian_prefix_is_named_as_the_wrong_byte_order_not_as_an_oversize_fr
 }
 
 #[test]
+fn a_body_that_begins_with_another_prefix_is_named_as_interleaved_frames() {
+    // Two frames written prefix, prefix, body, body (two writers each writing in two parts).
+    let a = env::call_result_text("one").with_rid("w1").to_frame();
+    let b = env::call_result_text("two").with_rid("w2").to_frame();
+    let mut wire = a[..4].to_vec();
+    wire.extend_from_slice(&b[..4]);
+    wire.extend_from_slice(&a[4..]);
+    wire.extend_from_slice(&b[4..]);
+    let err = tool_process().decode(&mut BytesMut::from(&wire[..])).unwrap_err();
+    assert!(matches!(err, FrameError::Undecodable { .. }), "{err:?}");
+    let v = err.violation();
+    assert_eq!(v.requirement(), "TP-FRAME-02", "{v}");
+    assert!(v.to_string().contains("the bytes of two frames are interleaved"), "{v}");
+    // From a bridge: BR-FRAME-01, which forbids interleaving too.
+    let err = FrameDecoder::new(Party::Bridge).decode(&mut BytesMut::from(&wire[..])).unwrap_err();
+    assert_eq!(err.violation().requirement(), "BR-FRAME-01");
+    // A frame framed a second time (the prefix counted in the outer length) is no interleaving,
+    // nor is a body one byte too long: both are frames in the wrong format (TP-FRAME-01).
+    let twice = frame_bytes(&a);
+    let err = tool_process().decode(&mut BytesMut::from(&twice[..])).unwrap_err();
+    assert_eq!(err.violation().requirement(), "TP-FRAME-01", "{}", err.violation());
+    let mut long = frame_with_prefix(a.len() as u32 - 3, &a[4..]).to_vec();
+    long.extend_from_slice(&b);
+    let err = tool_process().decode(&mut BytesMut::from(&long[..])).unwrap_err();
+    assert_eq!(err.violation().requirement(), "TP-FRAME-01", "{}", err.violation());
+}
+
+#[test]
+fn the_last_arm_of_a_body_is_found_whatever_the_field_order() {
+    use prost::Message;
+    let call = env::call_tool("echo", "{}").with_rid("r1");
+    let body = bytes::Bytes::from(call.encode_to_vec());
+    // prost writes the arm (field 3) first, then request_id (field 14).
+    assert_eq!(protomcp_proto::wire::last_arm_at(&body), Some(0));
+    // request_id first: the arm comes after its 4 bytes (tag, length, "r1").
+    let mut reversed = vec![0x72, 2, b'r', b'1'];
+    reversed.extend_from_slice(&env::call_tool("echo", "{}").encode_to_vec());
+    assert_eq!(protomcp_proto::wire::last_arm_at(&bytes::Bytes::from(reversed)), Some(4));
+    // No arm, or a body that does not scan.
+    assert_eq!(protomcp_proto::wire::last_arm_at(&bytes::Bytes::from_static(&[0x72, 0])), None);
+    assert_eq!(protomcp_proto::wire::last_arm_at(&bytes::Bytes::from_static(&[0x1a, 9])), None);
+}
+
+#[test]
 fn a_4_gib_prefix_reserves_nothing() {
     let mut d = tool_process();
     let mut buf = BytesMut::from(&[0xFF, 0xFF, 0xFF, 0xFF][..]);

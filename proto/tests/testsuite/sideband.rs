@@ -480,6 +480,25 @@ fn a_payload_longer_than_announced_is_named_by_the_prefix_that_follows_it() {
 }
 
 #[test]
+fn a_frame_between_a_raw_header_and_its_payload_is_named_as_interleaved_frames() {
+    // The RawHeader frame, then another frame's prefix, then the payload, then that frame's body.
+    let text = br#"[{"type":"text","text":"xxxxxxxxxxxxxxxxxxxxxxxx"}]"#;
+    let other = protomcp_proto::envelopes::call_result_text("between").with_rid("c2").to_frame();
+    let mut wire = lying_sideband(text.len() as u64, "", b"");
+    wire.extend_from_slice(&other[..4]);
+    wire.extend_from_slice(text);
+    wire.extend_from_slice(&other[4..]);
+    let mut d = FrameDecoder::new(Party::ToolProcess);
+    let mut buf = BytesMut::from(&wire[..]);
+    assert!(matches!(d.decode(&mut buf), Ok(Some(Frame::Envelope(_)))));
+    assert!(matches!(d.decode(&mut buf), Ok(Some(Frame::Sideband(_)))));
+    let err = d.decode(&mut buf).unwrap_err();
+    let v = d.violation_of(&err);
+    assert_eq!((v.rule, v.requirement()), (Rule::FramesInterleaved, "TP-FRAME-02"), "{v}");
+    assert!(v.detail.contains("written between the RawHeader frame and its payload"), "{v}");
+}
+
+#[test]
 fn what_a_decoder_waits_for_is_told_with_its_counts() {
     let wire = lying_sideband(100, "", b"[1,2,3]");
     let mut d = FrameDecoder::new(Party::ToolProcess);

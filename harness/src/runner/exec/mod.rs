@@ -454,7 +454,8 @@ impl<'a> Exec<'a> {
                     Ok(Err(e)) => return Err(StepError::Error(format!("accept failed: {e}"))),
                     Err(_) => {
                         self.found = connect;
-                        return Err(StepError::Fail(format!("{} did not connect within {within:?}", self.connector())));
+                        let listens = self.someone_else_listens().await;
+                        return Err(StepError::Fail(format!("{} did not connect within {within:?}{listens}", self.connector())));
                     }
                 },
                 x = self.proc.wait(within) => if let Some(x) = x {
@@ -495,6 +496,31 @@ impl<'a> Exec<'a> {
             raw_header_rid: None,
         });
         Ok(())
+    }
+
+    /// After a tool process did not connect: whether the socket path now leads to a listener
+    /// other than the harness's (a tool process that replaced the socket file and listens
+    /// there instead of connecting), said as a clause for the failure; empty otherwise.
+    async fn someone_else_listens(&self) -> &'static str {
+        if self.scenario.role != crate::scenario::Role::ToolProcess || self.reconnecting {
+            return "";
+        }
+        let Some(path) = self.listener.local_addr().ok().and_then(|a| a.as_pathname().map(ToOwned::to_owned)) else {
+            return "";
+        };
+        if !path.exists() {
+            return "; the socket file at PROTOMCP_SOCKET is gone (removed by the tool process?)";
+        }
+        let Ok(probe) = tokio::net::UnixStream::connect(&path).await else { return "" };
+        // The harness's own listener gets the probe at once; another one does not.
+        match tokio::time::timeout(Duration::from_millis(200), self.listener.accept()).await {
+            Ok(_) => "",
+            Err(_) => {
+                drop(probe);
+                "; another socket listens at PROTOMCP_SOCKET now: the tool process replaced the harness's socket file \
+                 and listens there instead of connecting"
+            }
+        }
     }
 
     /// Writes `bytes`; `tree` is what they encode (if they are one Envelope frame), otherwise
