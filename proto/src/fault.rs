@@ -252,6 +252,7 @@ faults! {
     BrToollistCallDisabled = ("br.toollist.call-disabled", Bridge, "BR-TOOLLIST-11", "tools/call accepts a registered tool that is not in the active set"),
     BrToollistNoListChanged = ("br.toollist.no-list-changed", Bridge, "BR-TOOLLIST-12", "a control message that changes the active set sends no list_changed"),
     BrToollistListChangedAlways = ("br.toollist.list-changed-always", Bridge, "BR-TOOLLIST-13", "every control message sends list_changed, also when nothing changed"),
+    BrToollistSessionCache = ("br.toollist.session-cache", Bridge, "BR-TOOLLIST-14", "each session keeps its own copy of the tools/list answer, dropped only when one of its own calls ends"),
     BrToollistUnsorted = ("br.toollist.unsorted", Bridge, "BR-TOOLLIST-16", "tools/list keeps the registration order"),
     BrSidebandReadsOneMore = ("br.sideband.reads-one-more", Bridge, "BR-SIDEBAND-01", "the bridge reads one byte more than RawHeader.size as the payload"),
     BrSidebandEnvelopeRid = ("br.sideband.envelope-rid", Bridge, "BR-SIDEBAND-02", "a payload is matched by the RawHeader frame's Envelope rid when it has one"),
