@@ -284,6 +284,7 @@ faults! {
     BrLifecycleSigtermIgnored = ("br.lifecycle.sigterm-ignored", Bridge, "BR-LIFECYCLE-10", "SIGTERM is ignored; only SIGINT ends the bridge"),
     BrLifecycleSocketLeft = ("br.lifecycle.socket-left", Bridge, "BR-LIFECYCLE-11", "the socket file is never removed"),
     BrLifecycleReadDefaultTimeout = ("br.lifecycle.read-default-timeout", Bridge, "BR-LIFECYCLE-12", "a resources/read waits the default 5 minutes instead of --call-timeout"),
+    BrLifecycleListenEndedAtFailure = ("br.lifecycle.listen-ended-at-failure", Bridge, "BR-LIFECYCLE-13", "a failure of the tool process ends the open listen subscriptions as at shutdown (each answered with its result)"),
     // [F2] call, concur, cancel, progress, log, middleware, task, security
     BrCallSentTwice = ("br.call.sent-twice", Bridge, "BR-CALL-01", "each CallToolRequest is written twice under the same rid (a retry on a write that had succeeded)"),
     BrCallAbsentArgsNull = ("br.call.absent-args-null", Bridge, "BR-CALL-02", "absent or null arguments are forwarded as arguments_json `null` instead of `{}`"),
