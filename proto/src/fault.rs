@@ -346,6 +346,7 @@ faults! {
     BrTaskAugmentedRefused = ("br.task.augmented-refused", Bridge, "BR-TASK-05", "a tools/call with `params.task` is refused with -32602 instead of run as an ordinary call"),
     BrTaskModernInvalidParams = ("br.task.modern-invalid-params", Bridge, "BR-TASK-06", "a modern tasks/* request is answered -32602 instead of -32601"),
     BrSecuritySocketOpen = ("br.security.socket-open", Bridge, "BR-SECURITY-01", "the socket's directory is created 0755 and the socket left 0777 less the umask"),
+    BrSecurityInflateThenCheck = ("br.security.inflate-then-check", Bridge, "BR-SECURITY-03", "a zstd payload without a declared size is decompressed completely and only then compared with LARGE_LIMIT"),
     BrSecurityDescriptionCutByBytes = ("br.security.description-cut-by-bytes", Bridge, "BR-SECURITY-04", "a tool description is cut at byte 1024 for a log line, which panics inside a multi-byte character"),
     BrSecurityNulNamePanics = ("br.security.nul-name-panics", Bridge, "BR-SECURITY-05", "a tools/call whose name holds a NUL character panics the bridge (the name made a C string)"),
     BrSecuritySecretLogged = ("br.security.secret-logged", Bridge, "BR-SECURITY-06", "a refused bearer token is logged on stderr together with the expected one"),
