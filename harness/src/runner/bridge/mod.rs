@@ -678,6 +678,7 @@ pub(crate) async fn execute(
     if pgid > 0 {
         ex.sampler = Some(crate::io::resources::Sampler { pgid, pidfile: Some(pidfile.clone()) });
     }
+    ex.mock_reports = Some(d.join(REPORT));
     let mut run = Run {
         ex,
         host,
