@@ -351,6 +351,8 @@ pub(super) struct RawToolHandshake {
     pub marker: Option<Spanned<bool>>,
     #[serde(default)]
     pub within_ms: Option<Spanned<Ms>>,
+    #[serde(default)]
+    pub hold_pulls_ms: Option<Spanned<Ms>>,
 }
 
 #[derive(Debug, Deserialize)]

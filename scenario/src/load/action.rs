@@ -340,6 +340,7 @@ impl Checker<'_> {
             hidden,
             marker: h.marker.as_ref().is_none_or(|m| m.value),
             within,
+            hold_pulls: h.hold_pulls_ms.as_ref().map(|ms| self.within(Some(ms), T_PROMPT)),
         }))
     }
 

@@ -469,6 +469,9 @@ pub struct ToolHandshake {
     pub hidden: Vec<String>,
     pub marker: bool,
     pub within: Duration,
+    /// The answers to the startup's list pulls are held back this long once the pulls stopped
+    /// coming (a bridge must not answer a list before it has the list, BR-HANDSHAKE-09).
+    pub hold_pulls: Option<Duration>,
 }
 
 /// `reload_begins`: the bridge begins a reload within `within`, by ending the tool process's
