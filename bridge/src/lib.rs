@@ -137,6 +137,9 @@ pub trait HostSession: Send + Sync {
     fn sample(&self, params: Value) -> BoxFuture<Result<Value, error::ReverseError>>;
     /// `roots/list`; the result as JSON.
     fn list_roots(&self) -> BoxFuture<Result<Value, error::ReverseError>>;
+    /// Only with the fault `br.lifecycle.listen-ended-at-failure`: the session's listen
+    /// subscriptions are ended as at shutdown.
+    fn end_listens(&self);
 }
 
 /// What the shell keeps beside the core, under the same lock.

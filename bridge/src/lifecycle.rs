@@ -110,6 +110,13 @@ impl Bridge {
                 sh.process.take()
             };
             self.drive(|sh, now| sh.core.handle_closed(now, link.generation, &reason));
+            if fault::on(Fault::BrLifecycleListenEndedAtFailure) {
+                // The fault: the tool process's end is taken for the end of the subscriptions.
+                let sessions: Vec<_> = self.shared.lock().unwrap().sessions.values().cloned().collect();
+                for s in sessions {
+                    s.end_listens();
+                }
+            }
             if fault::on(Fault::BrLifecycleExitOnFailure) {
                 // The calls that waited are answered; then the bridge gives up.
                 tokio::time::sleep(Duration::from_millis(300)).await;

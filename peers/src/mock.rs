@@ -203,9 +203,10 @@ pub fn run_blocking(native: bool) -> i32 {
         return exit::USAGE;
     };
     // BR-CONN-02: the bridge hands over an absolute path. A relative one would resolve against
-    // a working directory the bridge does not control, so the mock refuses it outright and every
-    // bridge scenario fails at its first tool-side step.
+    // a working directory the bridge does not control, so the mock refuses it outright, after
+    // reporting the value, so that the harness names BR-CONN-02 at the first tool-side step.
     if !std::path::Path::new(&bridge).is_absolute() {
+        report(&bridge);
         eprintln!("protomcp-conform mock: {ENV_SOCKET}={bridge:?} is not an absolute path (BR-CONN-02)");
         return exit::USAGE;
     }

@@ -264,6 +264,7 @@ faults! {
     BrToollistCallDisabled = ("br.toollist.call-disabled", Bridge, "BR-TOOLLIST-11", "tools/call accepts a registered tool that is not in the active set"),
     BrToollistNoListChanged = ("br.toollist.no-list-changed", Bridge, "BR-TOOLLIST-12", "a control message that changes the active set sends no list_changed"),
     BrToollistListChangedAlways = ("br.toollist.list-changed-always", Bridge, "BR-TOOLLIST-13", "every control message sends list_changed, also when nothing changed"),
+    BrToollistSessionCache = ("br.toollist.session-cache", Bridge, "BR-TOOLLIST-14", "each session keeps its own copy of the tools/list answer, dropped only when one of its own calls ends"),
     BrToollistUnsorted = ("br.toollist.unsorted", Bridge, "BR-TOOLLIST-16", "tools/list keeps the registration order"),
     BrSidebandReadsOneMore = ("br.sideband.reads-one-more", Bridge, "BR-SIDEBAND-01", "the bridge reads one byte more than RawHeader.size as the payload"),
     BrSidebandEnvelopeRid = ("br.sideband.envelope-rid", Bridge, "BR-SIDEBAND-02", "a payload is matched by the RawHeader frame's Envelope rid when it has one"),
@@ -295,6 +296,7 @@ faults! {
     BrLifecycleSigtermIgnored = ("br.lifecycle.sigterm-ignored", Bridge, "BR-LIFECYCLE-10", "SIGTERM is ignored; only SIGINT ends the bridge"),
     BrLifecycleSocketLeft = ("br.lifecycle.socket-left", Bridge, "BR-LIFECYCLE-11", "the socket file is never removed"),
     BrLifecycleReadDefaultTimeout = ("br.lifecycle.read-default-timeout", Bridge, "BR-LIFECYCLE-12", "a resources/read waits the default 5 minutes instead of --call-timeout"),
+    BrLifecycleListenEndedAtFailure = ("br.lifecycle.listen-ended-at-failure", Bridge, "BR-LIFECYCLE-13", "a failure of the tool process ends the open listen subscriptions as at shutdown (each answered with its result)"),
     // [F2] call, concur, cancel, progress, log, middleware, task, security
     BrCallSentTwice = ("br.call.sent-twice", Bridge, "BR-CALL-01", "each CallToolRequest is written twice under the same rid (a retry on a write that had succeeded)"),
     BrCallAbsentArgsNull = ("br.call.absent-args-null", Bridge, "BR-CALL-02", "absent or null arguments are forwarded as arguments_json `null` instead of `{}`"),
@@ -356,6 +358,7 @@ faults! {
     BrTaskAugmentedRefused = ("br.task.augmented-refused", Bridge, "BR-TASK-05", "a tools/call with `params.task` is refused with -32602 instead of run as an ordinary call"),
     BrTaskModernInvalidParams = ("br.task.modern-invalid-params", Bridge, "BR-TASK-06", "a modern tasks/* request is answered -32602 instead of -32601"),
     BrSecuritySocketOpen = ("br.security.socket-open", Bridge, "BR-SECURITY-01", "the socket's directory is created 0755 and the socket left 0777 less the umask"),
+    BrSecurityInflateThenCheck = ("br.security.inflate-then-check", Bridge, "BR-SECURITY-03", "a zstd payload without a declared size is decompressed completely and only then compared with LARGE_LIMIT"),
     BrSecurityDescriptionCutByBytes = ("br.security.description-cut-by-bytes", Bridge, "BR-SECURITY-04", "a tool description is cut at byte 1024 for a log line, which panics inside a multi-byte character"),
     BrSecurityNulNamePanics = ("br.security.nul-name-panics", Bridge, "BR-SECURITY-05", "a tools/call whose name holds a NUL character panics the bridge (the name made a C string)"),
     BrSecuritySecretLogged = ("br.security.secret-logged", Bridge, "BR-SECURITY-06", "a refused bearer token is logged on stderr together with the expected one"),

@@ -49,9 +49,11 @@ pub fn decompress_bounded(payload: &[u8], declared: u64, limit: u64) -> Result<B
     if declared > limit {
         return Err(SidebandError::DecompressedTooLarge { limit });
     }
+    // br.security.inflate-then-check: everything is decompressed first, the limit judged after.
+    let late = declared == 0 && crate::fault::on(crate::fault::Fault::BrSecurityInflateThenCheck);
     let cap = if declared > 0 {
         declared
-    } else if crate::fault::on(crate::fault::Fault::BrSidebandBombUnbounded) {
+    } else if late || crate::fault::on(crate::fault::Fault::BrSidebandBombUnbounded) {
         u64::MAX
     } else {
         limit
@@ -82,6 +84,9 @@ pub fn decompress_bounded(payload: &[u8], declared: u64, limit: u64) -> Result<B
             out.reserve_exact(want - out.len());
         }
         out.extend_from_slice(&chunk[..n]);
+    }
+    if late && out.len() as u64 > limit {
+        return Err(SidebandError::DecompressedTooLarge { limit });
     }
     if declared > 0 && out.len() as u64 != declared {
         return Err(SidebandError::SizeMismatch { declared, actual: out.len() as u64 });

@@ -210,6 +210,8 @@ pub(super) enum RawStep {
     HostExpectComment(RawHostExpectComment),
     TcpListen(RawTcpListen),
     ExpectNoTcpConnect(RawExpectNoTcpConnect),
+    MemoryMark(RawEmpty),
+    ExpectMemory(RawExpectMemory),
     Soak(RawSoak),
     // proto-mcp (the loader refuses them in protomcp scenarios).
     Initialize(RawInitialize),
@@ -351,6 +353,8 @@ pub(super) struct RawToolHandshake {
     pub marker: Option<Spanned<bool>>,
     #[serde(default)]
     pub within_ms: Option<Spanned<Ms>>,
+    #[serde(default)]
+    pub hold_pulls_ms: Option<Spanned<Ms>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -383,6 +387,15 @@ pub(super) struct RawHandshake {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSendRaw {
     pub hex: Spanned<String>,
+    /// The bytes written this many times (default 1).
+    #[serde(default)]
+    pub repeat: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawExpectMemory {
+    pub peak_growth_below_mib: Spanned<u64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -313,6 +313,10 @@ impl HostSession for McpSession {
         Box::pin(std::future::ready(()))
     }
 
+    fn end_listens(&self) {
+        let _ = self.shutdown();
+    }
+
     fn can_sample(&self) -> bool {
         self.core.lock().unwrap().session_caps().sampling
     }

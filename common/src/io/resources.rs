@@ -429,6 +429,51 @@ impl Sampler {
             .unwrap_or_default();
         sample(self.pgid, &extra)
     }
+
+    /// The target's own processes: its process group less the tool processes of the pidfile
+    /// (a bridge's mocks), for what the target itself holds.
+    fn own_pids(&self) -> Vec<i32> {
+        let tools: Vec<i32> = self
+            .pidfile
+            .as_ref()
+            .map(|p| {
+                std::fs::read_to_string(p).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
+            })
+            .unwrap_or_default();
+        group_pids(self.pgid).into_iter().filter(|p| !tools.contains(p)).collect()
+    }
+
+    /// Resets the peak resident memory (VmHWM) of each of the target's own processes to what it
+    /// holds now (`5` into `/proc/PID/clear_refs`, Linux 4.0 on) and gives the resident memory
+    /// summed, in KiB: the mark [`Sampler::peak_kib`] is measured against.
+    pub fn reset_peak(&self) -> Result<u64, String> {
+        let pids = self.own_pids();
+        if pids.is_empty() {
+            return Err("no process of the target runs".into());
+        }
+        let mut rss = 0;
+        for pid in pids {
+            let path = format!("/proc/{pid}/clear_refs");
+            std::fs::write(&path, "5")
+                .map_err(|e| format!("cannot reset the peak memory of pid {pid} ({path}): {e}"))?;
+            rss += status_kib(pid, "VmRSS:").unwrap_or(0);
+        }
+        Ok(rss)
+    }
+
+    /// The peak resident memory (VmHWM) of the target's own processes, summed, in KiB; `None`
+    /// when none runs.
+    pub fn peak_kib(&self) -> Option<u64> {
+        let pids = self.own_pids();
+        (!pids.is_empty()).then(|| pids.into_iter().filter_map(|p| status_kib(p, "VmHWM:")).sum())
+    }
+}
+
+/// A `KEY:  N kB` figure of `/proc/PID/status`.
+fn status_kib(pid: i32, key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(key))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Samples taken every [`DURING_EVERY`] while a scenario runs, by a task of their

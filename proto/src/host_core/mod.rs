@@ -285,6 +285,9 @@ pub struct HostCore {
     joined: bool,
     /// Open `subscriptions/listen` requests, by their id (the subscriptionId).
     listens: Vec<(RequestId, modern::Listen)>,
+    /// Only with the fault `br.toollist.session-cache`: this session's copy of the tools/list
+    /// items, dropped when one of its own calls ends.
+    tools_cache: Option<Vec<Value>>,
 }
 
 fn droppable(t: &Transmit) -> bool {
@@ -325,6 +328,7 @@ impl HostCore {
             actions: VecDeque::new(),
             joined: false,
             listens: Vec::new(),
+            tools_cache: None,
         }
     }
 
@@ -480,6 +484,12 @@ impl HostCore {
             Listing::of(&r.method).map(|l| if modern && l == Listing::Tools { Listing::ModernTools } else { l });
         let forward = match listing {
             Some(listing) => match self.cursor(&r) {
+                // The fault: the session's copy of the list, however old (BR-TOOLLIST-14).
+                Ok(from) if listing == Listing::Tools && self.tools_cache.is_some() => {
+                    let items = self.tools_cache.clone().unwrap_or_default();
+                    let page = self.page(listing, items, from);
+                    return self.answer(r.id, page);
+                }
                 Ok(from) => {
                     self.pending.insert(r.id.clone(), Pending::new(Some((listing, from)), None, modern, None));
                     Forward::List(listing)
@@ -750,6 +760,10 @@ impl HostCore {
         let Some(pending) = self.pending.remove(&id) else { return };
         let call = self.calls.contains(&id);
         self.calls.retain(|c| *c != id);
+        if call {
+            // A call of this session may have changed the active set: its copy goes.
+            self.tools_cache = None;
+        }
         let modern = pending.modern;
         let outcome = match (outcome, pending.list) {
             (Err(HostError::Cancelled), _) => {
@@ -771,6 +785,9 @@ impl HostCore {
                 let tools = matches!(listing, Listing::Tools | Listing::ModernTools);
                 if tools && !crate::fault::on(crate::fault::Fault::BrToollistUnsorted) {
                     items.sort_by(|a, b| a["name"].as_str().unwrap_or("").cmp(b["name"].as_str().unwrap_or("")));
+                }
+                if listing == Listing::Tools && fault::on(Fault::BrToollistSessionCache) {
+                    self.tools_cache = Some(items.clone());
                 }
                 if listing == Listing::ModernTools && self.cfg.http && !fault::on(Fault::BrHttpBadAnnotationKept) {
                     self.drop_bad_header_annotations(&mut items);

@@ -8,6 +8,9 @@ use super::{
     Signal, Soak, SoakCall, T_PROMPT, T_START, Template, ToolHandshake, loc, raw, requirements, template,
 };
 
+/// The most bytes one `send_raw` writes (its hex times its `repeat`): 64 MiB, as `${repeat}`.
+const MAX_SEND_RAW: usize = 64 * 1024 * 1024;
+
 impl Checker<'_> {
     pub(super) fn action(&mut self, step: &RawStep, compiler: &mut Compiler) -> Option<Action> {
         Some(match step {
@@ -19,7 +22,17 @@ impl Checker<'_> {
                     self.error(loc(&r.hex), "send_raw needs at least one byte");
                     return None;
                 }
-                Action::SendRaw(bytes)
+                let times = r.repeat.as_ref().map_or(1, |n| n.value as usize);
+                if let Some(n) = &r.repeat
+                    && (n.value == 0 || bytes.len().saturating_mul(times) > MAX_SEND_RAW)
+                {
+                    self.error(
+                        loc(n),
+                        format!("send_raw's repeat must be at least 1 and write at most {MAX_SEND_RAW} bytes"),
+                    );
+                    return None;
+                }
+                Action::SendRaw(bytes.repeat(times))
             }
             RawStep::SendFrame(f) => self.send_frame(f, compiler)?,
             RawStep::Expect(e) => {
@@ -126,6 +139,14 @@ impl Checker<'_> {
                 compiler.used.push((e.listener.value.clone(), loc(&e.listener)));
                 let duration = self.within(e.for_ms.as_ref(), T_PROMPT);
                 Action::ExpectNoTcpConnect { listener: e.listener.value.clone(), duration }
+            }
+            RawStep::MemoryMark(_) => Action::MemoryMark,
+            RawStep::ExpectMemory(m) => {
+                if m.peak_growth_below_mib.value == 0 {
+                    self.error(loc(&m.peak_growth_below_mib), "peak_growth_below_mib must be at least 1");
+                    return None;
+                }
+                Action::ExpectMemory { peak_growth_below_kib: m.peak_growth_below_mib.value.saturating_mul(1024) }
             }
             RawStep::Soak(k) => Action::Soak(self.soak(k)?),
             RawStep::ReloadBegins(r) => self.reload_begins(r)?,
@@ -319,6 +340,7 @@ impl Checker<'_> {
             hidden,
             marker: h.marker.as_ref().is_none_or(|m| m.value),
             within,
+            hold_pulls: h.hold_pulls_ms.as_ref().map(|ms| self.within(Some(ms), T_PROMPT)),
         }))
     }
 

@@ -19,6 +19,7 @@ impl Checker<'_> {
         let mut out = Vec::new();
         let mut defined: HashSet<String> = HashSet::new();
         let mut conn = Conn::Open;
+        let mut marked = false;
         for step in &steps.value {
             let at = loc(step);
             let mut compiler = Compiler::default();
@@ -75,6 +76,13 @@ impl Checker<'_> {
                         action.keyword()
                     ),
                 ),
+                _ => {}
+            }
+            match action {
+                Action::MemoryMark => marked = true,
+                Action::ExpectMemory { .. } if !marked => {
+                    self.error(at, "`expect_memory` measures from a `memory_mark` step, and no earlier step is one")
+                }
                 _ => {}
             }
             match action {

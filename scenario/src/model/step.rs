@@ -120,6 +120,15 @@ pub enum Action {
         listener: String,
         duration: Duration,
     },
+    /// Bridge scenarios: the peak resident memory of the bridge's own processes (its process
+    /// group less the tool processes) is reset to what they hold now, which is remembered: the
+    /// mark of [`Action::ExpectMemory`].
+    MemoryMark,
+    /// Bridge scenarios: since the last [`Action::MemoryMark`], the peak resident memory of the
+    /// bridge's own processes has grown by less than `peak_growth_below_kib` KiB (BR-SECURITY-03).
+    ExpectMemory {
+        peak_growth_below_kib: u64,
+    },
     /// Repeats a call mix while sampling the target's process group; a resource that grows with
     /// the rounds is a leak ([`Soak`]; the harness judges the samples).
     Soak(Soak),
@@ -224,6 +233,8 @@ impl Action {
                 | Action::HostExpectComment { .. }
                 | Action::TcpListen { .. }
                 | Action::ExpectNoTcpConnect { .. }
+                | Action::MemoryMark
+                | Action::ExpectMemory { .. }
         ) || matches!(self, Action::Expect(e) if e.or_host.is_some())
     }
 
@@ -250,6 +261,7 @@ impl Action {
             | Action::HostClose
             | Action::Touch(_)
             | Action::TcpListen { .. }
+            | Action::MemoryMark
             | Action::ToolHandshake(_) => false,
             Action::Expect(_)
             | Action::ExpectAnyOrder(_)
@@ -269,6 +281,7 @@ impl Action {
             | Action::ExpectToolExit { .. }
             | Action::HostExpectComment { .. }
             | Action::ExpectNoTcpConnect { .. }
+            | Action::ExpectMemory { .. }
             | Action::Soak(_) => true,
             Action::ProtoMcp(a) => a.judges(),
         }
@@ -311,6 +324,8 @@ impl Action {
             Action::HostExpectComment { .. } => "host_expect_comment",
             Action::TcpListen { .. } => "tcp_listen",
             Action::ExpectNoTcpConnect { .. } => "expect_no_tcp_connect",
+            Action::MemoryMark => "memory_mark",
+            Action::ExpectMemory { .. } => "expect_memory",
             Action::Soak(_) => "soak",
             Action::ProtoMcp(a) => a.keyword(),
         }
@@ -336,6 +351,8 @@ impl Action {
                 | Action::HostExpectComment { .. }
                 | Action::TcpListen { .. }
                 | Action::ExpectNoTcpConnect { .. }
+                | Action::MemoryMark
+                | Action::ExpectMemory { .. }
         )
     }
 
@@ -452,6 +469,9 @@ pub struct ToolHandshake {
     pub hidden: Vec<String>,
     pub marker: bool,
     pub within: Duration,
+    /// The answers to the startup's list pulls are held back this long once the pulls stopped
+    /// coming (a bridge must not answer a list before it has the list, BR-HANDSHAKE-09).
+    pub hold_pulls: Option<Duration>,
 }
 
 /// `reload_begins`: the bridge begins a reload within `within`, by ending the tool process's

@@ -178,6 +178,8 @@ struct Run<'a> {
     reload_rid: Option<Value>,
     /// The TCP listeners of `tcp_listen`, by their capture's name.
     listeners: Vec<(String, TcpWatch)>,
+    /// What the bridge's own processes held (resident, KiB) at the last `memory_mark`.
+    memory_mark: Option<u64>,
 }
 
 /// A `tcp_listen` port: who connected to it (peer and first line), and the task that accepts.
@@ -283,9 +285,46 @@ impl Run<'_> {
                 self.expect_no_tcp_connect(listener, d).await
             }
             Action::Expect(e) if e.or_host.is_some() => self.expect_or_host(e).await,
+            Action::MemoryMark => self.memory_mark(),
+            Action::ExpectMemory { peak_growth_below_kib } => self.expect_memory(*peak_growth_below_kib),
             Action::Soak(k) => self.soak(k).await,
             _ => self.ex.step(action).await,
         }
+    }
+
+    /// `memory_mark`: the peak resident memory of the bridge's own processes (its group less the
+    /// mocks) is reset to what they hold now, and that is remembered.
+    fn memory_mark(&mut self) -> Result<(), StepError> {
+        let Some(sampler) = &self.ex.sampler else {
+            return Err(StepError::Error("memory_mark: the bridge's processes are not known".into()));
+        };
+        self.memory_mark = Some(sampler.reset_peak().map_err(|e| StepError::Error(format!("memory_mark: {e}")))?);
+        Ok(())
+    }
+
+    /// `expect_memory`: the peak resident memory of the bridge's own processes since the
+    /// `memory_mark` exceeds what they held then by less than the bound (BR-SECURITY-03: a size
+    /// from the tool process must not cause an allocation above `MAX_FRAME` or `LARGE_LIMIT`;
+    /// pages a process never wrote do not count, so only memory it filled shows).
+    fn expect_memory(&mut self, below_kib: u64) -> Result<(), StepError> {
+        let (Some(mark), Some(sampler)) = (self.memory_mark, &self.ex.sampler) else {
+            return Err(StepError::Error("expect_memory: no memory_mark was taken".into()));
+        };
+        let Some(peak) = sampler.peak_kib() else {
+            return Err(StepError::Error("expect_memory: no process of the bridge runs".into()));
+        };
+        let growth = peak.saturating_sub(mark);
+        let mib = |k: u64| k as f64 / 1024.0;
+        if growth >= below_kib {
+            return Err(StepError::Fail(format!(
+                "the bridge's peak resident memory grew by {:.1} MiB since the memory_mark ({:.1} → {:.1} MiB), not less than {:.0} MiB",
+                mib(growth),
+                mib(mark),
+                mib(peak),
+                mib(below_kib)
+            )));
+        }
+        Ok(())
     }
 
     /// `host_send`: a JSON-RPC message (placeholders filled in; a list request is remembered for
@@ -639,6 +678,7 @@ pub(crate) async fn execute(
     if pgid > 0 {
         ex.sampler = Some(crate::io::resources::Sampler { pgid, pidfile: Some(pidfile.clone()) });
     }
+    ex.mock_reports = Some(d.join(REPORT));
     let mut run = Run {
         ex,
         host,
@@ -654,6 +694,7 @@ pub(crate) async fn execute(
         pages: Pages::default(),
         reload_rid: None,
         listeners: Vec::new(),
+        memory_mark: None,
     };
     if s.stale_socket {
         run.ex.transcript.push(Item::Touch { path: "tp.sock".into() });

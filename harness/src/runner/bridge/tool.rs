@@ -144,6 +144,7 @@ impl Run<'_> {
         // Without the marker the bridge first waits HANDSHAKE_QUIET itself.
         let mut first = !h.marker;
         let mut answered = 0;
+        let mut held = Vec::new();
         while answered < 3 {
             let wait = Instant::now() + if first { quiet * 3 } else { quiet };
             first = false;
@@ -176,8 +177,21 @@ impl Run<'_> {
             };
             let mut reply = reply;
             reply["request_id"] = rid;
-            self.ex.send_value(reply).await?;
+            if h.hold_pulls.is_some() {
+                held.push(reply);
+            } else {
+                self.ex.send_value(reply).await?;
+            }
             answered += 1;
+        }
+        // `hold_pulls_ms`: the answers go out only after the hold; host messages wait meanwhile.
+        if let Some(hold) = h.hold_pulls
+            && !held.is_empty()
+        {
+            tokio::time::sleep(self.ex.t(hold)).await;
+            for reply in held {
+                self.ex.send_value(reply).await?;
+            }
         }
         // Pulls that come later (on demand, BR-HANDSHAKE-09) get the same answers.
         self.ex.lists = Some(PullAnswers {

@@ -170,6 +170,9 @@ pub struct Exec<'a> {
     /// Whose resources are sampled ([`crate::io::resources::Sampler`]); `None`: nothing is (a testee in
     /// this process).
     pub sampler: Option<crate::io::resources::Sampler>,
+    /// Bridge runs: the file the mocks write their [`crate::mock::SocketReport`]s into, read
+    /// while a tool process is awaited (a `PROTOMCP_SOCKET` that is not absolute, BR-CONN-02).
+    pub mock_reports: Option<std::path::PathBuf>,
     /// The samples `soak` steps took, in order.
     pub samples: Vec<crate::io::resources::Sample>,
     /// A soak that found resources growing: the step's index and the message of the LEAK.
@@ -272,6 +275,7 @@ impl<'a> Exec<'a> {
             stash: Default::default(),
             resources_start: None,
             sampler: None,
+            mock_reports: None,
             samples: Vec::new(),
             leak: None,
             during: None,
@@ -446,9 +450,21 @@ impl<'a> Exec<'a> {
             crate::scenario::Role::ToolProcess => &["TP-CONN-01"],
             crate::scenario::Role::Bridge => &["BR-CONN-01"],
         };
+        let mut look = tokio::time::interval(Duration::from_millis(20));
         let stream = loop {
             tokio::select! {
                 biased;
+                // BR-CONN-02: the mock reports the PROTOMCP_SOCKET it was given before it refuses
+                // one that is not absolute; such a tool process never connects, and the path's
+                // form is what broke, not the connect.
+                _ = look.tick(), if self.mock_reports.is_some() => {
+                    if let Some(socket) = self.relative_socket() {
+                        self.found = &["BR-CONN-02"];
+                        return Err(StepError::Fail(format!(
+                            "the bridge started its tool process with PROTOMCP_SOCKET={socket:?}, which is not an absolute path (the mock refused it and exited)"
+                        )));
+                    }
+                }
                 r = tokio::time::timeout_at(deadline, self.listener.accept()) => match r {
                     Ok(Ok((s, _))) => break s,
                     Ok(Err(e)) => return Err(StepError::Error(format!("accept failed: {e}"))),
@@ -521,6 +537,12 @@ impl<'a> Exec<'a> {
                  and listens there instead of connecting"
             }
         }
+    }
+
+    /// The `PROTOMCP_SOCKET` of a mock report that is not an absolute path, if any.
+    fn relative_socket(&self) -> Option<String> {
+        let path = self.mock_reports.as_ref()?;
+        crate::mock::read_reports(path).into_iter().map(|r| r.socket).find(|s| !std::path::Path::new(s).is_absolute())
     }
 
     /// Writes `bytes`; `tree` is what they encode (if they are one Envelope frame), otherwise
